@@ -1,0 +1,3 @@
+from runplane.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The ``runplane`` command line: thin, every decision is made in the layers below."""

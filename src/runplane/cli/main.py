@@ -1,0 +1,87 @@
+"""Entry point: dispatches commands and turns user errors into a message and exit code 2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from runplane.cli.options import apply_resource_options, resource_options
+from runplane.errors import RunplaneError
+
+REDACTED = "<redacted>"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="runplane")
+def cli() -> None:
+    """Run Python functions as jobs and services with explicit, correct resources."""
+
+
+def load_function(source: str, name: str | None, handler: str | None, kind: str | None) -> Any:
+    """A function from an exported YAML/JSON file or from a Python file."""
+    from runplane.spec import code_to_function, import_function
+
+    if Path(source).suffix == ".py":
+        return code_to_function(
+            name=name or "", filename=source, handler=handler or "", kind=kind or "job"
+        )
+    fn = import_function(source)
+    if handler:
+        fn.spec.handler = handler
+    return fn
+
+
+def _redacted(manifest: dict[str, Any]) -> dict[str, Any]:
+    if manifest.get("kind") != "Secret":
+        return manifest
+    hidden = {key: REDACTED for key in manifest.get("stringData", {})}
+    return {**manifest, "stringData": hidden}
+
+
+@cli.command()
+@click.argument("source")
+@click.option("--name", help="Function name (default: the file name).")
+@click.option("--handler", help="Function in the file to run.")
+@click.option("--kind", type=click.Choice(["job", "serving", "local"]), help="Function kind.")
+@resource_options
+def render(
+    source: str, name: str | None, handler: str | None, kind: str | None, **options: Any
+) -> None:
+    """Print the Kubernetes manifests SOURCE (function.yaml or a .py file) renders to.
+
+    The QoS class and warnings follow as YAML comments, so the output stays valid YAML.
+    Secret values are redacted.
+    """
+    import yaml
+
+    from runplane.render import render as render_function
+
+    fn = apply_resource_options(load_function(source, name, handler, kind), options)
+    rendered = render_function(fn)
+    click.echo(
+        yaml.safe_dump_all([_redacted(m) for m in rendered.manifests], sort_keys=False), nl=False
+    )
+    click.echo(f"# QoS class: {rendered.qos.value}")
+    for lint in rendered.lints:
+        click.echo(f"# {lint}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="runplane", standalone_mode=False)
+    except RunplaneError as error:
+        click.echo(f"error: {error}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Resource and placement flags shared by the commands that build a function from a file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from runplane.errors import InvalidValueError
+from runplane.spec.function import Function
+from runplane.spec.quantity import parse_quantity
+
+
+def parse_pairs(flag: str, pairs: Sequence[str], example: str) -> dict[str, str]:
+    """``k=v`` flags as a mapping, with the flag named in the error."""
+    parsed: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidValueError(flag, pair, "the form is key=value", example)
+        parsed[key] = value
+    return parsed
+
+
+RESOURCE_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option("--cpu", help="CPU request, e.g. 1 or 500m."),
+    click.option("--memory", "--mem", "memory", help="Memory request, e.g. 1Gi or 512M."),
+    click.option("--limit-cpu", help="CPU limit."),
+    click.option("--limit-memory", help="Memory limit."),
+    click.option("--gpus", type=int, help="GPUs (request = limit)."),
+    click.option("--gpu-type", default="nvidia.com/gpu", show_default=True),
+    click.option(
+        "--node-selector",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Node label to require; repeat to AND several.",
+    ),
+    click.option("--preemption-mode", type=click.Choice(["none", "prevent", "constrain", "allow"])),
+    click.option("--priority", help="Priority class name."),
+    click.option("--env", multiple=True, metavar="NAME=VALUE", help="Environment variable."),
+]
+
+
+def resource_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(RESOURCE_OPTIONS):
+        command = option(command)
+    return command
+
+
+def apply_resource_options(fn: Function, options: dict[str, Any]) -> Function:
+    """Apply the flags on top of what the function already has (patching, not replacing)."""
+    for flag, kind in (
+        ("cpu", "cpu"),
+        ("memory", "memory"),
+        ("limit_cpu", "cpu"),
+        ("limit_memory", "memory"),
+    ):
+        if options.get(flag) is not None:
+            parse_quantity("--" + flag.replace("_", "-"), options[flag], kind)
+    if options.get("cpu") is not None or options.get("memory") is not None:
+        fn.with_requests(mem=options.get("memory"), cpu=options.get("cpu"), patch=True)
+    if options.get("limit_cpu") is not None or options.get("limit_memory") is not None:
+        fn.with_limits(mem=options.get("limit_memory"), cpu=options.get("limit_cpu"), patch=True)
+    if options.get("gpus") is not None:
+        fn.gpus(options["gpus"], gpu_type=options["gpu_type"])
+    if options.get("node_selector"):
+        selector = parse_pairs(
+            "--node-selector",
+            options["node_selector"],
+            "--node-selector app.iguazio.com/lifecycle=non-preemptible",
+        )
+        fn.with_node_selection(node_selector={**fn.spec.node_selector, **selector})
+    if options.get("preemption_mode"):
+        fn.with_preemption_mode(options["preemption_mode"])
+    if options.get("priority"):
+        fn.with_priority_class(options["priority"])
+    if options.get("env"):
+        fn.set_envs(env_vars=parse_pairs("--env", options["env"], "--env MY_ENV=MY_VAL"))
+    return fn

@@ -1,0 +1,236 @@
+"""Service-level defaults and policies: one typed settings object.
+
+Read, in increasing precedence, from built-in defaults, a YAML file (``RUNPLANE_CONFIG`` or
+``~/.runplane/config.yaml``) and ``RUNPLANE_*`` environment variables with ``__`` for nesting,
+e.g. ``RUNPLANE_FUNCTION_DEFAULTS__PREEMPTION_MODE=allow``.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import pydantic
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+from runplane.errors import ConfigError, InvalidValueError
+from runplane.spec.labels import check_labels
+from runplane.spec.resources import Resources
+from runplane.spec.scheduling import PreemptionMode, check_tolerations
+from runplane.spec.thresholds import DEFAULT_THRESHOLDS, ThresholdValue, check_thresholds
+
+SPOT_LABEL = "app.iguazio.com/lifecycle"
+
+
+def _spot_taint_toleration(key: str, value: str) -> dict[str, str]:
+    return {"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}
+
+
+class PreemptibleNodes(pydantic.BaseModel):
+    """How spot nodes are recognised (labels) and what lets pods onto them (tolerations)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    node_selector: dict[str, str]
+    tolerations: list[dict[str, Any]] = pydantic.Field(default_factory=list)
+    #: The label value that marks on-demand nodes, where the cluster has one.
+    on_demand_labels: dict[str, str] = pydantic.Field(default_factory=dict)
+
+    @pydantic.field_validator("node_selector", "on_demand_labels", mode="before")
+    @classmethod
+    def _labels(cls, value: Any) -> Any:
+        return check_labels("preemptible_nodes.node_selector", value)
+
+    @pydantic.field_validator("tolerations", mode="before")
+    @classmethod
+    def _tolerations(cls, value: Any) -> Any:
+        return check_tolerations("preemptible_nodes.tolerations", value)
+
+
+#: Spot-node conventions of common clusters, selectable with ``preemptible_nodes_preset``.
+PREEMPTIBLE_PRESETS: dict[str, PreemptibleNodes] = {
+    "iguazio": PreemptibleNodes(
+        node_selector={SPOT_LABEL: "preemptible"},
+        tolerations=[_spot_taint_toleration(SPOT_LABEL, "preemptible")],
+        on_demand_labels={SPOT_LABEL: "non-preemptible"},
+    ),
+    # EKS managed node groups label capacity; spot groups carry no taint unless one is added.
+    "eks": PreemptibleNodes(
+        node_selector={"eks.amazonaws.com/capacityType": "SPOT"},
+        on_demand_labels={"eks.amazonaws.com/capacityType": "ON_DEMAND"},
+    ),
+    # GKE marks Spot VMs and the older preemptible VMs with different labels; both are spot.
+    "gke": PreemptibleNodes(
+        node_selector={
+            "cloud.google.com/gke-spot": "true",
+            "cloud.google.com/gke-preemptible": "true",
+        },
+        tolerations=[
+            _spot_taint_toleration("cloud.google.com/gke-spot", "true"),
+            _spot_taint_toleration("cloud.google.com/gke-preemptible", "true"),
+        ],
+    ),
+    # AKS taints spot pools with the same key it labels them with.
+    "aks": PreemptibleNodes(
+        node_selector={"kubernetes.azure.com/scalesetpriority": "spot"},
+        tolerations=[_spot_taint_toleration("kubernetes.azure.com/scalesetpriority", "spot")],
+    ),
+    "karpenter": PreemptibleNodes(
+        node_selector={"karpenter.sh/capacity-type": "spot"},
+        on_demand_labels={"karpenter.sh/capacity-type": "on-demand"},
+    ),
+}
+
+
+class FunctionDefaults(pydantic.BaseModel):
+    """What a function gets for every key it leaves unset."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    preemption_mode: PreemptionMode = PreemptionMode.PREVENT
+    priority_class: str = "medium"
+    resources: Resources = pydantic.Field(default_factory=Resources)
+    node_selector: dict[str, str] = pydantic.Field(default_factory=dict)
+    state_thresholds: dict[str, ThresholdValue] = pydantic.Field(
+        default_factory=lambda: dict(DEFAULT_THRESHOLDS)
+    )
+    image: str = "python:3.11-slim"
+
+    @pydantic.field_validator("preemption_mode", mode="before")
+    @classmethod
+    def _mode(cls, value: Any) -> Any:
+        return value.lower() if isinstance(value, str) else value
+
+    @pydantic.field_validator("node_selector", mode="before")
+    @classmethod
+    def _selector(cls, value: Any) -> Any:
+        return check_labels("function_defaults.node_selector", value)
+
+    @pydantic.field_validator("state_thresholds", mode="before")
+    @classmethod
+    def _thresholds(cls, value: Any) -> Any:
+        return {
+            **DEFAULT_THRESHOLDS,
+            **check_thresholds("function_defaults.state_thresholds", value),
+        }
+
+
+class PriorityClasses(pydantic.BaseModel):
+    """User classes order the queue and never evict; system classes are for core services."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    valid: list[str] = pydantic.Field(default_factory=lambda: ["low", "medium", "high"])
+    #: Class -> roles that may use it; a class not listed here is open to every role.
+    allowed_roles: dict[str, list[str]] = pydantic.Field(default_factory=dict)
+    #: Classes reserved for core services; they may preempt user pods.
+    system: list[str] = pydantic.Field(default_factory=lambda: ["runplane-system"])
+    #: The value each user class gets when runplane creates it on a cluster that lacks it.
+    values: dict[str, int] = pydantic.Field(
+        default_factory=lambda: {"low": 1000, "medium": 2000, "high": 3000}
+    )
+
+
+class ReservedNodeGroup(pydantic.BaseModel):
+    """A node group user functions may not target, recognised by its labels."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    name: str
+    node_selector: dict[str, str]
+    reason: str = "reserved for core services"
+
+
+class AutoMount(pydantic.BaseModel):
+    """The volume mounted into every pod unless a function disables auto-mount."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    type: Literal["none", "pvc", "configmap", "secret"] = "none"
+    name: str = "auto-mount"
+    source: str = ""
+    mount_path: str = "/mnt/auto"
+
+
+class Serving(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    port: int = 8080
+    service_port: int = 80
+    target_cpu_percent: int = 75
+
+
+def _config_file() -> Path:
+    return Path(os.environ.get("RUNPLANE_CONFIG", Path.home() / ".runplane" / "config.yaml"))
+
+
+class Settings(BaseSettings):
+    """All service defaults and policies, typed."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RUNPLANE_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    namespace: str = "runplane"
+    function_defaults: FunctionDefaults = pydantic.Field(default_factory=FunctionDefaults)
+    preemptible_nodes_preset: Literal["iguazio", "eks", "gke", "aks", "karpenter"] = "iguazio"
+    #: Overrides the preset when given.
+    preemptible_nodes: PreemptibleNodes | None = None
+    priority_classes: PriorityClasses = pydantic.Field(default_factory=PriorityClasses)
+    reserved_node_groups: list[ReservedNodeGroup] = pydantic.Field(
+        default_factory=lambda: [
+            ReservedNodeGroup(name="system", node_selector={"runplane.io/node-group": "system"})
+        ]
+    )
+    auto_mount: AutoMount = pydantic.Field(default_factory=AutoMount)
+    serving: Serving = pydantic.Field(default_factory=Serving)
+
+    @property
+    def spot(self) -> PreemptibleNodes:
+        """The effective spot-node description: explicit settings, else the preset."""
+        return self.preemptible_nodes or PREEMPTIBLE_PRESETS[self.preemptible_nodes_preset]
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = _config_file()
+        if path.is_file():
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from defaults, file and environment, with config errors in runplane's words."""
+    try:
+        return Settings(**overrides)
+    except InvalidValueError as error:
+        raise ConfigError(
+            f"configuration {error} (set in {_config_file()} or RUNPLANE_*)"
+        ) from None
+    except pydantic.ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        path = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(
+            f"configuration {path}: {first['msg']} (got {first.get('input')!r}); set it in "
+            f"{_config_file()} or RUNPLANE_{path.upper().replace('.', '__')}"
+        ) from None
+
+
+@cache
+def current() -> Settings:
+    """The process-wide settings, loaded once."""
+    return load_settings()

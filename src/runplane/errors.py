@@ -1,0 +1,65 @@
+"""The one exception hierarchy of runplane.
+
+Every user error says which field was wrong, the value it got, what is allowed and an example,
+so the CLI can print it without a traceback and the API can answer it with a 4xx status.
+
+These classes deliberately do not derive from ``ValueError``: pydantic wraps ``ValueError``
+raised inside validators into its own error type, and we want ours to reach the user as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RunplaneError(Exception):
+    """Base of every error runplane raises on purpose."""
+
+    #: HTTP status the API answers with; the CLI exits with code 2 for any user error.
+    http_status = 400
+
+
+class InvalidValueError(RunplaneError):
+    """A value the user gave is not valid for its field."""
+
+    http_status = 422
+
+    def __init__(self, field: str, value: Any, allowed: str, example: str | None = None) -> None:
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        self.example = example
+        message = f"{field}: {value!r} is not valid; {allowed}"
+        if example:
+            message += f" (example: {example})"
+        super().__init__(message)
+
+
+class ConflictError(RunplaneError):
+    """Two settings, each valid, that cannot hold together (a spot selector with `prevent`)."""
+
+    http_status = 422
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class PolicyError(RunplaneError):
+    """A valid setting that the service's policy refuses (reserved node groups, priority roles)."""
+
+    http_status = 403
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class ConfigError(RunplaneError):
+    """The service configuration itself (file or ``RUNPLANE_*`` variables) is invalid."""
+
+
+class NotFoundError(RunplaneError):
+    """A named thing (file, function, run) does not exist."""
+
+    http_status = 404

@@ -1,0 +1,6 @@
+"""Would a pod fit a node, and if not, why - in kube-scheduler's own words."""
+
+from runplane.placement.evaluate import Evaluation, evaluate, refusals
+from runplane.placement.model import Node, PodRequirements, Taint, pod_requests
+
+__all__ = ["Evaluation", "Node", "PodRequirements", "Taint", "evaluate", "pod_requests", "refusals"]

@@ -1,0 +1,155 @@
+"""Nodes and pod requirements as the placement rules see them: integers, not quantities.
+
+CPU is in millicores, memory in bytes, everything else (GPUs, pods) in whole units, so a fit
+check is integer arithmetic, as in kube-scheduler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from runplane.spec.quantity import millicores, parse_quantity, whole_bytes
+
+#: Pods per node when a node does not say (the kubelet's default ``maxPods``).
+DEFAULT_MAX_PODS = 110
+
+
+def resource_amount(name: str, value: Any) -> int:
+    """A quantity in the integer unit placement uses for resource ``name``."""
+    if name == "cpu":
+        return millicores(parse_quantity(name, value, "cpu"))
+    if name == "memory" or name.startswith(("hugepages-", "ephemeral-storage")):
+        return whole_bytes(parse_quantity(name, value, "memory"))
+    return int(parse_quantity(name, value, "memory"))
+
+
+def amounts(resources: Mapping[str, Any]) -> dict[str, int]:
+    return {name: resource_amount(name, value) for name, value in resources.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(slots=True)
+class Node:
+    """One node: labels, taints, what it can hold and what running pods already reserve."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[Taint] = field(default_factory=list)
+    allocatable: dict[str, int] = field(default_factory=dict)
+    requested: dict[str, int] = field(default_factory=dict)
+    pod_count: int = 0
+    unschedulable: bool = False
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        *,
+        cpu: Any = "4",
+        memory: Any = "16Gi",
+        gpus: int = 0,
+        gpu_type: str = "nvidia.com/gpu",
+        labels: Mapping[str, str] | None = None,
+        taints: Iterable[Taint] = (),
+        pods: int = DEFAULT_MAX_PODS,
+    ) -> Node:
+        allocatable = {
+            "cpu": resource_amount("cpu", cpu),
+            "memory": resource_amount("memory", memory),
+            "pods": pods,
+        }
+        if gpus:
+            allocatable[gpu_type] = gpus
+        return cls(
+            name=name,
+            labels={"kubernetes.io/hostname": name, **(labels or {})},
+            taints=list(taints),
+            allocatable=allocatable,
+        )
+
+    @classmethod
+    def from_kubernetes(cls, node: Mapping[str, Any]) -> Node:
+        """A node from a Kubernetes Node object in JSON shape."""
+        metadata = node.get("metadata", {})
+        spec = node.get("spec", {})
+        allocatable = amounts(node.get("status", {}).get("allocatable", {}))
+        allocatable.setdefault("pods", DEFAULT_MAX_PODS)
+        return cls(
+            name=metadata["name"],
+            labels=dict(metadata.get("labels") or {}),
+            taints=[
+                Taint(t["key"], t.get("value", ""), t["effect"]) for t in spec.get("taints") or []
+            ],
+            allocatable=allocatable,
+            unschedulable=bool(spec.get("unschedulable")),
+        )
+
+    def free(self, resource: str) -> int:
+        return self.allocatable.get(resource, 0) - self.requested.get(resource, 0)
+
+    def reserve(self, requests: Mapping[str, int]) -> None:
+        for name, amount in requests.items():
+            self.requested[name] = self.requested.get(name, 0) + amount
+        self.pod_count += 1
+
+    def release(self, requests: Mapping[str, int]) -> None:
+        for name, amount in requests.items():
+            self.requested[name] = self.requested.get(name, 0) - amount
+        self.pod_count -= 1
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequirements:
+    """What a pod asks of a node, read once from its spec."""
+
+    node_name: str | None
+    node_selector: dict[str, str]
+    required_terms: list[dict[str, Any]] | None
+    tolerations: list[dict[str, Any]]
+    requests: dict[str, int]
+
+    @classmethod
+    def from_pod_spec(cls, spec: Mapping[str, Any]) -> PodRequirements:
+        required = (
+            (spec.get("affinity") or {})
+            .get("nodeAffinity", {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution")
+        )
+        return cls(
+            node_name=spec.get("nodeName"),
+            node_selector=dict(spec.get("nodeSelector") or {}),
+            required_terms=None
+            if required is None
+            else list(required.get("nodeSelectorTerms", [])),
+            tolerations=list(spec.get("tolerations") or []),
+            requests=pod_requests(spec),
+        )
+
+
+def _container_requests(container: Mapping[str, Any]) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    # The API server defaults a missing request to its limit.
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return amounts(merged)
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """Effective requests: containers summed, at least the largest init container, plus overhead."""
+    total: dict[str, int] = {}
+    for container in spec.get("containers", []):
+        for name, amount in _container_requests(container).items():
+            total[name] = total.get(name, 0) + amount
+    for container in spec.get("initContainers", []) or []:
+        for name, amount in _container_requests(container).items():
+            total[name] = max(total.get(name, 0), amount)
+    for name, amount in amounts(spec.get("overhead") or {}).items():
+        total[name] = total.get(name, 0) + amount
+    return total

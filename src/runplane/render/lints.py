@@ -1,0 +1,139 @@
+"""Warnings about settings that are valid but risky, from the best-practices document.
+
+Each rule is a small function of the effective (defaults-merged) settings returning a
+:class:`Lint` or ``None``, so rules read one at a time and are tested one at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from runplane.spec.function import Function, FunctionKind
+from runplane.spec.quantity import parse_quantity
+from runplane.spec.scheduling import PreemptionMode
+
+
+@dataclass(frozen=True, slots=True)
+class Lint:
+    code: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"warning {self.code} ({self.field}): {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Effective:
+    """What the pod will really get, after service defaults and the preemption mode."""
+
+    function: Function
+    requests: dict[str, Any]
+    limits: dict[str, Any]
+    gpus: int
+    mode: PreemptionMode
+
+
+Rule = Callable[[Effective], Lint | None]
+
+
+def memory_limit_above_request(e: Effective) -> Lint | None:
+    if "memory" not in e.limits or "memory" not in e.requests:
+        return None
+    limit = parse_quantity("limits.memory", e.limits["memory"], "memory")
+    request = parse_quantity("requests.memory", e.requests["memory"], "memory")
+    if limit <= request:
+        return None
+    return Lint(
+        "memory-limit-above-request",
+        "resources",
+        f"memory limit {e.limits['memory']} is above the request {e.requests['memory']}: the "
+        "pod may be evicted under node memory pressure, and the cluster autoscaler may not add "
+        "nodes for it; set the request equal to the limit for Guaranteed QoS",
+    )
+
+
+def no_requests(e: Effective) -> Lint | None:
+    if any(key in e.requests or key in e.limits for key in ("cpu", "memory")):
+        return None
+    return Lint(
+        "no-requests",
+        "resources",
+        "no CPU or memory requests: the pod is BestEffort, first to be evicted, and the "
+        "scheduler places it without reserving anything; set with_requests(mem=..., cpu=...)",
+    )
+
+
+def gpu_without_requests(e: Effective) -> Lint | None:
+    missing = [key for key in ("cpu", "memory") if key not in e.requests and key not in e.limits]
+    if not e.gpus or not missing:
+        return None
+    return Lint(
+        "gpu-without-requests",
+        "resources",
+        f"{e.gpus} GPU(s) without a {' or '.join(missing)} request: a GPU node can be filled "
+        "by pods that leave this one starved; request CPU and memory too",
+    )
+
+
+def stateful_job_on_spot(e: Effective) -> Lint | None:
+    if e.function.kind is FunctionKind.SERVING or e.mode not in (
+        PreemptionMode.ALLOW,
+        PreemptionMode.CONSTRAIN,
+    ):
+        return None
+    if e.function.spec.retries:
+        return None
+    return Lint(
+        "stateful-job-on-spot",
+        "preemption_mode",
+        f"this job may run on spot nodes (mode {e.mode.value!r}) and has no retries: a spot "
+        "interruption loses its work; set spec.retries, checkpoint from the handler, or use "
+        "with_preemption_mode('prevent')",
+    )
+
+
+def gpus_differ_from_workers(e: Effective) -> Lint | None:
+    if e.function.kind is not FunctionKind.SERVING or not e.gpus:
+        return None
+    workers = e.function.spec.http.workers if e.function.spec.http else 1
+    if workers == e.gpus:
+        return None
+    return Lint(
+        "gpus-differ-from-workers",
+        "spec.http.workers",
+        f"{e.gpus} GPU(s) per pod but {workers} worker(s): each worker should own one GPU, or "
+        "the handler must share GPUs itself; use with_http(workers=...) or gpus(...)",
+    )
+
+
+def autoscaling_without_cpu_request(e: Effective) -> Lint | None:
+    spec = e.function.spec
+    if e.function.kind is not FunctionKind.SERVING or spec.max_replicas is None:
+        return None
+    if "cpu" in e.requests or "cpu" in e.limits:
+        return None
+    return Lint(
+        "autoscaling-without-cpu-request",
+        "spec.max_replicas",
+        "autoscaling on CPU utilisation needs a CPU request to measure against; the "
+        "autoscaler will not scale this function; set with_requests(cpu=...)",
+    )
+
+
+RULES: tuple[Rule, ...] = (
+    no_requests,
+    memory_limit_above_request,
+    gpu_without_requests,
+    stateful_job_on_spot,
+    gpus_differ_from_workers,
+    autoscaling_without_cpu_request,
+)
+
+
+def lint(effective: Effective) -> Iterator[Lint]:
+    for rule in RULES:
+        if (found := rule(effective)) is not None:
+            yield found

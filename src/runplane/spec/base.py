@@ -1,0 +1,50 @@
+"""The base of every spec model: strict, validated on assignment, errors in runplane's words."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pydantic
+
+from runplane.errors import InvalidValueError, RunplaneError
+
+_MISSING = object()
+
+
+def translate(error: pydantic.ValidationError, prefix: str = "") -> InvalidValueError:
+    """Turn pydantic's first complaint into a runplane error that names the field path."""
+    first = error.errors(include_url=False)[0]
+    path = ".".join(str(part) for part in first["loc"])
+    field = f"{prefix}.{path}" if prefix and path else prefix or path or "value"
+    kind = first["type"]
+    if kind in ("extra_forbidden", "no_such_attribute"):
+        allowed = "this field does not exist; check the spelling against the documented fields"
+    elif kind == "literal_error":
+        allowed = first["msg"].replace("Input should be", "allowed values are")
+    else:
+        allowed = first["msg"][:1].lower() + first["msg"][1:]
+    return InvalidValueError(field, first.get("input"), allowed)
+
+
+class SpecModel(pydantic.BaseModel):
+    """Strict model: unknown fields are typos, assignments are validated like construction."""
+
+    model_config = pydantic.ConfigDict(
+        extra="forbid", validate_assignment=True, populate_by_name=True
+    )
+
+    #: How users reach this model from a function, for error messages (``spec.resources``).
+    field_path: ClassVar[str] = ""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # pydantic assigns before running model validators; a refused assignment must leave
+        # the model as it was, so the previous value is put back.
+        previous = self.__dict__.get(name, _MISSING)
+        try:
+            super().__setattr__(name, value)
+        except pydantic.ValidationError as error:
+            raise translate(error, prefix=self.field_path) from None
+        except RunplaneError:
+            if previous is not _MISSING:
+                self.__dict__[name] = previous
+            raise

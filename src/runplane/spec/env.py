@@ -1,0 +1,118 @@
+"""Environment variables: plain values, and secrets that are referenced, never copied.
+
+Variables are kept as the Kubernetes ``env`` list so order is preserved (later variables may
+refer to earlier ones with ``$(NAME)``) and rendering is a copy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runplane.errors import InvalidValueError, NotFoundError
+from runplane.spec.labels import check_dns_subdomain, check_env_name
+
+EnvVar = dict[str, Any]
+
+
+def plain_value(field: str, value: object) -> str:
+    """Environment values are strings; numbers and booleans are converted as users expect."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise InvalidValueError(field, value, "a value is a string, number or boolean", "'MY_VAL'")
+
+
+def value_var(name: object, value: object) -> EnvVar:
+    return {"name": check_env_name("env name", name), "value": plain_value(f"env {name}", value)}
+
+
+def secret_var(name: object, secret: object, secret_key: object) -> EnvVar:
+    check_env_name("env name", name)
+    check_dns_subdomain("secret", secret, "'db-credentials'")
+    if not isinstance(secret_key, str) or not secret_key:
+        raise InvalidValueError("secret_key", secret_key, "the key inside the secret", "'password'")
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": secret_key}}}
+
+
+def upsert(env: list[EnvVar], variable: EnvVar) -> list[EnvVar]:
+    """A new list where ``variable`` replaces one of the same name, or is appended."""
+    replaced = [variable if item["name"] == variable["name"] else item for item in env]
+    if not any(item["name"] == variable["name"] for item in env):
+        replaced.append(variable)
+    return replaced
+
+
+def check_env_list(field: str, env: Any) -> list[EnvVar]:
+    """Validate an ``env`` list read from YAML: names, and either value or secretKeyRef."""
+    if not isinstance(env, list):
+        raise InvalidValueError(
+            field, env, "env is a list of {name, value}", "[{'name': 'A', 'value': '1'}]"
+        )
+    seen: set[str] = set()
+    for index, item in enumerate(env):
+        if (
+            not isinstance(item, dict)
+            or "name" not in item
+            or set(item) - {"name", "value", "valueFrom"}
+        ):
+            raise InvalidValueError(
+                f"{field}[{index}]",
+                item,
+                "an env entry has name and value (or valueFrom.secretKeyRef)",
+                "{'name': 'A', 'value': '1'}",
+            )
+        check_env_name(f"{field}[{index}].name", item["name"])
+        if item["name"] in seen:
+            raise InvalidValueError(
+                f"{field}[{index}].name",
+                item["name"],
+                "each variable is set once",
+                "set_env(name, value) replaces",
+            )
+        seen.add(item["name"])
+        if "valueFrom" in item:
+            ref = (
+                item["valueFrom"].get("secretKeyRef")
+                if isinstance(item["valueFrom"], dict)
+                else None
+            )
+            if not isinstance(ref, dict) or not ref.get("name") or not ref.get("key"):
+                raise InvalidValueError(
+                    f"{field}[{index}].valueFrom",
+                    item["valueFrom"],
+                    "valueFrom supports secretKeyRef with name and key",
+                    "{'secretKeyRef': {'name': 'creds', 'key': 'token'}}",
+                )
+        elif not isinstance(item.get("value", ""), str):
+            raise InvalidValueError(
+                f"{field}[{index}].value", item.get("value"), "values are strings", "'1'"
+            )
+    return env
+
+
+def read_env_file(file_path: str | Path) -> dict[str, str]:
+    """Variables of a dotenv file, refusing lines the dotenv grammar cannot parse.
+
+    python-dotenv skips bad lines with a logged warning; a silently dropped variable is worse
+    than an error, so its parser is used to find them and name the line.
+    """
+    from dotenv import dotenv_values
+    from dotenv.parser import parse_stream
+
+    path = Path(file_path)
+    if not path.is_file():
+        raise NotFoundError(f"set_envs(file_path=...): env file {str(path)!r} does not exist")
+    with path.open(encoding="utf-8") as stream:
+        for binding in parse_stream(stream):
+            if binding.error or (binding.key is not None and binding.value is None):
+                line = binding.original.line
+                raise InvalidValueError(
+                    f"{path}:{line}",
+                    binding.original.string.rstrip("\n"),
+                    "each line of an env file is NAME=value, a comment or blank",
+                    "MY_ENV=MY_VAL",
+                )
+    values = dotenv_values(path, interpolate=False)
+    return {key: value or "" for key, value in values.items()}

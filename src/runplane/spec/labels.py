@@ -1,0 +1,98 @@
+"""Kubernetes names: label keys and values, DNS names, environment variable names.
+
+Validated with the API server's own rules so that a bad selector fails at the call that set
+it, with the rule spelled out, instead of at submission time.
+"""
+
+from __future__ import annotations
+
+import re
+
+from runplane.errors import InvalidValueError
+
+_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+LABEL_KEY_RULE = (
+    "a label key is an optional DNS-subdomain prefix (at most 253 characters) and '/', then a "
+    "name of at most 63 characters: letters, digits, '-', '_', '.', starting and ending with a "
+    "letter or digit"
+)
+LABEL_VALUE_RULE = (
+    "a label value is at most 63 characters: letters, digits, '-', '_', '.', starting and "
+    "ending with a letter or digit (or empty)"
+)
+
+
+def check_label_key(field: str, key: object) -> str:
+    if not isinstance(key, str) or not key:
+        raise InvalidValueError(field, key, LABEL_KEY_RULE, "'app.iguazio.com/lifecycle'")
+    prefix, slash, name = key.rpartition("/")
+    valid = (
+        0 < len(name) <= 63
+        and _NAME.match(name) is not None
+        and (not slash or (0 < len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix) is not None))
+    )
+    if not valid:
+        raise InvalidValueError(field, key, LABEL_KEY_RULE, "'app.iguazio.com/lifecycle'")
+    return key
+
+
+def check_label_value(field: str, value: object) -> str:
+    if not isinstance(value, str) or len(value) > 63 or _NAME.match(value) is None:
+        raise InvalidValueError(field, value, LABEL_VALUE_RULE, "'non-preemptible'")
+    return value
+
+
+def check_labels(field: str, labels: object) -> dict[str, str]:
+    """Validate a ``{key: value}`` mapping of labels; returns a fresh dict."""
+    if not isinstance(labels, dict):
+        raise InvalidValueError(
+            field,
+            labels,
+            "a mapping of label keys to values",
+            "{'app.iguazio.com/lifecycle': 'non-preemptible'}",
+        )
+    checked: dict[str, str] = {}
+    for key, value in labels.items():
+        check_label_key(f"{field} key", key)
+        check_label_value(f"{field}[{key!r}]", value)
+        checked[key] = value
+    return checked
+
+
+def check_dns_subdomain(field: str, name: object, example: str = "'training'") -> str:
+    if not isinstance(name, str) or not 0 < len(name) <= 253 or not _DNS_SUBDOMAIN.match(name):
+        raise InvalidValueError(
+            field,
+            name,
+            "a name is lower-case letters, digits, '-' and '.', starting and ending with a "
+            "letter or digit, at most 253 characters",
+            example,
+        )
+    return name
+
+
+def check_dns_label(field: str, name: object, example: str = "'training'") -> str:
+    if not isinstance(name, str) or not 0 < len(name) <= 63 or not _DNS_LABEL.match(name):
+        raise InvalidValueError(
+            field,
+            name,
+            "a name is lower-case letters, digits and '-', starting and ending with a letter "
+            "or digit, at most 63 characters",
+            example,
+        )
+    return name
+
+
+_ENV_NAME = re.compile(r"^[^=\x00-\x1f\x7f]+$")
+
+
+def check_env_name(field: str, name: object) -> str:
+    """Kubernetes accepts any printable ASCII except '=' in environment variable names."""
+    if not isinstance(name, str) or not name.isascii() or not _ENV_NAME.match(name):
+        raise InvalidValueError(
+            field, name, "an environment variable name is printable ASCII without '='", "'MY_ENV'"
+        )
+    return name

@@ -1,0 +1,167 @@
+"""Making functions: from arguments, from a Python file, from an exported YAML.
+
+This is the only module of ``spec`` that reads files, and only files the caller names.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from runplane.errors import InvalidValueError, NotFoundError
+from runplane.spec.function import BuildSpec, Function, FunctionSpec, Metadata, check_kind
+
+
+def new_function(
+    name: str = "",
+    project: str = "",
+    tag: str = "",
+    kind: str = "job",
+    command: str = "",
+    image: str = "",
+    handler: str = "",
+    args: list[str] | None = None,
+    description: str = "",
+    labels: dict[str, str] | None = None,
+) -> Function:
+    """A function from arguments; ``command`` is a file run where the function runs."""
+    if not name and command:
+        name = _name_from_path(command)
+    return Function(
+        kind=check_kind(kind),
+        metadata=Metadata(
+            name=_require_name(name), project=project or "default", tag=tag, labels=labels or {}
+        ),
+        spec=FunctionSpec(
+            command=command, image=image, handler=handler, args=args or [], description=description
+        ),
+    )
+
+
+def code_to_function(
+    name: str = "",
+    project: str = "",
+    tag: str = "",
+    filename: str = "",
+    handler: str = "",
+    kind: str = "job",
+    image: str = "",
+    description: str = "",
+    labels: dict[str, str] | None = None,
+    embed_code: bool = True,
+) -> Function:
+    """A function whose code is a Python file or notebook, embedded so it runs anywhere.
+
+    Without ``filename`` the code is the running script's own file, as the documents' examples
+    (written in a notebook) expect of "the current code".
+    """
+    filename = filename or _running_script()
+    path = Path(filename)
+    if not path.is_file():
+        raise NotFoundError(f"filename: {filename!r} does not exist")
+    code = _notebook_code(path) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(code, filename=str(path))
+    except SyntaxError as error:
+        raise InvalidValueError(
+            "filename",
+            filename,
+            f"the file must be valid Python ({error.msg} at line {error.lineno})",
+        ) from None
+    defined = [
+        node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    if handler and handler not in defined:
+        raise InvalidValueError(
+            "handler",
+            handler,
+            f"the handler must be a function defined at the top of {path.name}; it defines: "
+            + (", ".join(defined) or "no functions"),
+            f"handler={defined[0]!r}" if defined else "def train(context): ...",
+        )
+    function = new_function(
+        name=name or _name_from_path(filename),
+        project=project,
+        tag=tag,
+        kind=kind,
+        image=image,
+        handler=handler,
+        description=description,
+        labels=labels,
+    )
+    if embed_code:
+        function.spec.build = BuildSpec(
+            source=base64.b64encode(code.encode()).decode(), filename=path.name
+        )
+    else:
+        function.spec.command = str(path)
+    return function
+
+
+def import_function(url: str) -> Function:
+    """A function from an exported YAML (or JSON) file."""
+    import yaml
+
+    if "://" in url:
+        raise NotFoundError(
+            f"url: {url!r} - runplane imports functions from local files; the function hub is "
+            "not available (example: import_function('function.yaml'))"
+        )
+    path = Path(url)
+    if not path.is_file():
+        raise NotFoundError(
+            f"url: {url!r} does not exist (example: import_function('function.yaml'))"
+        )
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise InvalidValueError("url", url, f"the file must be YAML or JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise InvalidValueError("url", url, "the file must hold one function (a mapping)")
+    return Function.from_dict(data)
+
+
+def _running_script() -> str:
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None)
+    if not script or not str(script).endswith((".py", ".ipynb")):
+        raise InvalidValueError(
+            "filename",
+            "",
+            "code_to_function needs the .py or .ipynb file when it is not called from a script",
+            "code_to_function('training', filename='train.py')",
+        )
+    return str(script)
+
+
+def _notebook_code(path: Path) -> str:
+    """The code cells of a notebook, without IPython magics and shell escapes."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (ValueError, KeyError, TypeError):
+        raise InvalidValueError(
+            "filename", str(path), "a .ipynb file must be a Jupyter notebook"
+        ) from None
+    blocks = []
+    for cell in cells:
+        if cell.get("cell_type") != "code":
+            continue
+        source = "".join(cell.get("source", []))
+        kept = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+        if any(line.strip() for line in kept):
+            blocks.append("\n".join(kept).rstrip("\n"))
+    return "\n\n".join(blocks) + "\n"
+
+
+def _name_from_path(path: str) -> str:
+    return Path(path).stem.lower().replace("_", "-")
+
+
+def _require_name(name: str) -> str:
+    if not name:
+        raise InvalidValueError("name", name, "a function needs a name", "name='training'")
+    return name

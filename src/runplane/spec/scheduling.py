@@ -1,0 +1,229 @@
+"""Where a function may run: node name, selector, affinity, tolerations, preemption mode, priority.
+
+Affinity and tolerations are stored in the Kubernetes JSON shape (camelCase) whichever way the
+user gave them, so that export, render and placement read one representation.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from runplane.errors import InvalidValueError
+from runplane.spec.labels import check_dns_subdomain, check_label_key, check_labels
+
+
+class PreemptionMode(StrEnum):
+    """How a function relates to spot (preemptible) nodes; applied at render time."""
+
+    NONE = "none"
+    PREVENT = "prevent"
+    CONSTRAIN = "constrain"
+    ALLOW = "allow"
+
+
+def check_preemption_mode(field: str, mode: object) -> PreemptionMode:
+    try:
+        return PreemptionMode(mode.lower() if isinstance(mode, str) else mode)
+    except ValueError:
+        raise InvalidValueError(
+            field,
+            mode,
+            "allowed modes are " + ", ".join(m.value for m in PreemptionMode),
+            "with_preemption_mode(mode='prevent')",
+        ) from None
+
+
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_TOLERATION_OPERATORS = ("Equal", "Exists")
+_TAINT_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+_TOLERATION_EXAMPLE = (
+    "{'key': 'app.iguazio.com/lifecycle', 'operator': 'Equal', 'value': 'preemptible', "
+    "'effect': 'NoSchedule'}"
+)
+_AFFINITY_EXAMPLE = (
+    "{'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {'nodeSelectorTerms': "
+    "[{'matchExpressions': [{'key': 'zone', 'operator': 'In', 'values': ['a']}]}]}}}"
+)
+
+
+def to_kubernetes_json(value: Any) -> Any:
+    """Convert a Kubernetes client model (or plain data) to the API's JSON shape.
+
+    Client models carry ``attribute_map`` (python name -> JSON name); reading it keeps the
+    Kubernetes client out of the pure layers while still accepting its objects.
+    """
+    attribute_map = getattr(value, "attribute_map", None)
+    if isinstance(attribute_map, dict):
+        converted = {}
+        for attribute, json_name in attribute_map.items():
+            item = getattr(value, attribute, None)
+            if item is not None:
+                converted[json_name] = to_kubernetes_json(item)
+        return converted
+    if isinstance(value, dict):
+        return {key: to_kubernetes_json(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list | tuple):
+        return [to_kubernetes_json(item) for item in value]
+    return value
+
+
+def _check_requirement(field: str, requirement: Any) -> None:
+    if not isinstance(requirement, dict) or set(requirement) - {"key", "operator", "values"}:
+        raise InvalidValueError(
+            field,
+            requirement,
+            "a requirement has key, operator, values",
+            "{'key': 'zone', 'operator': 'In', 'values': ['a']}",
+        )
+    check_label_key(f"{field}.key", requirement.get("key"))
+    operator = requirement.get("operator")
+    if operator not in _SELECTOR_OPERATORS:
+        raise InvalidValueError(
+            f"{field}.operator",
+            operator,
+            "allowed operators are " + ", ".join(_SELECTOR_OPERATORS),
+            "'In'",
+        )
+    values = requirement.get("values", [])
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise InvalidValueError(f"{field}.values", values, "values are a list of strings", "['a']")
+    if operator in ("In", "NotIn") and not values:
+        raise InvalidValueError(
+            f"{field}.values", values, f"operator {operator} needs at least one value", "['a']"
+        )
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise InvalidValueError(
+            f"{field}.values", values, f"operator {operator} takes no values", "[]"
+        )
+    if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+        raise InvalidValueError(
+            f"{field}.values", values, f"operator {operator} takes one integer value", "['4']"
+        )
+
+
+def _check_node_selector_terms(field: str, terms: Any) -> None:
+    if not isinstance(terms, list):
+        raise InvalidValueError(field, terms, "node selector terms are a list", _AFFINITY_EXAMPLE)
+    for index, term in enumerate(terms):
+        term_field = f"{field}[{index}]"
+        if not isinstance(term, dict) or set(term) - {"matchExpressions", "matchFields"}:
+            raise InvalidValueError(
+                term_field,
+                term,
+                "a term has matchExpressions and/or matchFields",
+                _AFFINITY_EXAMPLE,
+            )
+        for part in ("matchExpressions", "matchFields"):
+            for position, requirement in enumerate(term.get(part, [])):
+                if part == "matchFields":
+                    if (
+                        not isinstance(requirement, dict)
+                        or requirement.get("key") != "metadata.name"
+                    ):
+                        raise InvalidValueError(
+                            f"{term_field}.{part}[{position}]",
+                            requirement,
+                            "matchFields supports the key metadata.name",
+                            "{'key': 'metadata.name', 'operator': 'In', 'values': ['node-1']}",
+                        )
+                    continue
+                _check_requirement(f"{term_field}.{part}[{position}]", requirement)
+
+
+def check_affinity(field: str, affinity: Any) -> dict[str, Any] | None:
+    """Validate an affinity in Kubernetes shape; node affinity is checked in depth."""
+    if affinity is None:
+        return None
+    affinity = to_kubernetes_json(affinity)
+    allowed_keys = {"nodeAffinity", "podAffinity", "podAntiAffinity"}
+    if not isinstance(affinity, dict) or set(affinity) - allowed_keys:
+        raise InvalidValueError(
+            field,
+            affinity,
+            "an affinity has nodeAffinity, podAffinity and/or podAntiAffinity "
+            "(camelCase, as in Kubernetes)",
+            _AFFINITY_EXAMPLE,
+        )
+    node_affinity = affinity.get("nodeAffinity", {})
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None:
+        _check_node_selector_terms(
+            f"{field}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+            required.get("nodeSelectorTerms") if isinstance(required, dict) else required,
+        )
+    for index, preferred in enumerate(
+        node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution", [])
+    ):
+        _check_node_selector_terms(
+            f"{field}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{index}]",
+            [preferred.get("preference", {})] if isinstance(preferred, dict) else preferred,
+        )
+    return affinity
+
+
+def check_toleration(field: str, toleration: Any) -> dict[str, Any]:
+    toleration = to_kubernetes_json(toleration)
+    allowed_keys = {"key", "operator", "value", "effect", "tolerationSeconds"}
+    if not isinstance(toleration, dict) or set(toleration) - allowed_keys:
+        raise InvalidValueError(
+            field,
+            toleration,
+            "a toleration has key, operator, value, effect, tolerationSeconds",
+            _TOLERATION_EXAMPLE,
+        )
+    operator = toleration.get("operator", "Equal")
+    if operator not in _TOLERATION_OPERATORS:
+        raise InvalidValueError(
+            f"{field}.operator",
+            operator,
+            "allowed operators are Equal and Exists",
+            _TOLERATION_EXAMPLE,
+        )
+    key = toleration.get("key", "")
+    if key:
+        check_label_key(f"{field}.key", key)
+    elif operator != "Exists":
+        raise InvalidValueError(
+            f"{field}.key",
+            key,
+            "an empty key needs operator Exists (it tolerates every taint)",
+            _TOLERATION_EXAMPLE,
+        )
+    if operator == "Exists" and toleration.get("value"):
+        raise InvalidValueError(
+            f"{field}.value",
+            toleration["value"],
+            "operator Exists takes no value",
+            _TOLERATION_EXAMPLE,
+        )
+    effect = toleration.get("effect", "")
+    if effect not in _TAINT_EFFECTS:
+        raise InvalidValueError(
+            f"{field}.effect",
+            effect,
+            "allowed effects are NoSchedule, PreferNoSchedule, NoExecute (or empty for all)",
+            _TOLERATION_EXAMPLE,
+        )
+    seconds = toleration.get("tolerationSeconds")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
+        raise InvalidValueError(
+            f"{field}.tolerationSeconds", seconds, "tolerationSeconds is a whole number", "300"
+        )
+    return toleration
+
+
+def check_tolerations(field: str, tolerations: Any) -> list[dict[str, Any]]:
+    if tolerations is None:
+        return []
+    if not isinstance(tolerations, list | tuple):
+        tolerations = [tolerations]
+    return [check_toleration(f"{field}[{i}]", t) for i, t in enumerate(tolerations)]
+
+
+def check_node_selector(field: str, selector: Any) -> dict[str, str]:
+    return check_labels(field, to_kubernetes_json(selector))
+
+
+def check_priority_class_name(field: str, name: Any) -> str:
+    return check_dns_subdomain(field, name, "'high'")

@@ -1,0 +1,54 @@
+"""State thresholds: how long a run may stay in a state before it is aborted.
+
+Values stay as written (``"1 minute and 30s"``) for display and export; they are parsed here
+once so that a typo fails at the call, and parsed again to seconds where a monitor needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runplane.errors import InvalidValueError
+from runplane.spec.durations import parse_duration
+
+ThresholdValue = str | int
+
+#: The states a threshold can be set for, with the documents' defaults.
+DEFAULT_THRESHOLDS: dict[str, ThresholdValue] = {
+    "pending_scheduled": "1h",
+    "pending_not_scheduled": -1,
+    "image_pull_backoff": "1h",
+    "running": "24h",
+}
+#: Other names users write for a state.
+ALIASES = {"executing": "running"}
+
+
+def check_thresholds(field: str, thresholds: object) -> dict[str, ThresholdValue]:
+    """Validated thresholds keyed by canonical state name, values as written."""
+    if not isinstance(thresholds, Mapping):
+        raise InvalidValueError(
+            field,
+            thresholds,
+            "thresholds are a mapping of state to time",
+            "{'pending_not_scheduled': '1 min'}",
+        )
+    checked: dict[str, ThresholdValue] = {}
+    for state, value in thresholds.items():
+        canonical = ALIASES.get(state, state) if isinstance(state, str) else state
+        if canonical not in DEFAULT_THRESHOLDS:
+            raise InvalidValueError(
+                f"{field} state",
+                state,
+                "allowed states are " + ", ".join([*DEFAULT_THRESHOLDS, *ALIASES]),
+                "{'running': '1 min'}",
+            )
+        parse_duration(f"{field}[{state!r}]", value)
+        checked[canonical] = value if isinstance(value, str) else int(value)  # type: ignore[arg-type]
+    return checked
+
+
+def threshold_seconds(thresholds: Mapping[str, Any]) -> dict[str, float]:
+    """Seconds per state (-1 for never) of already validated thresholds."""
+    return {state: parse_duration(state, value) for state, value in thresholds.items()}

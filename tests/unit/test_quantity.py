@@ -1,0 +1,72 @@
+from fractions import Fraction
+
+import pytest
+
+from runplane.errors import InvalidValueError
+from runplane.spec.quantity import format_quantity, millicores, parse_quantity, whole_bytes
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("100m", Fraction(1, 10)),
+        ("0.5", Fraction(1, 2)),
+        ("2", Fraction(2)),
+        ("1G", Fraction(10**9)),
+        ("1Gi", Fraction(2**30)),
+        ("512Mi", Fraction(512 * 2**20)),
+        ("1e9", Fraction(10**9)),
+        ("1E3", Fraction(1000)),
+        ("128974848", Fraction(128974848)),
+        (".5", Fraction(1, 2)),
+        ("5.", Fraction(5)),
+        ("1.5Gi", Fraction(3 * 2**29)),
+        ("+1k", Fraction(1000)),
+        ("2e-3", Fraction(2, 1000)),
+        (1, Fraction(1)),
+        (0.25, Fraction(1, 4)),
+    ],
+)
+def test_kubernetes_quantities_parse_exactly(text, expected):
+    assert parse_quantity("cpu", text) == expected
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "1g",
+        "1.5.5",
+        "-1",
+        "",
+        "1 G",
+        "G",
+        "1Gb",
+        "1e",
+        "ten",
+        -1,
+        True,
+        None,
+        float("nan"),
+        float("inf"),
+        [1],
+    ],
+)
+def test_invalid_quantities_name_field_value_and_examples(bad):
+    with pytest.raises(InvalidValueError) as caught:
+        parse_quantity("with_requests(mem=...)", bad, "memory")
+    message = str(caught.value)
+    assert message.startswith(f"with_requests(mem=...): {bad!r} is not valid")
+    assert "example: mem='512Mi'" in message
+
+
+def test_units_used_for_fit_round_up():
+    assert millicores(parse_quantity("cpu", "0.0001")) == 1
+    assert millicores(parse_quantity("cpu", "1.5")) == 1500
+    assert whole_bytes(parse_quantity("memory", "1.5")) == 2
+
+
+def test_format_keeps_what_was_written():
+    assert format_quantity("1G") == "1G"
+    assert format_quantity(2) == "2"
+    assert format_quantity(2.0) == "2"
+    assert format_quantity(0.5) == "0.5"
