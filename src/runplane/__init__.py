@@ -7,7 +7,9 @@ tools and notebooks do not pay for pydantic, YAML or the renderer until they nee
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+
+# Not imported from `typing`: importing typing alone costs more than the rest of this module.
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
 
@@ -27,6 +29,8 @@ _EXPORTS = {
 _SUBMODULES = ("errors", "platforms", "spec", "config", "render", "placement")
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from runplane import config, errors, placement, platforms, spec
     from runplane.config import Settings
     from runplane.render import render

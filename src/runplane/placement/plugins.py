@@ -30,7 +30,7 @@ def tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
         return False
     if toleration.get("operator", "Equal") == "Exists":
         return True
-    return toleration.get("value", "") == taint.value
+    return bool(toleration.get("value", "") == taint.value)
 
 
 def node_unschedulable(pod: PodRequirements, node: Node) -> list[str]:

@@ -7,6 +7,7 @@ the current settings say and nothing left over from before.
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,18 +43,20 @@ class Rendered:
     def pod_spec(self) -> dict[str, Any]:
         """The pod spec, whether the function rendered to a Pod or a Deployment."""
         first = self.manifests[0]
-        if first["kind"] == "Pod":
-            return first["spec"]
-        return first["spec"]["template"]["spec"]
+        spec: dict[str, Any] = (
+            first["spec"] if first["kind"] == "Pod" else first["spec"]["template"]["spec"]
+        )
+        return spec
 
 
 def _copy(value: Any) -> Any:
-    """Copy JSON-shaped data; several times faster than ``copy.deepcopy`` on manifests."""
-    if isinstance(value, dict):
-        return {key: _copy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_copy(item) for item in value]
-    return value
+    """Copy JSON-shaped spec data so manifests never alias the function they came from.
+
+    A pickle round trip runs in C: on these small trees it is several times faster than
+    ``copy.deepcopy`` and faster than a Python-level recursive copy.
+    """
+    copied: Any = pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
+    return copied
 
 
 def effective_resources(
@@ -98,7 +101,8 @@ def _env(function: Function, run: RunRef | None) -> list[dict[str, Any]]:
         system["RUNPLANE_RUN_UID"] = run.uid
         system["RUNPLANE_ATTEMPT"] = str(run.attempt)
     own = {item["name"] for item in spec.env}
-    return [{"name": k, "value": v} for k, v in system.items() if k not in own] + _copy(spec.env)
+    user: list[dict[str, Any]] = _copy(spec.env)
+    return [{"name": k, "value": v} for k, v in system.items() if k not in own] + user
 
 
 def _volumes(function: Function, settings: Settings) -> tuple[list[Any], list[Any]]:

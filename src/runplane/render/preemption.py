@@ -16,7 +16,7 @@ The function's spec is only read, so switching modes never leaves traces of the 
 
 from __future__ import annotations
 
-import copy
+import pickle
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,7 +64,7 @@ def apply_preemption_mode(
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The pod's affinity and tolerations under ``mode``; inputs are not modified."""
     check_selector_conflict(mode, selector, spot)
-    affinity_out = copy.deepcopy(dict(affinity)) if affinity else None
+    affinity_out = pickle.loads(pickle.dumps(dict(affinity))) if affinity else None
     if mode is PreemptionMode.NONE:
         return affinity_out, list(tolerations)
     if not spot.node_selector and mode is PreemptionMode.CONSTRAIN:

@@ -52,6 +52,8 @@ class FunctionKind(StrEnum):
 
 def check_kind(kind: object) -> FunctionKind:
     try:
+        if not isinstance(kind, str):
+            raise ValueError(kind)
         return FunctionKind(kind or FunctionKind.JOB)
     except ValueError:
         raise InvalidValueError(
@@ -190,9 +192,24 @@ class FunctionSpec(SpecModel):
         unknown = {m.get("name") for m in self.volume_mounts} - set(names)
         if unknown:
             raise ConflictError(
-                "spec.volume_mounts", f"mounts name volumes that are not defined: {sorted(unknown)}"
+                "spec.volume_mounts",
+                f"mounts name volumes that are not defined: {sorted(map(str, unknown))}",
             )
         return self
+
+
+def check_kind_rules(kind: FunctionKind, spec: FunctionSpec) -> None:
+    """Settings that only make sense for some kinds of function."""
+    if kind is FunctionKind.SERVING and spec.state_thresholds:
+        raise ConflictError(
+            "spec.state_thresholds",
+            "state thresholds do not apply to serving functions, which are watched by their "
+            "own health checks; remove them or use kind='job'",
+        )
+    if kind is not FunctionKind.SERVING and spec.http is not None:
+        raise ConflictError(
+            "spec.http", f"with_http applies to serving functions, not kind={kind.value!r}"
+        )
 
 
 class Function(SpecModel):
@@ -213,16 +230,7 @@ class Function(SpecModel):
 
     @pydantic.model_validator(mode="after")
     def _kind_rules(self) -> Function:
-        if self.kind is FunctionKind.SERVING and self.spec.state_thresholds:
-            raise ConflictError(
-                "spec.state_thresholds",
-                "state thresholds do not apply to serving functions, which are watched by their "
-                "own health checks; remove them or use kind='job'",
-            )
-        if self.kind is not FunctionKind.SERVING and self.spec.http is not None:
-            raise ConflictError(
-                "spec.http", f"with_http applies to serving functions, not kind={self.kind.value!r}"
-            )
+        check_kind_rules(self.kind, self.spec)
         return self
 
     # -- serialisation ------------------------------------------------------------------------
@@ -264,10 +272,7 @@ class Function(SpecModel):
         except pydantic.ValidationError as error:
             raise translate(error, prefix=target.field_path) from None
         if part == "spec":
-            candidate = Function.model_construct(
-                kind=self.kind, metadata=self.metadata, spec=updated
-            )
-            Function._kind_rules(candidate)
+            check_kind_rules(self.kind, updated)
             self.spec = updated
         else:
             setattr(self.spec, part, updated)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 from runplane.errors import InvalidValueError
 
@@ -59,23 +60,31 @@ def _allowed(kind: str) -> str:
 
 def parse_quantity(field: str, value: object, kind: str = "cpu") -> Fraction:
     """Parse ``value`` as a Kubernetes quantity, raising a user error that names ``field``."""
-    example = _EXAMPLES.get(kind, "'1', '500m', '1Gi'")
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise InvalidValueError(field, value, _allowed(kind), example)
+        parsed = None
+    else:
+        parsed = _parse(value)
+    if parsed is None:
+        raise InvalidValueError(field, value, _allowed(kind), _EXAMPLES.get(kind, "'1', '1Gi'"))
+    return parsed
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _parse(value: int | float | str) -> Fraction | None:
+    """The value of a quantity, or ``None`` if it is not one; cached because rendering, QoS and
+    lints compare the same few quantities over and over."""
     if isinstance(value, float):
         if not math.isfinite(value) or value < 0:
-            raise InvalidValueError(field, value, _allowed(kind), example)
+            return None
         return Fraction(value).limit_denominator(10**9)
     if isinstance(value, int):
-        if value < 0:
-            raise InvalidValueError(field, value, _allowed(kind), example)
-        return Fraction(value)
+        return Fraction(value) if value >= 0 else None
     match = _QUANTITY.match(value)
     if match is None:
-        raise InvalidValueError(field, value, _allowed(kind), example)
+        return None
     number = Fraction(match["number"])
     if number < 0:
-        raise InvalidValueError(field, value, _allowed(kind), example)
+        return None
     suffix = match["suffix"] or ""
     if suffix[:1] in ("e", "E"):
         return number * Fraction(10) ** int(suffix[1:])

@@ -24,7 +24,9 @@ class PreemptionMode(StrEnum):
 
 def check_preemption_mode(field: str, mode: object) -> PreemptionMode:
     try:
-        return PreemptionMode(mode.lower() if isinstance(mode, str) else mode)
+        if not isinstance(mode, str):
+            raise ValueError(mode)
+        return PreemptionMode(mode.lower())
     except ValueError:
         raise InvalidValueError(
             field,

@@ -45,7 +45,7 @@ def check_thresholds(field: str, thresholds: object) -> dict[str, ThresholdValue
                 "{'running': '1 min'}",
             )
         parse_duration(f"{field}[{state!r}]", value)
-        checked[canonical] = value if isinstance(value, str) else int(value)  # type: ignore[arg-type]
+        checked[canonical] = value if isinstance(value, str) else int(value)
     return checked
 
 
