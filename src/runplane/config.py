@@ -132,9 +132,14 @@ class PriorityClasses(pydantic.BaseModel):
     allowed_roles: dict[str, list[str]] = pydantic.Field(default_factory=dict)
     #: Classes reserved for core services; they may preempt user pods.
     system: list[str] = pydantic.Field(default_factory=lambda: ["runplane-system"])
-    #: The value each user class gets when runplane creates it on a cluster that lacks it.
+    #: The value each class gets when runplane creates it on a cluster that lacks it.
     values: dict[str, int] = pydantic.Field(
-        default_factory=lambda: {"low": 1000, "medium": 2000, "high": 3000}
+        default_factory=lambda: {
+            "low": 1000,
+            "medium": 2000,
+            "high": 3000,
+            "runplane-system": 1_000_000,
+        }
     )
 
 

@@ -496,3 +496,17 @@ def test_code_to_function_from_a_notebook(tmp_path):
     fn = runplane.code_to_function("training", filename=str(notebook), handler="train")
     code = base64.b64decode(fn.spec.build.source).decode()
     assert code == "import os\n\ndef train(context):\n    return 1\n"
+
+
+def test_set_env_value_from_sources(fn):
+    fn.set_env("POD", value_from={"fieldRef": {"fieldPath": "metadata.name"}})
+    fn.set_env("CFG", value_from={"configMapKeyRef": {"name": "app", "key": "mode"}})
+    assert fn.spec.env == [
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "CFG", "valueFrom": {"configMapKeyRef": {"name": "app", "key": "mode"}}},
+    ]
+    with pytest.raises(InvalidValueError, match="valueFrom has one of secretKeyRef"):
+        fn.set_env("BAD", value_from={"secretKeyRef": {"name": "x"}})
+    with pytest.raises(InvalidValueError, match="give either value or value_from"):
+        fn.set_env("BOTH", value="1", value_from={"fieldRef": {"fieldPath": "x"}})
+    assert [v["name"] for v in fn.spec.env] == ["POD", "CFG"]

@@ -9,9 +9,13 @@ from runplane.config import load_settings
 from runplane.render import render
 from runplane.spec import QoSClass, qos_class
 
+from .conftest import assert_valid_manifests
+
 
 def codes(fn, settings=None):
-    return [lint.code for lint in render(fn, settings or load_settings()).lints]
+    result = render(fn, settings or load_settings())
+    assert_valid_manifests(result.manifests)
+    return [lint.code for lint in result.lints]
 
 
 @pytest.mark.parametrize(

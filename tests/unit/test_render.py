@@ -316,3 +316,17 @@ def test_everything_at_once_is_schema_valid(tmp_path):
     fn.spec.args = ["--epochs", "3"]
     result = rendered(fn, run=RunRef("f" * 32))
     assert container(result)["args"] == ["--epochs", "3"]
+
+
+def test_priority_classes_never_evict_except_system():
+    from runplane.render.cluster import priority_classes
+
+    manifests = priority_classes(load_settings())
+    assert_valid_manifests(manifests)
+    policies = {m["metadata"]["name"]: (m["value"], m["preemptionPolicy"]) for m in manifests}
+    assert policies == {
+        "low": (1000, "Never"),
+        "medium": (2000, "Never"),
+        "high": (3000, "Never"),
+        "runplane-system": (1_000_000, "PreemptLowerPriority"),
+    }

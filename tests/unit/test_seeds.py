@@ -139,7 +139,9 @@ def test_scaling():
     fn.spec.replicas = 2
     fn.spec.min_replicas = 1
     fn.spec.max_replicas = 4
-    deployment, _, hpa = render(fn, load_settings()).manifests
+    manifests = render(fn, load_settings()).manifests
+    assert_valid_manifests(manifests)
+    deployment, _, hpa = manifests
     assert deployment["spec"]["replicas"] == 2
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 4)
 

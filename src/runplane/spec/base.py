@@ -48,3 +48,24 @@ class SpecModel(pydantic.BaseModel):
             if previous is not _MISSING:
                 self.__dict__[name] = previous
             raise
+
+
+def to_kubernetes_json(value: Any) -> Any:
+    """Convert a Kubernetes client model (or plain data) to the API's JSON shape.
+
+    Client models carry ``attribute_map`` (python name -> JSON name); reading it keeps the
+    Kubernetes client out of the pure layers while still accepting its objects.
+    """
+    attribute_map = getattr(value, "attribute_map", None)
+    if isinstance(attribute_map, dict):
+        converted = {}
+        for attribute, json_name in attribute_map.items():
+            item = getattr(value, attribute, None)
+            if item is not None:
+                converted[json_name] = to_kubernetes_json(item)
+        return converted
+    if isinstance(value, dict):
+        return {key: to_kubernetes_json(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list | tuple):
+        return [to_kubernetes_json(item) for item in value]
+    return value

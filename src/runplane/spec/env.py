@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from runplane.errors import InvalidValueError, NotFoundError
+from runplane.spec.base import to_kubernetes_json
 from runplane.spec.labels import check_dns_subdomain, check_env_name
 
 EnvVar = dict[str, Any]
@@ -36,6 +37,43 @@ def secret_var(name: object, secret: object, secret_key: object) -> EnvVar:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": secret_key}}}
 
 
+#: The sources a variable may reference, with the fields each one needs.
+VALUE_FROM_SOURCES = {
+    "secretKeyRef": ("name", "key"),
+    "configMapKeyRef": ("name", "key"),
+    "fieldRef": ("fieldPath",),
+    "resourceFieldRef": ("resource",),
+}
+
+
+def check_value_from(field: str, source: Any) -> dict[str, Any]:
+    """A ``valueFrom`` in Kubernetes shape: exactly one known source with its required fields."""
+    source = to_kubernetes_json(source)
+    valid = (
+        isinstance(source, dict)
+        and len(source) == 1
+        and next(iter(source)) in VALUE_FROM_SOURCES
+        and isinstance(ref := next(iter(source.values())), dict)
+        and all(ref.get(needed) for needed in VALUE_FROM_SOURCES[next(iter(source))])
+    )
+    if not valid:
+        raise InvalidValueError(
+            field,
+            source,
+            "valueFrom has one of secretKeyRef or configMapKeyRef (name, key), fieldRef "
+            "(fieldPath) or resourceFieldRef (resource)",
+            "{'secretKeyRef': {'name': 'creds', 'key': 'token'}}",
+        )
+    return dict(source)
+
+
+def value_from_var(name: object, source: Any) -> EnvVar:
+    return {
+        "name": check_env_name("env name", name),
+        "valueFrom": check_value_from(f"env {name} value_from", source),
+    }
+
+
 def upsert(env: list[EnvVar], variable: EnvVar) -> list[EnvVar]:
     """A new list where ``variable`` replaces one of the same name, or is appended."""
     replaced = [variable if item["name"] == variable["name"] else item for item in env]
@@ -60,7 +98,7 @@ def check_env_list(field: str, env: Any) -> list[EnvVar]:
             raise InvalidValueError(
                 f"{field}[{index}]",
                 item,
-                "an env entry has name and value (or valueFrom.secretKeyRef)",
+                "an env entry has name and value (or valueFrom)",
                 "{'name': 'A', 'value': '1'}",
             )
         check_env_name(f"{field}[{index}].name", item["name"])
@@ -73,18 +111,7 @@ def check_env_list(field: str, env: Any) -> list[EnvVar]:
             )
         seen.add(item["name"])
         if "valueFrom" in item:
-            ref = (
-                item["valueFrom"].get("secretKeyRef")
-                if isinstance(item["valueFrom"], dict)
-                else None
-            )
-            if not isinstance(ref, dict) or not ref.get("name") or not ref.get("key"):
-                raise InvalidValueError(
-                    f"{field}[{index}].valueFrom",
-                    item["valueFrom"],
-                    "valueFrom supports secretKeyRef with name and key",
-                    "{'secretKeyRef': {'name': 'creds', 'key': 'token'}}",
-                )
+            check_value_from(f"{field}[{index}].valueFrom", item["valueFrom"])
         elif not isinstance(item.get("value", ""), str):
             raise InvalidValueError(
                 f"{field}[{index}].value", item.get("value"), "values are strings", "'1'"

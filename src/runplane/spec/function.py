@@ -358,11 +358,24 @@ class Function(SpecModel):
 
     # -- environment ----------------------------------------------------------------------------
 
-    def set_env(self, name: str, value: Any) -> Function:
-        """Set one variable, replacing a variable of the same name."""
-        return self._replace(
-            "spec", env=environment.upsert(self.spec.env, environment.value_var(name, value))
-        )
+    def set_env(self, name: str, value: Any = None, value_from: Any = None) -> Function:
+        """Set one variable, replacing a variable of the same name.
+
+        ``value_from`` references a Secret key, ConfigMap key or pod field instead of a value
+        (a ``valueFrom`` dict or the Kubernetes client's ``V1EnvVarSource``).
+        """
+        if value_from is not None:
+            if value is not None:
+                raise InvalidValueError(
+                    "set_env",
+                    {"value": value, "value_from": value_from},
+                    "give either value or value_from",
+                    "set_env('A', value='1')",
+                )
+            variable = environment.value_from_var(name, value_from)
+        else:
+            variable = environment.value_var(name, value)
+        return self._replace("spec", env=environment.upsert(self.spec.env, variable))
 
     def set_envs(
         self, env_vars: Mapping[str, Any] | None = None, file_path: str | Path | None = None

@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from runplane.errors import InvalidValueError
+from runplane.spec.base import to_kubernetes_json
 from runplane.spec.labels import check_dns_subdomain, check_label_key, check_labels
 
 
@@ -47,27 +48,6 @@ _AFFINITY_EXAMPLE = (
     "{'nodeAffinity': {'requiredDuringSchedulingIgnoredDuringExecution': {'nodeSelectorTerms': "
     "[{'matchExpressions': [{'key': 'zone', 'operator': 'In', 'values': ['a']}]}]}}}"
 )
-
-
-def to_kubernetes_json(value: Any) -> Any:
-    """Convert a Kubernetes client model (or plain data) to the API's JSON shape.
-
-    Client models carry ``attribute_map`` (python name -> JSON name); reading it keeps the
-    Kubernetes client out of the pure layers while still accepting its objects.
-    """
-    attribute_map = getattr(value, "attribute_map", None)
-    if isinstance(attribute_map, dict):
-        converted = {}
-        for attribute, json_name in attribute_map.items():
-            item = getattr(value, attribute, None)
-            if item is not None:
-                converted[json_name] = to_kubernetes_json(item)
-        return converted
-    if isinstance(value, dict):
-        return {key: to_kubernetes_json(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list | tuple):
-        return [to_kubernetes_json(item) for item in value]
-    return value
 
 
 def _check_requirement(field: str, requirement: Any) -> None:

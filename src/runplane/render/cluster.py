@@ -1,0 +1,51 @@
+"""Cluster-wide objects runplane can create where a cluster lacks them: its PriorityClasses.
+
+User classes order the scheduling queue but never evict running pods (``preemptionPolicy:
+Never``), as the best-practices document requires; system classes, for core services, may.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runplane.config import Settings
+
+#: Spacing between generated values of classes the configuration gives no value for.
+_STEP = 1000
+
+
+def priority_classes(settings: Settings) -> list[dict[str, Any]]:
+    """PriorityClass objects for every configured user and system class."""
+    classes = settings.priority_classes
+    manifests = []
+    for index, name in enumerate(classes.valid, start=1):
+        manifests.append(
+            _priority_class(
+                name,
+                classes.values.get(name, index * _STEP),
+                "Never",
+                f"runplane user class {name}: orders the scheduling queue, never evicts",
+            )
+        )
+    for name in classes.system:
+        manifests.append(
+            _priority_class(
+                name,
+                classes.values.get(name, 1_000_000),
+                "PreemptLowerPriority",
+                f"runplane system class {name}: core services, may preempt user pods",
+            )
+        )
+    return manifests
+
+
+def _priority_class(name: str, value: int, policy: str, description: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "runplane"}},
+        "value": value,
+        "preemptionPolicy": policy,
+        "globalDefault": False,
+        "description": description,
+    }
