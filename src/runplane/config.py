@@ -22,6 +22,7 @@ from pydantic_settings import (
 
 from runplane.errors import ConfigError, InvalidValueError
 from runplane.spec.labels import check_labels
+from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import Resources
 from runplane.spec.scheduling import PreemptionMode, check_tolerations
 from runplane.spec.thresholds import DEFAULT_THRESHOLDS, ThresholdValue, check_thresholds
@@ -172,8 +173,50 @@ class Serving(pydantic.BaseModel):
     target_cpu_percent: int = 75
 
 
+class LocalVolume(pydantic.BaseModel):
+    """Where a volume of the cluster lives on this machine."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    path: Path
+
+
+class Local(pydantic.BaseModel):
+    """The embedded default: this machine as one node."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    #: Where run records, logs and artifacts are kept.
+    home: Path = pydantic.Field(default_factory=lambda: Path.home() / ".runplane")
+    #: Allocatable capacity; detected from the machine when unset.
+    cpu: str | None = None
+    memory: str | None = None
+    gpus: int | None = None
+    #: Node labels; by default the on-demand labels of the spot preset, and the hostname.
+    node_labels: dict[str, str] | None = None
+    #: Claim, ConfigMap or Secret name -> local directory, for PVC/ConfigMap/Secret volumes.
+    volumes: dict[str, LocalVolume] = pydantic.Field(default_factory=dict)
+    #: How often limits, thresholds and other processes' changes are checked, in seconds.
+    poll_interval: float = pydantic.Field(default=0.05, gt=0, le=5)
+
+    @pydantic.field_validator("node_labels", mode="before")
+    @classmethod
+    def _labels(cls, value: Any) -> Any:
+        return None if value is None else check_labels("local.node_labels", value)
+
+    @pydantic.field_validator("cpu", "memory", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        if value is not None:
+            kind = "cpu" if info.field_name == "cpu" else "memory"
+            parse_quantity(f"local.{info.field_name}", value, kind)
+            return str(value)
+        return value
+
+
 def _config_file() -> Path:
-    return Path(os.environ.get("RUNPLANE_CONFIG", Path.home() / ".runplane" / "config.yaml"))
+    home = Path(os.environ.get("RUNPLANE_LOCAL__HOME", Path.home() / ".runplane"))
+    return Path(os.environ.get("RUNPLANE_CONFIG", home / "config.yaml"))
 
 
 class Settings(BaseSettings):
@@ -196,6 +239,7 @@ class Settings(BaseSettings):
     )
     auto_mount: AutoMount = pydantic.Field(default_factory=AutoMount)
     serving: Serving = pydantic.Field(default_factory=Serving)
+    local: Local = pydantic.Field(default_factory=Local)
 
     @property
     def spot(self) -> PreemptibleNodes:

@@ -69,6 +69,16 @@ def render(
         click.echo(f"# {lint}")
 
 
+def _register() -> None:
+    from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
+
+    for command in (run_command, runs_command, get_group, logs_command, abort_command):
+        cli.add_command(command)
+
+
+_register()
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="runplane", standalone_mode=False)

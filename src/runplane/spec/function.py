@@ -431,6 +431,27 @@ class Function(SpecModel):
         )
         return self._replace("spec", volumes=volumes, volume_mounts=volume_mounts)
 
+    # -- running ------------------------------------------------------------------------------
+
+    def run(
+        self,
+        params: Mapping[str, Any] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        state_thresholds: Mapping[str, Any] | None = None,
+        watch: bool = True,
+    ) -> Any:
+        """Run the function here (the embedded default) and return a handle to the run.
+
+        ``params`` are converted to the handler's annotated types; ``inputs`` are paths passed
+        to the handler by name; ``state_thresholds`` override the function's for this run.
+        With ``watch`` the call waits, printing the run's output; otherwise it returns at once.
+        """
+        from runplane.client import run_function  # the client layer, loaded on first run
+
+        return run_function(
+            self, params=params, inputs=inputs, state_thresholds=state_thresholds, watch=watch
+        )
+
     # -- thresholds and serving -------------------------------------------------------------------
 
     def set_state_thresholds(

@@ -1,0 +1,279 @@
+"""``runplane run``, ``runs``, ``get run``, ``logs`` and ``abort`` on the embedded default."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from runplane.cli.options import apply_resource_options, parse_pairs, resource_options
+
+if TYPE_CHECKING:
+    from runplane.service.records import RunRecord
+
+
+def _service() -> Any:
+    from runplane.service.embedded import embedded
+
+    return embedded()
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def _mebibytes(amount: int) -> str:
+    return f"{amount / 2**20:.0f}Mi" if amount else "-"
+
+
+STATE_STYLE = {
+    "completed": "green",
+    "error": "red",
+    "aborted": "yellow",
+    "running": "cyan",
+    "pending": "magenta",
+    "aborting": "yellow",
+    "created": "white",
+}
+
+
+def _summary(record: RunRecord) -> Any:
+    from rich.table import Table
+
+    table = Table.grid(padding=(0, 2))
+    table.add_row("run", record.uid)
+    style = STATE_STYLE.get(record.state, "white")
+    table.add_row(
+        "state", f"[{style}]{record.state}[/]" + (f" ({record.reason})" if record.reason else "")
+    )
+    if record.status_text:
+        table.add_row("status", record.status_text)
+    end = record.ended_at or time.time()
+    table.add_row("duration", _duration(end - record.created_at))
+    if record.results:
+        table.add_row("results", ", ".join(f"{k}={v}" for k, v in record.results.items()))
+    for artifact in record.artifacts:
+        table.add_row("artifact", f"{artifact['key']}: {artifact['path']}")
+    table.add_row(
+        "usage",
+        f"peak memory {_mebibytes(record.peak_memory_bytes)}, cpu {record.cpu_seconds:.2f}s",
+    )
+    return table
+
+
+@click.command("run")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("--handler", help="Function in the file to call.")
+@click.option("--name", help="Function name (default: the file name).")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Handler parameter, converted to its annotated type.",
+)
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    metavar="STATE=TIME",
+    help="State threshold for this run, e.g. running='1 min'.",
+)
+@resource_options
+def run_command(
+    source: str,
+    handler: str | None,
+    name: str | None,
+    params: tuple[str, ...],
+    thresholds: tuple[str, ...],
+    **options: Any,
+) -> None:
+    """Run a function from SOURCE (a .py file or function.yaml) on this machine.
+
+    The command follows the run until it ends and exits 0 if it completed, 1 otherwise;
+    Ctrl-C aborts the run.
+    """
+    from rich.console import Console
+
+    from runplane.cli.main import load_function
+
+    fn = apply_resource_options(load_function(source, name, handler, None), options)
+    service = _service()
+    uid = service.submit(
+        fn,
+        params=parse_pairs("--param", params, "--param epochs=3"),
+        state_thresholds=parse_pairs("--threshold", thresholds, "--threshold running='1 min'"),
+        source_dir=str(Path(source).resolve().parent),
+    )
+    console = Console(stderr=True)
+    try:
+        record = _follow(service, uid, console)
+    except KeyboardInterrupt:
+        service.abort(uid)
+        record = service.wait(uid, timeout=30)
+    Console().print(_summary(record))
+    sys.exit(0 if record.state == "completed" else 1)
+
+
+def _follow(service: Any, uid: str, console: Any) -> RunRecord:
+    """Show state, reason and elapsed time (live on a terminal, as lines otherwise), and the
+    run's output as it comes."""
+    from rich.live import Live
+    from rich.text import Text
+
+    log = service.settings.local.home / "runs" / uid / "output.log"
+    position = 0
+    shown = ("", "")
+    live = Live(
+        console=console, refresh_per_second=8, transient=True, auto_refresh=console.is_terminal
+    )
+    with live:
+        while True:
+            record = service.wait(uid, timeout=0.1)
+            if log.exists():
+                with log.open("rb") as stream:
+                    stream.seek(position)
+                    chunk = stream.read()
+                position += len(chunk)
+                if chunk:
+                    live.console.print(
+                        chunk.decode("utf-8", errors="replace"),
+                        end="",
+                        markup=False,
+                        highlight=False,
+                    )
+            style = STATE_STYLE.get(record.state, "white")
+            elapsed = _duration(time.time() - record.created_at)
+            if console.is_terminal:
+                live.update(
+                    Text.assemble(
+                        (record.state, style),
+                        f"  {elapsed}",
+                        f"  {record.status_text}" if record.status_text else "",
+                    )
+                )
+            elif (record.state, record.status_text) != shown:
+                shown = (record.state, record.status_text)
+                console.print(f"[{style}]{record.state}[/] {elapsed} {record.status_text}")
+            if record.finished:
+                return record  # type: ignore[no-any-return]
+
+
+@click.command("runs")
+@click.option("--project", help="Only this project's runs.")
+@click.option("--state", "states", multiple=True, help="Only runs in this state (repeatable).")
+@click.option("--limit", default=30, show_default=True)
+def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> None:
+    """List recent runs."""
+    from rich.console import Console
+    from rich.table import Table
+
+    store = _store()
+    table = Table(box=None, header_style="bold")
+    for column in (
+        "uid",
+        "project",
+        "name",
+        "state",
+        "reason",
+        "started",
+        "duration",
+        "peak mem",
+        "cpu s",
+    ):
+        table.add_column(column)
+    for record in store.list_runs(project=project, states=states, limit=limit):
+        end = record.ended_at or time.time()
+        style = STATE_STYLE.get(record.state, "white")
+        table.add_row(
+            record.uid[:12],
+            record.project,
+            record.name,
+            f"[{style}]{record.state}[/]",
+            record.reason,
+            time.strftime("%m-%d %H:%M:%S", time.localtime(record.created_at)),
+            _duration(end - record.created_at),
+            _mebibytes(record.peak_memory_bytes),
+            f"{record.cpu_seconds:.2f}",
+        )
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print(table)
+
+
+def _settings() -> Any:
+    from runplane.config import current
+
+    return current()
+
+
+def _store() -> Any:
+    from runplane.service.db import connect, sqlite_url
+    from runplane.service.records import RunStore
+
+    return RunStore(connect(sqlite_url(_settings().local.home / "runplane.db")))
+
+
+@click.group("get")
+def get_group() -> None:
+    """Show one object in detail."""
+
+
+@get_group.command("run")
+@click.argument("uid")
+def get_run(uid: str) -> None:
+    """Show a run: its state, transitions, attempts, results and usage."""
+    import dataclasses
+
+    import yaml
+
+    record = _store().get(uid)
+    data = dataclasses.asdict(record)
+    data.pop("function")
+    for transition in data["transitions"]:
+        transition["at"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(transition["at"]))
+    click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
+
+
+@click.command("logs")
+@click.argument("uid")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
+def logs_command(uid: str, follow: bool) -> None:
+    """Print a run's output."""
+    store = _store()
+    record = store.get(uid)
+    path = _settings().local.home / "runs" / record.uid / "output.log"
+    position = 0
+    while True:
+        if path.exists():
+            with path.open("rb") as stream:
+                stream.seek(position)
+                chunk = stream.read()
+            position += len(chunk)
+            sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+            sys.stdout.flush()
+        if not follow or record.finished:
+            return
+        time.sleep(0.2)
+        record = store.get(record.uid)
+
+
+@click.command("abort")
+@click.argument("uid")
+def abort_command(uid: str) -> None:
+    """Abort a pending or running run."""
+    service = _service()
+    record = service.abort(uid)
+    record = service.wait(record.uid, timeout=30)
+    click.echo(
+        f"{record.uid} {record.state}" + (f": {record.status_text}" if record.status_text else "")
+    )

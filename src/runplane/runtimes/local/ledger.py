@@ -1,0 +1,190 @@
+"""The capacity ledger: which runs on this machine hold which resources, across processes.
+
+Two ``runplane run`` commands started at once must not overbook the machine, so every grant is
+decided inside one SQLite ``BEGIN IMMEDIATE`` transaction (one writer at a time, any process).
+The ledger is coordination state, not a record: each claim names the process that owns it, and
+claims of processes that no longer exist are dropped at the next transaction, so a crash never
+leaves capacity held.
+
+Granting follows kube-scheduler's queue: waiting claims are taken by priority, then submit time;
+a claim that does not fit now is passed over (it does not block smaller ones behind it), and
+capacity a higher claim would take is not given to a lower one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from runplane.placement import Node
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS claims (
+    uid TEXT PRIMARY KEY,
+    granted INTEGER NOT NULL DEFAULT 0,
+    priority INTEGER NOT NULL,
+    submitted REAL NOT NULL,
+    requests TEXT NOT NULL,
+    cores INTEGER NOT NULL,
+    gpus INTEGER NOT NULL,
+    cpu_ids TEXT NOT NULL DEFAULT '[]',
+    gpu_ids TEXT NOT NULL DEFAULT '[]',
+    owner_pid INTEGER NOT NULL,
+    owner_started REAL NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What one run asks of the machine while it waits or runs."""
+
+    uid: str
+    priority: int
+    submitted: float
+    requests: Mapping[str, int]
+    #: Cores to confine the run to (0: not confined).
+    cores: int
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    uid: str
+    cpu_ids: tuple[int, ...]
+    gpu_ids: tuple[str, ...]
+
+
+def _process_started(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+_OWNER = (os.getpid(), _process_started(os.getpid()) or 0.0)
+
+
+class Ledger:
+    """One machine's claims, in a SQLite file shared by every runplane process on it."""
+
+    def __init__(
+        self, path: Path, node: Node, cpu_ids: Iterable[int], gpu_ids: Iterable[str]
+    ) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._connection = sqlite3.connect(
+            path, timeout=30, isolation_level=None, check_same_thread=False
+        )
+        self._connection.execute("PRAGMA journal_mode=WAL")
+        self._connection.execute("PRAGMA synchronous=NORMAL")
+        self._connection.execute(_SCHEMA)
+        self._node = node
+        self._cpu_ids = tuple(cpu_ids)
+        self._gpu_ids = tuple(gpu_ids)
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def _transaction(self) -> sqlite3.Connection:
+        self._connection.execute("BEGIN IMMEDIATE")
+        return self._connection
+
+    def wait(self, claim: Claim) -> None:
+        """Queue ``claim``; it is granted by a later :meth:`grant`."""
+        connection = self._transaction()
+        try:
+            connection.execute(
+                "INSERT OR REPLACE INTO claims (uid, priority, submitted, requests, cores, gpus,"
+                " owner_pid, owner_started) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    claim.uid,
+                    claim.priority,
+                    claim.submitted,
+                    json.dumps(dict(claim.requests)),
+                    claim.cores,
+                    claim.gpus,
+                    *_OWNER,
+                ),
+            )
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+
+    def release(self, uid: str) -> None:
+        self._connection.execute("DELETE FROM claims WHERE uid = ?", (uid,))
+
+    def grant(self, mine: Iterable[str]) -> list[Grant]:
+        """Grant every claim of ``mine`` that the queue reaches and the machine can hold now."""
+        wanted = set(mine)
+        if not wanted:
+            return []
+        connection = self._transaction()
+        try:
+            rows = connection.execute(
+                "SELECT uid, granted, priority, submitted, requests, cores, gpus, cpu_ids,"
+                " gpu_ids, owner_pid, owner_started FROM claims"
+            ).fetchall()
+            live = []
+            for row in rows:
+                if (row[9], row[10]) != _OWNER and _process_started(row[9]) != row[10]:
+                    connection.execute("DELETE FROM claims WHERE uid = ?", (row[0],))
+                else:
+                    live.append(row)
+            free = dict(self._node.allocatable)
+            pods = free.pop("pods", 0)
+            core_load = dict.fromkeys(self._cpu_ids, 0)
+            used_gpus: set[str] = set()
+            for row in live:
+                if row[1]:
+                    for name, amount in json.loads(row[4]).items():
+                        free[name] = free.get(name, 0) - amount
+                    for cpu in json.loads(row[7]):
+                        core_load[cpu] = core_load.get(cpu, 0) + 1
+                    used_gpus.update(json.loads(row[8]))
+                    pods -= 1
+            grants = []
+            waiting = sorted((r for r in live if not r[1]), key=lambda r: (-r[2], r[3], r[0]))
+            for row in waiting:
+                requests = json.loads(row[4])
+                if pods < 1 or any(amount > free.get(name, 0) for name, amount in requests.items()):
+                    continue
+                for name, amount in requests.items():
+                    free[name] = free.get(name, 0) - amount
+                pods -= 1
+                if row[0] not in wanted:
+                    continue  # a claim ahead of ours takes this capacity when its owner asks
+                cpu_ids = sorted(core_load, key=lambda c: (core_load[c], c))[: row[5]]
+                for cpu in cpu_ids:
+                    core_load[cpu] += 1
+                gpu_ids = [g for g in self._gpu_ids if g not in used_gpus][: row[6]]
+                used_gpus.update(gpu_ids)
+                connection.execute(
+                    "UPDATE claims SET granted = 1, cpu_ids = ?, gpu_ids = ? WHERE uid = ?",
+                    (json.dumps(cpu_ids), json.dumps(gpu_ids), row[0]),
+                )
+                grants.append(Grant(row[0], tuple(cpu_ids), tuple(gpu_ids)))
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        return grants
+
+    def occupied(self) -> Node:
+        """The node with what granted claims hold, for explaining why a claim waits."""
+        node = Node(
+            name=self._node.name,
+            labels=self._node.labels,
+            taints=self._node.taints,
+            allocatable=dict(self._node.allocatable),
+        )
+        granted = self._connection.execute("SELECT requests FROM claims WHERE granted = 1")
+        for (requests,) in granted:
+            node.reserve(json.loads(requests))
+        return node

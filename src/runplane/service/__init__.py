@@ -1,0 +1,1 @@
+"""The only layer with persistent state: run records, and what keeps them honest."""

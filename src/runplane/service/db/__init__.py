@@ -1,0 +1,70 @@
+"""The run database: SQLAlchemy 2 over SQLite (WAL) by default, PostgreSQL by URL.
+
+The schema is owned by Alembic migrations. Opening a database checks its revision with one
+query and imports Alembic only when an upgrade is due, so a warm start stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from runplane.service.db.models import Base
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+#: The newest migration; bump together with a new file in ``migrations/versions``.
+HEAD = "0001"
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def _sqlite_pragmas(connection: object, _record: object) -> None:
+    cursor = connection.cursor()  # type: ignore[attr-defined]
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def connect(url: str) -> Engine:
+    """An engine for ``url`` with the schema at the newest migration."""
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    if current_revision(engine) != HEAD:
+        upgrade(engine)
+    return engine
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        if not inspect(connection).has_table("alembic_version"):
+            return None
+        return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def upgrade(engine: Engine) -> None:
+    """Run the Alembic migrations up to :data:`HEAD`."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, HEAD)
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+__all__ = ["HEAD", "Base", "connect", "session_factory", "sqlite_url", "upgrade"]

@@ -1,0 +1,95 @@
+"""Run records as tables: what a run asked for, what happened to it, what it produced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    uid: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project: Mapped[str] = mapped_column(String(63), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    runtime: Mapped[str] = mapped_column(String(16))
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    reason: Mapped[str] = mapped_column(String(64), default="")
+    status_text: Mapped[str] = mapped_column(Text, default="")
+    function: Mapped[dict[str, Any]] = mapped_column(JSON)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    thresholds: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    priority_class: Mapped[str] = mapped_column(String(253), default="")
+    requests: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    limits: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    results: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    peak_memory_bytes: Mapped[int] = mapped_column(Integer, default=0)
+    cpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    state_since: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    executor_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    executor_started: Mapped[float | None] = mapped_column(Float, nullable=True)
+    abort_requested: Mapped[bool] = mapped_column(default=False)
+
+    transitions: Mapped[list[Transition]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="Transition.id"
+    )
+    attempts: Mapped[list[Attempt]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="Attempt.number"
+    )
+    artifacts: Mapped[list[Artifact]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="Artifact.id"
+    )
+
+    __table_args__ = (Index("ix_runs_project_created", "project", "created_at"),)
+
+
+class Transition(Base):
+    __tablename__ = "run_transitions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_uid: Mapped[str] = mapped_column(ForeignKey("runs.uid", ondelete="CASCADE"), index=True)
+    state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(String(64), default="")
+    message: Mapped[str] = mapped_column(Text, default="")
+    at: Mapped[float] = mapped_column(Float)
+
+    run: Mapped[Run] = relationship(back_populates="transitions")
+
+
+class Attempt(Base):
+    __tablename__ = "run_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_uid: Mapped[str] = mapped_column(ForeignKey("runs.uid", ondelete="CASCADE"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    node: Mapped[str] = mapped_column(String(253), default="")
+    process_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str] = mapped_column(String(64), default="")
+
+    run: Mapped[Run] = relationship(back_populates="attempts")
+
+
+class Artifact(Base):
+    __tablename__ = "run_artifacts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_uid: Mapped[str] = mapped_column(ForeignKey("runs.uid", ondelete="CASCADE"), index=True)
+    key: Mapped[str] = mapped_column(String(253))
+    path: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(Integer, default=0)
+
+    run: Mapped[Run] = relationship(back_populates="artifacts")

@@ -1,0 +1,314 @@
+"""Run records: created once, then changed only by runtime events, aborts and recovery.
+
+A record is written in the same transaction as its first transition, so a run is either fully
+recorded or not at all; a terminal state is final, so a late or repeated event cannot reopen a
+finished run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import selectinload
+
+from runplane.errors import NotFoundError, RunplaneError
+from runplane.runtimes.events import RunEvent, RunState
+from runplane.service.db import session_factory
+from runplane.service.db.models import Artifact, Attempt, Run, Transition
+
+TERMINAL = {state.value for state in RunState if state.terminal}
+
+
+class RunFinishedError(RunplaneError):
+    """An action that needs a live run was asked of a finished one."""
+
+    http_status = 409
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRecord:
+    state: str
+    reason: str
+    message: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    number: int
+    node: str
+    process_id: int | None
+    started_at: float | None
+    ended_at: float | None
+    exit_code: int | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run as stored: a plain snapshot, safe to pass to any client."""
+
+    uid: str
+    project: str
+    name: str
+    runtime: str
+    state: str
+    reason: str
+    status_text: str
+    params: dict[str, Any]
+    inputs: dict[str, Any]
+    thresholds: dict[str, Any]
+    priority_class: str
+    requests: dict[str, Any]
+    limits: dict[str, Any]
+    results: dict[str, Any]
+    peak_memory_bytes: int
+    cpu_seconds: float
+    created_at: float
+    state_since: float
+    started_at: float | None
+    ended_at: float | None
+    function: dict[str, Any] = field(repr=False)
+    transitions: list[TransitionRecord] = field(default_factory=list)
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL
+
+    @classmethod
+    def of(cls, run: Run) -> RunRecord:
+        return cls(
+            uid=run.uid,
+            project=run.project,
+            name=run.name,
+            runtime=run.runtime,
+            state=run.state,
+            reason=run.reason,
+            status_text=run.status_text,
+            params=run.params,
+            inputs=run.inputs,
+            thresholds=run.thresholds,
+            priority_class=run.priority_class,
+            requests=run.requests,
+            limits=run.limits,
+            results=run.results,
+            peak_memory_bytes=run.peak_memory_bytes,
+            cpu_seconds=run.cpu_seconds,
+            created_at=run.created_at,
+            state_since=run.state_since,
+            started_at=run.started_at,
+            ended_at=run.ended_at,
+            function=run.function,
+            transitions=[
+                TransitionRecord(t.state, t.reason, t.message, t.at) for t in run.transitions
+            ],
+            attempts=[
+                AttemptRecord(
+                    a.number, a.node, a.process_id, a.started_at, a.ended_at, a.exit_code, a.reason
+                )
+                for a in run.attempts
+            ],
+            artifacts=[{"key": a.key, "path": a.path, "size": a.size} for a in run.artifacts],
+        )
+
+
+class RunStore:
+    def __init__(self, engine: Engine) -> None:
+        self._sessions = session_factory(engine)
+
+    def create(
+        self,
+        *,
+        uid: str,
+        project: str,
+        name: str,
+        runtime: str,
+        function: dict[str, Any],
+        params: dict[str, Any],
+        inputs: dict[str, Any],
+        thresholds: dict[str, Any],
+        priority_class: str,
+        requests: dict[str, Any],
+        limits: dict[str, Any],
+        executor: tuple[int, float] | None,
+    ) -> None:
+        now = time.time()
+        with self._sessions.begin() as session:
+            session.add(
+                Run(
+                    uid=uid,
+                    project=project,
+                    name=name,
+                    runtime=runtime,
+                    state=RunState.CREATED.value,
+                    reason="",
+                    status_text="",
+                    function=function,
+                    params=params,
+                    inputs=inputs,
+                    thresholds=thresholds,
+                    priority_class=priority_class,
+                    requests=requests,
+                    limits=limits,
+                    results={},
+                    peak_memory_bytes=0,
+                    cpu_seconds=0.0,
+                    created_at=now,
+                    updated_at=now,
+                    state_since=now,
+                    executor_pid=executor[0] if executor else None,
+                    executor_started=executor[1] if executor else None,
+                    abort_requested=False,
+                    transitions=[
+                        Transition(state=RunState.CREATED.value, reason="", message="", at=now)
+                    ],
+                )
+            )
+
+    def _load(self, session: Any, uid: str) -> Run:
+        run = session.get(
+            Run,
+            uid,
+            options=[
+                selectinload(Run.transitions),
+                selectinload(Run.attempts),
+                selectinload(Run.artifacts),
+            ],
+        )
+        if run is None:
+            raise NotFoundError(f"run {uid!r} does not exist (list runs with `runplane runs`)")
+        return run  # type: ignore[no-any-return]
+
+    def get(self, uid: str) -> RunRecord:
+        with self._sessions() as session:
+            return RunRecord.of(self._load(session, self._resolve(session, uid)))
+
+    def _resolve(self, session: Any, uid: str) -> str:
+        """Full uids pass through; a unique prefix of at least 6 characters is accepted too."""
+        if len(uid) == 32 or len(uid) < 6:
+            return uid
+        matches = session.scalars(select(Run.uid).where(Run.uid.startswith(uid)).limit(2)).all()
+        if len(matches) == 1:
+            return str(matches[0])
+        if len(matches) > 1:
+            raise NotFoundError(f"run {uid!r} is ambiguous; give more of the uid")
+        return uid
+
+    def list_runs(
+        self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+    ) -> list[RunRecord]:
+        query = (
+            select(Run)
+            .order_by(Run.created_at.desc())
+            .limit(limit)
+            .options(
+                selectinload(Run.transitions),
+                selectinload(Run.attempts),
+                selectinload(Run.artifacts),
+            )
+        )
+        if project:
+            query = query.where(Run.project == project)
+        if states:
+            query = query.where(Run.state.in_(list(states)))
+        with self._sessions() as session:
+            return [RunRecord.of(run) for run in session.scalars(query)]
+
+    def apply(self, event: RunEvent) -> RunRecord | None:
+        """Record what a runtime reported; ``None`` if the run had already finished."""
+        with self._sessions.begin() as session:
+            run = self._load(session, event.uid)
+            if run.state in TERMINAL:
+                return None
+            state = event.state.value
+            if state != run.state:
+                run.transitions.append(
+                    Transition(state=state, reason=event.reason, message=event.message, at=event.at)
+                )
+                run.state = state
+                run.state_since = event.at
+            run.reason = event.reason
+            run.status_text = event.message
+            run.updated_at = event.at
+            if event.state is RunState.RUNNING:
+                run.started_at = run.started_at or event.at
+                run.attempts.append(
+                    Attempt(
+                        number=event.attempt,
+                        node=event.node,
+                        process_id=event.process_id,
+                        started_at=event.at,
+                        reason="",
+                    )
+                )
+            if event.state.terminal:
+                run.ended_at = event.at
+                run.results = {**run.results, **event.results}
+                run.artifacts.extend(
+                    Artifact(key=a["key"], path=a["path"], size=a["size"]) for a in event.artifacts
+                )
+                if event.usage is not None:
+                    run.peak_memory_bytes = event.usage.peak_memory_bytes
+                    run.cpu_seconds = event.usage.cpu_seconds
+                for attempt in run.attempts:
+                    if attempt.number == event.attempt and attempt.ended_at is None:
+                        attempt.ended_at = event.at
+                        attempt.exit_code = event.exit_code
+                        attempt.reason = event.reason
+            return RunRecord.of(run)
+
+    def request_abort(self, uid: str) -> RunRecord:
+        """Flag a run for its owner to abort; a finished run answers with a clear error."""
+        with self._sessions.begin() as session:
+            run = self._load(session, self._resolve(session, uid))
+            if run.state in TERMINAL:
+                raise RunFinishedError(
+                    f"run {run.uid} already finished ({run.state}); only pending or running "
+                    "runs can be aborted"
+                )
+            run.abort_requested = True
+            return RunRecord.of(run)
+
+    def abort_requests(self, executor_pid: int) -> list[str]:
+        query = select(Run.uid).where(
+            Run.abort_requested, Run.executor_pid == executor_pid, Run.state.not_in(TERMINAL)
+        )
+        with self._sessions() as session:
+            return list(session.scalars(query))
+
+    def owner(self, uid: str) -> tuple[int | None, float | None]:
+        with self._sessions() as session:
+            run = self._load(session, uid)
+            return run.executor_pid, run.executor_started
+
+    def mark_lost(self, alive: Callable[[int, float], bool]) -> list[str]:
+        """Finish runs whose executor process is gone: state ``error``, reason ``executor lost``."""
+        lost = []
+        now = time.time()
+        with self._sessions.begin() as session:
+            runs = session.scalars(
+                select(Run).where(Run.state.not_in(TERMINAL), Run.executor_pid.is_not(None))
+            )
+            for run in runs:
+                if alive(run.executor_pid or 0, run.executor_started or 0.0):
+                    continue
+                message = f"the process that executed this run (pid {run.executor_pid}) is gone"
+                run.transitions.append(
+                    Transition(
+                        state=RunState.ERROR.value, reason="executor lost", message=message, at=now
+                    )
+                )
+                run.state, run.reason = RunState.ERROR.value, "executor lost"
+                run.status_text = message
+                run.state_since = run.updated_at = run.ended_at = now
+                for attempt in run.attempts:
+                    if attempt.ended_at is None:
+                        attempt.ended_at, attempt.reason = now, "executor lost"
+                lost.append(run.uid)
+        return lost

@@ -1,0 +1,142 @@
+"""A handler's signature, read from the embedded code without running it.
+
+Parameters arrive as strings from the command line and as values from the SDK; both are
+converted to what the handler's annotations say, and a missing, unknown or unconvertible
+parameter is refused before anything runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runplane.errors import InvalidValueError
+
+_CONVERTIBLE = {"int", "float", "str", "bool", "list", "dict"}
+_TRUE = {"true", "1", "yes", "y", "on"}
+_FALSE = {"false", "0", "no", "n", "off"}
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    name: str
+    annotation: str | None
+    required: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    handler: str
+    parameters: tuple[Parameter, ...]
+    takes_context: bool
+    takes_any: bool  # **kwargs
+
+
+def _annotation(node: ast.expr | None) -> str | None:
+    if node is None:
+        return None
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        node = ast.parse(node.value, mode="eval").body
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Name) and node.id in _CONVERTIBLE:
+        return node.id
+    return None
+
+
+def read_signature(code: str, handler: str, filename: str = "<code>") -> Signature:
+    """The signature of top-level function ``handler`` in ``code``."""
+    tree = ast.parse(code, filename=filename)
+    functions = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    if handler not in functions:
+        raise InvalidValueError(
+            "handler",
+            handler,
+            f"the handler must be a function defined at the top of {filename}; it defines: "
+            + (", ".join(functions) or "no functions"),
+            f"handler={next(iter(functions))!r}" if functions else "def train(context): ...",
+        )
+    args = functions[handler].args
+    positional = [*args.posonlyargs, *args.args]
+    defaults_from = len(positional) - len(args.defaults)
+    parameters = [
+        Parameter(arg.arg, _annotation(arg.annotation), index < defaults_from)
+        for index, arg in enumerate(positional)
+    ]
+    parameters += [
+        Parameter(arg.arg, _annotation(arg.annotation), default is None)
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)
+    ]
+    takes_context = bool(parameters) and parameters[0].name in ("context", "ctx")
+    if takes_context:
+        parameters = parameters[1:]
+    return Signature(handler, tuple(parameters), takes_context, args.kwarg is not None)
+
+
+def _convert(field: str, value: Any, annotation: str | None) -> Any:
+    if annotation is None or not isinstance(value, str) or annotation == "str":
+        if annotation in ("int", "float") and isinstance(value, bool):
+            raise InvalidValueError(field, value, f"the handler expects {annotation}", "3")
+        if annotation == "float" and isinstance(value, int):
+            return float(value)
+        return value
+    try:
+        if annotation == "int":
+            return int(value)
+        if annotation == "float":
+            return float(value)
+        if annotation == "bool":
+            if value.lower() in _TRUE:
+                return True
+            if value.lower() in _FALSE:
+                return False
+            raise ValueError(value)
+        parsed = json.loads(value)
+        if not isinstance(parsed, list if annotation == "list" else dict):
+            raise ValueError(value)
+        return parsed
+    except ValueError:
+        examples = {
+            "int": "3",
+            "float": "0.1",
+            "bool": "true",
+            "list": "[1, 2]",
+            "dict": '{"a": 1}',
+        }
+        raise InvalidValueError(
+            field, value, f"the handler expects {annotation}", examples[annotation]
+        ) from None
+
+
+def bind_parameters(signature: Signature, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` converted for the handler; refuses unknown names and missing required ones."""
+    known = {p.name: p for p in signature.parameters}
+    bound: dict[str, Any] = {}
+    for name, value in params.items():
+        parameter = known.get(name)
+        if parameter is None and not signature.takes_any:
+            raise InvalidValueError(
+                "params",
+                name,
+                f"{signature.handler} takes " + (", ".join(known) or "no parameters"),
+                f"params={{{next(iter(known))!r}: ...}}" if known else "params={}",
+            )
+        bound[name] = _convert(
+            f"params[{name!r}]", value, parameter.annotation if parameter else None
+        )
+    missing = [p.name for p in signature.parameters if p.required and p.name not in bound]
+    if missing:
+        raise InvalidValueError(
+            "params",
+            sorted(params),
+            f"{signature.handler} needs " + ", ".join(missing),
+            f"params={{{missing[0]!r}: ...}}",
+        )
+    return bound
