@@ -1,0 +1,61 @@
+"""Fixtures for the embedded default: a private runplane home and a machine of known size.
+
+Runs are real processes; capacity is pinned (2 CPUs, 4Gi, 2 GPUs on request) so scheduling
+tests mean the same on every machine.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import runplane
+from runplane.config import Settings, load_settings
+from runplane.service.embedded import EmbeddedService
+from runplane.spec import Function
+
+
+@pytest.fixture(autouse=True)
+def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for name in list(os.environ):
+        if name.startswith("RUNPLANE_"):
+            monkeypatch.delenv(name)
+    home = tmp_path / "home"
+    monkeypatch.setenv("RUNPLANE_LOCAL__HOME", str(home))
+    monkeypatch.setenv("RUNPLANE_LOCAL__CPU", "2")
+    monkeypatch.setenv("RUNPLANE_LOCAL__MEMORY", "4Gi")
+    monkeypatch.setenv("RUNPLANE_LOCAL__GPUS", "0")
+    monkeypatch.setenv("RUNPLANE_CONFIG", str(tmp_path / "absent.yaml"))
+    from runplane import config
+
+    config.current.cache_clear()
+    return home
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return load_settings()
+
+
+@pytest.fixture
+def service(settings: Settings) -> Iterator[EmbeddedService]:
+    embedded = EmbeddedService(settings)
+    yield embedded
+    embedded.close()
+
+
+@pytest.fixture
+def make_function(tmp_path: Path) -> Callable[..., Function]:
+    """A function from handler source code (dedented), written to a file as a user would."""
+
+    def make(code: str, handler: str = "handler", name: str = "job", **kwargs: Any) -> Function:
+        path = tmp_path / f"{name.replace('-', '_')}.py"
+        path.write_text(textwrap.dedent(code))
+        return runplane.code_to_function(name, filename=str(path), handler=handler, **kwargs)
+
+    return make

@@ -1,0 +1,81 @@
+"""The capacity ledger's queue order, and the database schema against its migrations."""
+
+from __future__ import annotations
+
+import json
+
+from runplane.placement import Node
+from runplane.runtimes.local.ledger import Claim, Ledger
+
+
+def ledger(tmp_path, cpu=2000, gpus=()):
+    node = Node(
+        name="here",
+        allocatable={
+            "cpu": cpu,
+            "memory": 8 * 2**30,
+            "pods": 110,
+            **({"nvidia.com/gpu": len(gpus)} if gpus else {}),
+        },
+    )
+    return Ledger(tmp_path / "capacity.db", node, cpu_ids=[0, 1], gpu_ids=gpus)
+
+
+def claim(uid, priority, submitted, cpu, cores=0, gpus=0):
+    requests = {"cpu": cpu, **({"nvidia.com/gpu": gpus} if gpus else {})}
+    return Claim(uid, priority, submitted, requests, cores, gpus)
+
+
+def test_priority_then_submit_time_and_no_head_of_line_blocking(tmp_path):
+    book = ledger(tmp_path)
+    book.wait(claim("a-low-early", 1, 1.0, 1500))
+    book.wait(claim("b-high-late", 3, 2.0, 1500))
+    book.wait(claim("c-low-small", 1, 3.0, 500))
+    granted = [g.uid for g in book.grant(["a-low-early", "b-high-late", "c-low-small"])]
+    assert granted == ["b-high-late", "c-low-small"]
+    book.release("b-high-late")
+    assert [g.uid for g in book.grant(["a-low-early"])] == ["a-low-early"]
+
+
+def test_capacity_a_higher_claim_will_take_is_not_given_away(tmp_path):
+    book = ledger(tmp_path)
+    book.wait(claim("mine-low", 1, 1.0, 1500))
+    book.wait(claim("theirs-high", 3, 2.0, 1500))
+    assert book.grant(["mine-low"]) == []  # "theirs-high" comes first and takes the room
+    assert [g.uid for g in book.grant(["theirs-high"])] == ["theirs-high"]
+
+
+def test_claims_of_dead_processes_are_dropped(tmp_path):
+    book = ledger(tmp_path)
+    book.wait(claim("orphan", 1, 1.0, 2000))
+    book._connection.execute("UPDATE claims SET granted = 1, owner_pid = 999999999")
+    book.wait(claim("next", 1, 2.0, 2000))
+    assert [g.uid for g in book.grant(["next"])] == ["next"]
+    rows = book._connection.execute("SELECT uid FROM claims").fetchall()
+    assert rows == [("next",)]
+
+
+def test_cores_spread_and_gpus_are_exclusive(tmp_path):
+    book = ledger(tmp_path, cpu=4000, gpus=("0", "1", "2"))
+    book.wait(claim("one", 1, 1.0, 1000, cores=1, gpus=2))
+    book.wait(claim("two", 1, 2.0, 1000, cores=1, gpus=1))
+    book.wait(claim("three", 1, 3.0, 1000, cores=1, gpus=1))
+    grants = {g.uid: g for g in book.grant(["one", "two", "three"])}
+    assert set(grants) == {"one", "two"}  # three GPUs, three asked for before "three"
+    assert grants["one"].gpu_ids == ("0", "1") and grants["two"].gpu_ids == ("2",)
+    assert {grants["one"].cpu_ids, grants["two"].cpu_ids} == {(0,), (1,)}
+    stored = book._connection.execute("SELECT gpu_ids FROM claims WHERE uid='one'").fetchone()
+    assert json.loads(stored[0]) == ["0", "1"]
+
+
+def test_models_match_the_migrations(tmp_path):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from runplane.service.db import connect, sqlite_url
+    from runplane.service.db.models import Base
+
+    engine = connect(sqlite_url(tmp_path / "runplane.db"))
+    with engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert differences == []
