@@ -19,8 +19,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kubernetes import client, config
-from testbed import build, cluster, topology
+from kubernetes import client
+
+from testbed import build, cluster, kube, topology
 
 PODS_PER_REPLICASET = 1000
 
@@ -95,7 +96,8 @@ def scale_run(api: client.ApiClient, nodes: int, pods: int, timeout: float) -> d
         sizes.append(pods % PODS_PER_REPLICASET)
     t1 = time.monotonic()
     for i, size in enumerate(sizes):
-        apps.create_namespaced_replica_set(ns, replicaset(f"bench-{i}", size))
+        body: Any = replicaset(f"bench-{i}", size)
+        apps.create_namespaced_replica_set(ns, body)
     ready = 0
     deadline = t1 + timeout
     while ready < pods:
@@ -103,7 +105,7 @@ def scale_run(api: client.ApiClient, nodes: int, pods: int, timeout: float) -> d
             raise TimeoutError(f"only {ready}/{pods} pods ready after {timeout:.0f}s")
         time.sleep(1)
         items = apps.list_namespaced_replica_set(ns).items
-        ready = sum(rs.status.ready_replicas or 0 for rs in items)
+        ready = sum((rs.status.ready_replicas or 0) if rs.status else 0 for rs in items)
     pods_s = time.monotonic() - t1
     core = client.CoreV1Api(api)
     running = len(core.list_namespaced_pod(ns, field_selector="status.phase=Running").items)
@@ -138,8 +140,7 @@ def main() -> int:
     running = cluster.start(settings=settings, allow_build=False)
     try:
         results["warm_start_s"] = running.startup_seconds
-        api = config.new_client_from_config(config_file=str(running.kubeconfig))
-        api.configuration.connection_pool_maxsize = 32
+        api = kube.api_client(running.kubeconfig)
         topology.seed(api, topology.node_groups())
         results["warm_start_with_topology_s"] = round(time.monotonic() - t0, 2)
         if not args.skip_scale:

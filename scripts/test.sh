@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The README's test command: sets up .venv if needed, then ruff (lint and format) and pytest.
+# The README's test command: sets up .venv if needed, builds (or reuses) the Kubernetes testbed,
+# then runs ruff (lint and format), mypy and the whole pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
-.venv/bin/ruff check src tests bench
-.venv/bin/ruff format --check src tests bench
-.venv/bin/mypy src/runplane
+.venv/bin/ruff check src tests bench testbed
+.venv/bin/ruff format --check src tests bench testbed
+.venv/bin/mypy src/runplane testbed
+# The Kubernetes testbed binaries: built from Go modules once, cached outside the repo.
+PYTHON=.venv/bin/python bash testbed/ci.sh
 .venv/bin/pytest "$@"

@@ -6,6 +6,8 @@ query and imports Alembic only when an upgrade is due, so a warm start stays fas
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
@@ -40,8 +42,29 @@ def connect(url: str) -> Engine:
     else:
         engine = create_engine(url, pool_pre_ping=True)
     if current_revision(engine) != HEAD:
-        upgrade(engine)
+        with _migration_lock(engine):
+            if current_revision(engine) != HEAD:  # another process may have just migrated
+                upgrade(engine)
     return engine
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """One migrating process at a time: a file lock for SQLite, an advisory lock otherwise."""
+    if engine.dialect.name == "sqlite":
+        import fcntl
+
+        database = engine.url.database or "runplane.db"
+        with open(f"{database}.migrate.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+        return
+    with engine.connect() as connection:
+        connection.execute(text("SELECT pg_advisory_lock(7254000001)"))
+        try:
+            yield
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(7254000001)"))
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -1,0 +1,121 @@
+"""``python -m testbed up|down|status|build``: drive the testbed by hand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def _run_dir(arg: str | None) -> Path:
+    from testbed.cluster import runs_root
+
+    path = Path(arg) if arg else runs_root() / "latest"
+    if not (path / "state.json").exists():
+        raise SystemExit(f"no testbed state in {path}; start one with `python -m testbed up`")
+    return path.resolve()
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from testbed import build
+
+    build.build(force=args.force)
+    print(build.bin_dir())
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from testbed import cluster, kube, topology
+
+    settings = cluster.Settings(verbosity=args.v, die_with_parent=not args.detach)
+    running = cluster.start(settings=settings)
+    print(f"control plane ready in {running.startup_seconds:.1f}s; run dir {running.run_dir}")
+    if not args.no_seed:
+        api = kube.api_client(running.kubeconfig)
+        groups = topology.node_groups(args.system, args.on_demand, args.spot, args.gpu)
+        try:
+            topology.seed(api, groups)
+        except BaseException:
+            running.stop()
+            raise
+        print("topology seeded: " + ", ".join(f"{g.name}={g.count}" for g in groups))
+    print(f"export KUBECONFIG={running.kubeconfig}")
+    if args.detach:
+        print("detached; stop with `python -m testbed down`")
+        return 0
+    print("Ctrl-C to stop")
+
+    def _stop(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    # Also SIGINT: a shell may start background jobs with SIGINT ignored.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        while all(running.healthy().values()):
+            time.sleep(1)
+        print(f"a component exited: {running.healthy()}; logs in {running.logs_dir}")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        running.stop()
+        print(f"stopped; logs kept in {running.logs_dir}")
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from testbed.cluster import Cluster
+
+    running = Cluster.load(_run_dir(args.run_dir))
+    running.stop()
+    print(f"stopped {running.run_dir}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from testbed.cluster import Cluster
+
+    running = Cluster.load(_run_dir(args.run_dir))
+    health = running.healthy()
+    print(
+        json.dumps(
+            {
+                "run_dir": str(running.run_dir),
+                "kubeconfig": str(running.kubeconfig),
+                "server": running.server,
+                "processes": health,
+            },
+            indent=2,
+        )
+    )
+    return 0 if all(health.values()) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("build", help="build/cache the Go binaries (no-op when cached)")
+    p.add_argument("--force", action="store_true")
+    p.set_defaults(func=cmd_build)
+    p = sub.add_parser("up", help="start a control plane and seed the topology")
+    p.add_argument("--detach", action="store_true", help="leave it running and return")
+    p.add_argument("--no-seed", action="store_true")
+    p.add_argument("--system", type=int, default=1)
+    p.add_argument("--on-demand", type=int, default=3)
+    p.add_argument("--spot", type=int, default=3)
+    p.add_argument("--gpu", type=int, default=1)
+    p.add_argument("-v", type=int, default=1, help="component log verbosity")
+    p.set_defaults(func=cmd_up)
+    for name, func in (("down", cmd_down), ("status", cmd_status)):
+        p = sub.add_parser(name)
+        p.add_argument("--run-dir", help="defaults to the latest run")
+        p.set_defaults(func=func)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
