@@ -40,11 +40,14 @@ class RunEvent:
 
     ``state`` is where the run is now; ``reason`` is a short machine word (``Unschedulable``,
     ``OOMKilled``, ``Error``); ``message`` is the human text, e.g. the scheduler's
-    ``0/1 nodes are available: ...``.
+    ``0/1 nodes are available: ...``. ``condition`` is the finer state that state thresholds
+    watch: ``pending_scheduled``, ``pending_not_scheduled``, ``image_pull_backoff`` or
+    ``running`` (empty when none applies).
     """
 
     uid: str
     state: RunState
+    condition: str = ""
     reason: str = ""
     message: str = ""
     attempt: int = 1

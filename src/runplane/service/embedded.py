@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import base64
-import heapq
 import threading
 import time
 import uuid
@@ -23,16 +22,15 @@ import psutil
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
 from runplane.render import RunRef, effective_resources, render
-from runplane.runtimes.events import RunEvent, RunState
+from runplane.runtimes.events import RunEvent
 from runplane.runtimes.local.runtime import LocalRun, LocalRuntime
 from runplane.service.db import connect, sqlite_url
 from runplane.service.records import RunRecord, RunStore
+from runplane.service.thresholds import ThresholdClocks
 from runplane.spec.function import Function, FunctionKind
 from runplane.spec.handler import bind_parameters, read_signature
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
 
-#: Thresholds the local runtime can observe: it has no image pulls and no scheduled-but-waiting.
-LOCAL_STATES = {RunState.PENDING: "pending_not_scheduled", RunState.RUNNING: "running"}
 _ABORT_POLL = 0.2
 
 
@@ -75,9 +73,7 @@ class EmbeddedService:
         self.store = RunStore(connect(sqlite_url(home / "runplane.db")))
         self.store.mark_lost(process_alive)
         self._condition = threading.Condition()
-        self._deadlines: list[tuple[float, str, str]] = []
-        self._thresholds: dict[str, dict[str, float]] = {}
-        self._last_message: dict[str, str] = {}
+        self._clocks = ThresholdClocks()
         self._finished: dict[str, threading.Event] = {}
         self._closed = False
         self.runtime = LocalRuntime(settings, self._on_event)
@@ -156,7 +152,7 @@ class EmbeddedService:
             executor=_SELF,
         )
         with self._condition:
-            self._thresholds[uid] = threshold_seconds(thresholds)
+            self._clocks.track(uid, threshold_seconds(thresholds))
             self._finished[uid] = threading.Event()
         self.runtime.submit(prepared)
         return uid
@@ -164,20 +160,12 @@ class EmbeddedService:
     # -- events and thresholds ------------------------------------------------------------
 
     def _on_event(self, event: RunEvent) -> None:
-        record = self.store.apply(event)
-        if record is None:
+        if self.store.apply(event) is None:
             return
         with self._condition:
-            if event.message:
-                self._last_message[event.uid] = event.message
-            state_key = LOCAL_STATES.get(event.state)
-            seconds = self._thresholds.get(event.uid, {}).get(state_key or "", -1)
-            if state_key and seconds >= 0 and record.state_since == event.at:
-                heapq.heappush(self._deadlines, (event.at + seconds, event.uid, event.state.value))
-                self._condition.notify()
+            self._clocks.observe(event)
+            self._condition.notify()
             if event.state.terminal:
-                self._thresholds.pop(event.uid, None)
-                self._last_message.pop(event.uid, None)
                 finished = self._finished.pop(event.uid, None)
                 if finished is not None:
                     finished.set()
@@ -185,33 +173,20 @@ class EmbeddedService:
     def _watch(self) -> None:
         next_poll = time.monotonic()
         while not self._closed:
-            breached = []
             with self._condition:
-                now = time.time()
-                while self._deadlines and self._deadlines[0][0] <= now:
-                    breached.append(heapq.heappop(self._deadlines))
-                timeout = _ABORT_POLL
-                if self._deadlines:
-                    timeout = min(timeout, max(self._deadlines[0][0] - now, 0.0))
-                if not breached:
+                breaches = self._clocks.due(time.time())
+                if not breaches:
+                    deadline = self._clocks.next_deadline()
+                    timeout = _ABORT_POLL
+                    if deadline is not None:
+                        timeout = min(timeout, max(deadline - time.time(), 0.0))
                     self._condition.wait(timeout)
-            for _, uid, state in breached:
-                self._breach(uid, state)
+            for breach in breaches:
+                self.runtime.abort(breach.uid, "ThresholdExceeded", breach.text)
             if time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + _ABORT_POLL
                 for uid in self.store.abort_requests(_SELF[0]):
                     self.runtime.abort(uid, "Aborted", "aborted by request")
-
-    def _breach(self, uid: str, state: str) -> None:
-        record = self.store.get(uid)
-        if record.state != state:
-            return  # the run moved on before its deadline
-        threshold = LOCAL_STATES[RunState(state)]
-        text = f"Run aborted due to exceeded state threshold: {threshold}"
-        last = self._last_message.get(uid, "")
-        if last:
-            text += f" (last reason: {last})"
-        self.runtime.abort(uid, "ThresholdExceeded", text)
 
     # -- clients --------------------------------------------------------------------------
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,6 +86,8 @@ class Ledger:
         self._connection.execute("PRAGMA journal_mode=WAL")
         self._connection.execute("PRAGMA synchronous=NORMAL")
         self._connection.execute(_SCHEMA)
+        # One connection per process, shared by its threads: one operation at a time.
+        self._lock = threading.RLock()
         self._node = node
         self._cpu_ids = tuple(cpu_ids)
         self._gpu_ids = tuple(gpu_ids)
@@ -91,89 +95,91 @@ class Ledger:
     def close(self) -> None:
         self._connection.close()
 
-    def _transaction(self) -> sqlite3.Connection:
-        self._connection.execute("BEGIN IMMEDIATE")
-        return self._connection
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._connection
+            except BaseException:
+                self._connection.execute("ROLLBACK")
+                raise
+            self._connection.execute("COMMIT")
 
     def wait(self, claim: Claim) -> None:
         """Queue ``claim``; it is granted by a later :meth:`grant`."""
-        connection = self._transaction()
-        try:
+        row = (
+            claim.uid,
+            claim.priority,
+            claim.submitted,
+            json.dumps(dict(claim.requests)),
+            claim.cores,
+            claim.gpus,
+            *_OWNER,
+        )
+        with self._transaction() as connection:
             connection.execute(
                 "INSERT OR REPLACE INTO claims (uid, priority, submitted, requests, cores, gpus,"
                 " owner_pid, owner_started) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    claim.uid,
-                    claim.priority,
-                    claim.submitted,
-                    json.dumps(dict(claim.requests)),
-                    claim.cores,
-                    claim.gpus,
-                    *_OWNER,
-                ),
+                row,
             )
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
 
     def release(self, uid: str) -> None:
-        self._connection.execute("DELETE FROM claims WHERE uid = ?", (uid,))
+        with self._transaction() as connection:
+            connection.execute("DELETE FROM claims WHERE uid = ?", (uid,))
 
     def grant(self, mine: Iterable[str]) -> list[Grant]:
         """Grant every claim of ``mine`` that the queue reaches and the machine can hold now."""
         wanted = set(mine)
         if not wanted:
             return []
-        connection = self._transaction()
-        try:
-            rows = connection.execute(
-                "SELECT uid, granted, priority, submitted, requests, cores, gpus, cpu_ids,"
-                " gpu_ids, owner_pid, owner_started FROM claims"
-            ).fetchall()
-            live = []
-            for row in rows:
-                if (row[9], row[10]) != _OWNER and _process_started(row[9]) != row[10]:
-                    connection.execute("DELETE FROM claims WHERE uid = ?", (row[0],))
-                else:
-                    live.append(row)
-            free = dict(self._node.allocatable)
-            pods = free.pop("pods", 0)
-            core_load = dict.fromkeys(self._cpu_ids, 0)
-            used_gpus: set[str] = set()
-            for row in live:
-                if row[1]:
-                    for name, amount in json.loads(row[4]).items():
-                        free[name] = free.get(name, 0) - amount
-                    for cpu in json.loads(row[7]):
-                        core_load[cpu] = core_load.get(cpu, 0) + 1
-                    used_gpus.update(json.loads(row[8]))
-                    pods -= 1
-            grants = []
-            waiting = sorted((r for r in live if not r[1]), key=lambda r: (-r[2], r[3], r[0]))
-            for row in waiting:
-                requests = json.loads(row[4])
-                if pods < 1 or any(amount > free.get(name, 0) for name, amount in requests.items()):
-                    continue
-                for name, amount in requests.items():
+        with self._transaction() as connection:
+            return self._grant(connection, wanted)
+
+    def _grant(self, connection: sqlite3.Connection, wanted: set[str]) -> list[Grant]:
+        rows = connection.execute(
+            "SELECT uid, granted, priority, submitted, requests, cores, gpus, cpu_ids,"
+            " gpu_ids, owner_pid, owner_started FROM claims"
+        ).fetchall()
+        live = []
+        for row in rows:
+            if (row[9], row[10]) != _OWNER and _process_started(row[9]) != row[10]:
+                connection.execute("DELETE FROM claims WHERE uid = ?", (row[0],))
+            else:
+                live.append(row)
+        free = dict(self._node.allocatable)
+        pods = free.pop("pods", 0)
+        core_load = dict.fromkeys(self._cpu_ids, 0)
+        used_gpus: set[str] = set()
+        for row in live:
+            if row[1]:
+                for name, amount in json.loads(row[4]).items():
                     free[name] = free.get(name, 0) - amount
+                for cpu in json.loads(row[7]):
+                    core_load[cpu] = core_load.get(cpu, 0) + 1
+                used_gpus.update(json.loads(row[8]))
                 pods -= 1
-                if row[0] not in wanted:
-                    continue  # a claim ahead of ours takes this capacity when its owner asks
-                cpu_ids = sorted(core_load, key=lambda c: (core_load[c], c))[: row[5]]
-                for cpu in cpu_ids:
-                    core_load[cpu] += 1
-                gpu_ids = [g for g in self._gpu_ids if g not in used_gpus][: row[6]]
-                used_gpus.update(gpu_ids)
-                connection.execute(
-                    "UPDATE claims SET granted = 1, cpu_ids = ?, gpu_ids = ? WHERE uid = ?",
-                    (json.dumps(cpu_ids), json.dumps(gpu_ids), row[0]),
-                )
-                grants.append(Grant(row[0], tuple(cpu_ids), tuple(gpu_ids)))
-            connection.execute("COMMIT")
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
+        grants = []
+        waiting = sorted((r for r in live if not r[1]), key=lambda r: (-r[2], r[3], r[0]))
+        for row in waiting:
+            requests = json.loads(row[4])
+            if pods < 1 or any(amount > free.get(name, 0) for name, amount in requests.items()):
+                continue
+            for name, amount in requests.items():
+                free[name] = free.get(name, 0) - amount
+            pods -= 1
+            if row[0] not in wanted:
+                continue  # a claim ahead of ours takes this capacity when its owner asks
+            cpu_ids = sorted(core_load, key=lambda c: (core_load[c], c))[: row[5]]
+            for cpu in cpu_ids:
+                core_load[cpu] += 1
+            gpu_ids = [g for g in self._gpu_ids if g not in used_gpus][: row[6]]
+            used_gpus.update(gpu_ids)
+            connection.execute(
+                "UPDATE claims SET granted = 1, cpu_ids = ?, gpu_ids = ? WHERE uid = ?",
+                (json.dumps(cpu_ids), json.dumps(gpu_ids), row[0]),
+            )
+            grants.append(Grant(row[0], tuple(cpu_ids), tuple(gpu_ids)))
         return grants
 
     def occupied(self) -> Node:
@@ -184,7 +190,10 @@ class Ledger:
             taints=self._node.taints,
             allocatable=dict(self._node.allocatable),
         )
-        granted = self._connection.execute("SELECT requests FROM claims WHERE granted = 1")
+        with self._lock:
+            granted = self._connection.execute(
+                "SELECT requests FROM claims WHERE granted = 1"
+            ).fetchall()
         for (requests,) in granted:
             node.reserve(json.loads(requests))
         return node

@@ -31,6 +31,7 @@ from runplane.runtimes.local.ledger import Claim, Grant, Ledger
 from runplane.runtimes.local.node import GPU_RESOURCE, detect_capacity, local_node
 
 OOM_EXIT_CODE = 137
+_CONDITIONS = {RunState.PENDING: "pending_not_scheduled", RunState.RUNNING: "running"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,9 +474,18 @@ class LocalRuntime:
         self._wake.set()
 
     def _emit(self, uid: str, state: RunState, reason: str, message: str, **extra: Any) -> None:
+        # Locally a run waits for capacity (never "scheduled but not started") and pulls no
+        # image, so two of the four threshold conditions apply.
+        condition = _CONDITIONS.get(state, "")
         self._listener(
             RunEvent(
-                uid=uid, state=state, reason=reason, message=message, node=self.node.name, **extra
+                uid=uid,
+                state=state,
+                condition=condition,
+                reason=reason,
+                message=message,
+                node=self.node.name,
+                **extra,
             )
         )
 
