@@ -160,7 +160,7 @@ class EmbeddedService:
     # -- events and thresholds ------------------------------------------------------------
 
     def _on_event(self, event: RunEvent) -> None:
-        if self.store.apply(event) is None:
+        if not self.store.apply(event):
             return
         with self._condition:
             self._clocks.observe(event)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 from sqlalchemy.orm import selectinload
 
 from runplane.errors import NotFoundError, RunplaneError
@@ -220,26 +220,40 @@ class RunStore:
         with self._sessions() as session:
             return [RunRecord.of(run) for run in session.scalars(query)]
 
-    def apply(self, event: RunEvent) -> RunRecord | None:
-        """Record what a runtime reported; ``None`` if the run had already finished."""
+    def apply(self, event: RunEvent) -> bool:
+        """Record what a runtime reported; ``False`` if the run had already finished.
+
+        Transitions, attempts and artifacts are written as rows of their own, without loading
+        the run's collections: this is on the path of every event.
+        """
         with self._sessions.begin() as session:
-            run = self._load(session, event.uid)
+            run = session.get(Run, event.uid)
+            if run is None:
+                raise NotFoundError(f"run {event.uid!r} does not exist")
             if run.state in TERMINAL:
-                return None
+                return False
             state = event.state.value
-            if state != run.state:
-                run.transitions.append(
-                    Transition(state=state, reason=event.reason, message=event.message, at=event.at)
+            entered = state != run.state
+            if entered:
+                session.add(
+                    Transition(
+                        run_uid=run.uid,
+                        state=state,
+                        reason=event.reason,
+                        message=event.message,
+                        at=event.at,
+                    )
                 )
                 run.state = state
                 run.state_since = event.at
             run.reason = event.reason
             run.status_text = event.message
             run.updated_at = event.at
-            if event.state is RunState.RUNNING:
+            if event.state is RunState.RUNNING and entered:
                 run.started_at = run.started_at or event.at
-                run.attempts.append(
+                session.add(
                     Attempt(
+                        run_uid=run.uid,
                         number=event.attempt,
                         node=event.node,
                         process_id=event.process_id,
@@ -250,18 +264,23 @@ class RunStore:
             if event.state.terminal:
                 run.ended_at = event.at
                 run.results = {**run.results, **event.results}
-                run.artifacts.extend(
-                    Artifact(key=a["key"], path=a["path"], size=a["size"]) for a in event.artifacts
+                session.add_all(
+                    Artifact(run_uid=run.uid, key=a["key"], path=a["path"], size=a["size"])
+                    for a in event.artifacts
                 )
                 if event.usage is not None:
                     run.peak_memory_bytes = event.usage.peak_memory_bytes
                     run.cpu_seconds = event.usage.cpu_seconds
-                for attempt in run.attempts:
-                    if attempt.number == event.attempt and attempt.ended_at is None:
-                        attempt.ended_at = event.at
-                        attempt.exit_code = event.exit_code
-                        attempt.reason = event.reason
-            return RunRecord.of(run)
+                session.execute(
+                    update(Attempt)
+                    .where(
+                        Attempt.run_uid == run.uid,
+                        Attempt.number == event.attempt,
+                        Attempt.ended_at.is_(None),
+                    )
+                    .values(ended_at=event.at, exit_code=event.exit_code, reason=event.reason)
+                )
+            return True
 
     def request_abort(self, uid: str) -> RunRecord:
         """Flag a run for its owner to abort; a finished run answers with a clear error."""

@@ -108,6 +108,7 @@ class LocalRuntime:
             self.home / "capacity.db", self.node, capacity.cpu_ids, capacity.gpu_ids
         )
         self._listener = listener
+        self._processes = _ProcessTable(max_age=settings.local.poll_interval)
         self._lock = threading.Lock()
         self._waiting: dict[str, _Prepared] = {}
         self._running: dict[str, _Prepared] = {}
@@ -360,7 +361,6 @@ class LocalRuntime:
                 f"process {process.pid} on {self.node.name}",
                 process_id=process.pid,
             )
-            watched = psutil.Process(process.pid)
             interval = self.settings.local.poll_interval
             while True:
                 pid, status, usage = os.wait4(process.pid, os.WNOHANG)
@@ -369,17 +369,17 @@ class LocalRuntime:
                     cpu_seconds = usage.ru_utime + usage.ru_stime
                     peak = max(peak, usage.ru_maxrss * 1024)
                     break
-                rss = _tree_rss(watched)
+                rss = _tree_rss(self._processes, process.pid)
                 peak = max(peak, rss)
                 if prepared.memory_limit is not None and rss > prepared.memory_limit:
-                    _kill_tree(process.pid, watched)
+                    _kill_tree(self._processes, process.pid)
                     reason = "OOMKilled"
                     message = (
                         f"memory use {_mebibytes(rss)} exceeded the limit "
                         f"{_mebibytes(prepared.memory_limit)}; the run was killed"
                     )
                 elif prepared.abort is not None and not reason:
-                    _kill_tree(process.pid, watched)
+                    _kill_tree(self._processes, process.pid)
                     reason = "Aborted"
                 time.sleep(interval)
             if reason == "Aborted":
@@ -490,32 +490,54 @@ class LocalRuntime:
         )
 
 
-def _tree_rss(process: psutil.Process) -> int:
-    try:
-        members = [process, *process.children(recursive=True)]
-    except psutil.Error:
-        return 0
+class _ProcessTable:
+    """Who is whose child, from one scan of the process table shared by every supervisor.
+
+    Finding a run's descendants means reading every process's parent; with many runs at once,
+    one scan per tick for all of them is far cheaper than one scan per run.
+    """
+
+    def __init__(self, max_age: float) -> None:
+        self._max_age = max_age
+        self._lock = threading.Lock()
+        self._built = 0.0
+        self._children: dict[int, list[int]] = {}
+
+    def tree(self, root: int) -> list[int]:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._built > self._max_age:
+                children: dict[int, list[int]] = {}
+                for process in psutil.process_iter(["ppid"]):
+                    parent = process.info["ppid"]
+                    if parent:
+                        children.setdefault(parent, []).append(process.pid)
+                self._children, self._built = children, now
+            members, stack = [], [root]
+            while stack:
+                pid = stack.pop()
+                members.append(pid)
+                stack.extend(self._children.get(pid, ()))
+            return members
+
+
+def _tree_rss(table: _ProcessTable, root: int) -> int:
     total = 0
-    for member in members:
+    for pid in table.tree(root):
         try:
-            total += member.memory_info().rss
+            total += psutil.Process(pid).memory_info().rss
         except psutil.Error:
             continue
     return total
 
 
-def _kill_tree(pid: int, process: psutil.Process) -> None:
-    try:
-        children = process.children(recursive=True)
-    except psutil.Error:
-        children = []
+def _kill_tree(table: _ProcessTable, pid: int) -> None:
+    members = table.tree(pid)
     with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
-    for child in children:
-        try:
-            child.kill()
-        except psutil.Error:
-            continue
+        os.killpg(pid, signal.SIGKILL)  # the run is a session leader: its group goes at once
+    for member in members:
+        with contextlib.suppress(OSError):
+            os.kill(member, signal.SIGKILL)
 
 
 def _mebibytes(amount: int) -> str:
