@@ -22,8 +22,9 @@ import psutil
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
 from runplane.render import RunRef, effective_resources, render
+from runplane.runtimes.base import RunRequest
 from runplane.runtimes.events import RunEvent
-from runplane.runtimes.local.runtime import LocalRun, LocalRuntime
+from runplane.runtimes.local.runtime import LocalRuntime
 from runplane.service.db import connect, sqlite_url
 from runplane.service.records import RunRecord, RunStore
 from runplane.service.thresholds import ThresholdClocks
@@ -121,7 +122,7 @@ class EmbeddedService:
         requests, limits, _ = effective_resources(fn, self.settings)
         priority_class = rendered.pod_spec["priorityClassName"]
         submitted = time.time()
-        run = LocalRun(
+        run = RunRequest(
             uid=uid,
             project=fn.metadata.project,
             function=fn.metadata.name,

@@ -26,6 +26,7 @@ from runplane.config import Settings
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.placement import Node, PodRequirements, evaluate
 from runplane.placement.model import resource_amount
+from runplane.runtimes.base import RunRequest
 from runplane.runtimes.events import Listener, RunEvent, RunState, Usage
 from runplane.runtimes.local.ledger import Claim, Grant, Ledger
 from runplane.runtimes.local.node import GPU_RESOURCE, detect_capacity, local_node
@@ -34,29 +35,9 @@ OOM_EXIT_CODE = 137
 _CONDITIONS = {RunState.PENDING: "pending_not_scheduled", RunState.RUNNING: "running"}
 
 
-@dataclass(frozen=True, slots=True)
-class LocalRun:
-    """Everything needed to run one attempt here, prepared and checked before submission."""
-
-    uid: str
-    project: str
-    function: str
-    pod_spec: dict[str, Any]
-    code: str
-    filename: str
-    handler: str
-    takes_context: bool
-    params: dict[str, Any]
-    inputs: dict[str, Any]
-    priority: int
-    submitted: float
-    source_dir: str = ""
-    attempt: int = 1
-
-
 @dataclass(slots=True)
 class _Prepared:
-    run: LocalRun
+    run: RunRequest
     requirements: PodRequirements
     env: dict[str, str]
     mounts: dict[str, str]
@@ -121,7 +102,7 @@ class LocalRuntime:
 
     # -- preparing ------------------------------------------------------------------------
 
-    def prepare(self, run: LocalRun) -> _Prepared:
+    def prepare(self, run: RunRequest) -> _Prepared:
         """Check what can be checked before anything starts: volumes, secrets, GPUs."""
         spec = run.pod_spec
         container = spec["containers"][0]
@@ -185,7 +166,7 @@ class LocalRuntime:
             )
         return path.read_text(encoding="utf-8")
 
-    def _environment(self, env: list[dict[str, Any]], run: LocalRun) -> dict[str, str]:
+    def _environment(self, env: list[dict[str, Any]], run: RunRequest) -> dict[str, str]:
         values: dict[str, str] = {}
         for item in env:
             if "value" in item:
