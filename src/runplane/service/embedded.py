@@ -1,224 +1,33 @@
-"""The embedded default: the service in this process, running functions on this machine.
+"""The embedded default: the run service in this process, running functions on this machine.
 
-It renders a function, checks everything that can be checked, records the run, hands it to
-the local runtime, and keeps the record honest from the runtime's events. Its monitor aborts
-runs that stay too long in a state (state thresholds), and acts on aborts other processes
-request. On start it finishes the runs of executors that died (``executor lost``).
+On start it finishes the runs of executors that died (``executor lost``); each process has one
+service per runplane home, closed at exit (its remaining runs are aborted, saying why).
 """
 
 from __future__ import annotations
 
 import atexit
-import base64
 import threading
-import time
-import uuid
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import psutil
 
 from runplane.config import Settings
-from runplane.errors import InvalidValueError
-from runplane.render import RunRef, effective_resources, render
-from runplane.runtimes.base import RunRequest
-from runplane.runtimes.events import RunEvent
 from runplane.runtimes.local.runtime import LocalRuntime
+from runplane.service.core import THIS_PROCESS, RunService, process_alive
 from runplane.service.db import connect, sqlite_url
-from runplane.service.records import RunRecord, RunStore
-from runplane.service.thresholds import ThresholdClocks
-from runplane.spec.function import Function, FunctionKind
-from runplane.spec.handler import bind_parameters, read_signature
-from runplane.spec.thresholds import check_thresholds, threshold_seconds
-
-_ABORT_POLL = 0.2
+from runplane.service.records import RunStore
 
 
-def process_alive(pid: int, started: float) -> bool:
-    try:
-        return bool(abs(psutil.Process(pid).create_time() - started) < 1e-3)
-    except psutil.Error:
-        return False
-
-
-_SELF = (psutil.Process().pid, psutil.Process().create_time())
-
-
-def _code_of(fn: Function) -> tuple[str, str]:
-    if fn.spec.build.source:
-        code = base64.b64decode(fn.spec.build.source).decode("utf-8")
-        return code, fn.spec.build.filename or f"{fn.metadata.name}.py"
-    if fn.spec.command:
-        path = Path(fn.spec.command)
-        if not path.is_file():
-            raise InvalidValueError(
-                "spec.command",
-                fn.spec.command,
-                "the file must exist here",
-                "new_function(command='train.py')",
-            )
-        return path.read_text(encoding="utf-8"), path.name
-    raise InvalidValueError(
-        "function",
-        fn.metadata.name,
-        "a function needs code to run",
-        "code_to_function('training', filename='train.py', handler='train')",
-    )
-
-
-class EmbeddedService:
+class EmbeddedService(RunService):
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        home = settings.local.home
-        self.store = RunStore(connect(sqlite_url(home / "runplane.db")))
-        self.store.mark_lost(process_alive)
-        self._condition = threading.Condition()
-        self._clocks = ThresholdClocks()
-        self._finished: dict[str, threading.Event] = {}
-        self._closed = False
-        self.runtime = LocalRuntime(settings, self._on_event)
-        self._monitor = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
-        self._monitor.start()
-
-    # -- submitting -----------------------------------------------------------------------
-
-    def submit(
-        self,
-        fn: Function,
-        params: Mapping[str, Any] | None = None,
-        inputs: Mapping[str, Any] | None = None,
-        state_thresholds: Mapping[str, Any] | None = None,
-        source_dir: str = "",
-    ) -> str:
-        """Check, record and queue a run; returns its uid. Nothing is recorded on error."""
-        if fn.kind is FunctionKind.SERVING:
-            raise InvalidValueError(
-                "kind",
-                fn.kind.value,
-                "serving functions are deployed, not run; use a job",
-                "code_to_function(..., kind='job')",
-            )
-        code, filename = _code_of(fn)
-        if not fn.spec.handler:
-            raise InvalidValueError(
-                "handler",
-                "",
-                "a run needs the handler to call",
-                "code_to_function(..., handler='train')",
-            )
-        signature = read_signature(code, fn.spec.handler, filename)
-        run_inputs = {str(k): str(v) for k, v in (inputs or {}).items()}
-        bound = bind_parameters(signature, {**(params or {}), **run_inputs})
-        bound = {k: v for k, v in bound.items() if k not in run_inputs}
-        run_thresholds = check_thresholds("run(state_thresholds=...)", state_thresholds or {})
-        thresholds = {
-            **self.settings.function_defaults.state_thresholds,
-            **fn.spec.state_thresholds,
-            **run_thresholds,
-        }
-        uid = uuid.uuid4().hex
-        rendered = render(fn, self.settings, run=RunRef(uid))
-        requests, limits, _ = effective_resources(fn, self.settings)
-        priority_class = rendered.pod_spec["priorityClassName"]
-        submitted = time.time()
-        run = RunRequest(
-            uid=uid,
-            project=fn.metadata.project,
-            function=fn.metadata.name,
-            pod_spec=rendered.pod_spec,
-            code=code,
-            filename=filename,
-            handler=fn.spec.handler,
-            takes_context=signature.takes_context,
-            params=bound,
-            inputs=run_inputs,
-            priority=self.settings.priority_classes.values.get(priority_class, 0),
-            submitted=submitted,
-            source_dir=source_dir,
+        store = RunStore(connect(sqlite_url(settings.local.home / "runplane.db")))
+        store.mark_lost(process_alive)
+        super().__init__(
+            settings,
+            store,
+            lambda listener: LocalRuntime(settings, listener),
+            runtime_name="local",
+            executor=THIS_PROCESS,
         )
-        prepared = self.runtime.prepare(run)
-        self.store.create(
-            uid=uid,
-            project=fn.metadata.project,
-            name=fn.metadata.name,
-            runtime="local",
-            function=fn.to_dict(),
-            params=bound,
-            inputs=run_inputs,
-            thresholds=thresholds,
-            priority_class=priority_class,
-            requests={k: str(v) for k, v in requests.items()},
-            limits={k: str(v) for k, v in limits.items()},
-            executor=_SELF,
-        )
-        with self._condition:
-            self._clocks.track(uid, threshold_seconds(thresholds))
-            self._finished[uid] = threading.Event()
-        self.runtime.submit(prepared)
-        return uid
-
-    # -- events and thresholds ------------------------------------------------------------
-
-    def _on_event(self, event: RunEvent) -> None:
-        if not self.store.apply(event):
-            return
-        with self._condition:
-            self._clocks.observe(event)
-            self._condition.notify()
-            if event.state.terminal:
-                finished = self._finished.pop(event.uid, None)
-                if finished is not None:
-                    finished.set()
-
-    def _watch(self) -> None:
-        next_poll = time.monotonic()
-        while not self._closed:
-            with self._condition:
-                breaches = self._clocks.due(time.time())
-                if not breaches:
-                    deadline = self._clocks.next_deadline()
-                    timeout = _ABORT_POLL
-                    if deadline is not None:
-                        timeout = min(timeout, max(deadline - time.time(), 0.0))
-                    self._condition.wait(timeout)
-            for breach in breaches:
-                self.runtime.abort(breach.uid, "ThresholdExceeded", breach.text)
-            if time.monotonic() >= next_poll:
-                next_poll = time.monotonic() + _ABORT_POLL
-                for uid in self.store.abort_requests(_SELF[0]):
-                    self.runtime.abort(uid, "Aborted", "aborted by request")
-
-    # -- clients --------------------------------------------------------------------------
-
-    def abort(self, uid: str) -> RunRecord:
-        """Abort a pending or running run, whichever process owns it."""
-        record = self.store.request_abort(uid)
-        if self.runtime.abort(record.uid, "Aborted", "aborted by request"):
-            return record
-        owner_pid, owner_started = self.store.owner(record.uid)
-        if owner_pid is not None and not process_alive(owner_pid, owner_started or 0.0):
-            self.store.mark_lost(process_alive)
-        return self.store.get(record.uid)
-
-    def wait(self, uid: str, timeout: float | None = None) -> RunRecord:
-        with self._condition:
-            finished = self._finished.get(uid)
-        if finished is not None:
-            finished.wait(timeout)
-            return self.store.get(uid)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:  # a run of another process: follow its record
-            record = self.store.get(uid)
-            if record.finished or (deadline is not None and time.monotonic() >= deadline):
-                return record
-            time.sleep(0.1)
-
-    def close(self) -> None:
-        self.runtime.close()
-        self._closed = True
-        with self._condition:
-            self._condition.notify_all()
 
 
 _services: dict[Path, EmbeddedService] = {}
