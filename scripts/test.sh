@@ -10,4 +10,7 @@ bash scripts/setup.sh
 .venv/bin/mypy src/runplane testbed
 # The Kubernetes testbed binaries: built from Go modules once, cached outside the repo.
 PYTHON=.venv/bin/python bash testbed/ci.sh
+# A real PostgreSQL for the service tests (they also run on SQLite).
+eval "$(bash scripts/postgres.sh start)"
+trap 'bash scripts/postgres.sh stop' EXIT
 .venv/bin/pytest "$@"

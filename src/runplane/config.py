@@ -214,6 +214,33 @@ class Local(pydantic.BaseModel):
         return value
 
 
+class Token(pydantic.BaseModel):
+    """A bearer token of the service API and who holds it."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    token: pydantic.SecretStr
+    user: str
+    role: Literal["admin", "user"] = "user"
+
+
+class Service(pydantic.BaseModel):
+    """The shared service (``runplane serve``)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    #: SQLAlchemy URL of the run database; SQLite under the runplane home when unset.
+    database_url: str | None = None
+    #: Where runs execute: this machine, or the Kubernetes cluster of ``kubeconfig``.
+    runtime: Literal["local", "kubernetes"] = "local"
+    kubeconfig: Path | None = None
+    tokens: list[Token] = pydantic.Field(default_factory=list)
+    host: str = "127.0.0.1"
+    port: int = 8470
+    #: Seconds between checks for due schedules.
+    schedule_interval: float = pydantic.Field(default=1.0, gt=0)
+
+
 def _config_file() -> Path:
     home = Path(os.environ.get("RUNPLANE_LOCAL__HOME", Path.home() / ".runplane"))
     return Path(os.environ.get("RUNPLANE_CONFIG", home / "config.yaml"))
@@ -240,6 +267,7 @@ class Settings(BaseSettings):
     auto_mount: AutoMount = pydantic.Field(default_factory=AutoMount)
     serving: Serving = pydantic.Field(default_factory=Serving)
     local: Local = pydantic.Field(default_factory=Local)
+    service: Service = pydantic.Field(default_factory=Service)
 
     @property
     def spot(self) -> PreemptibleNodes:

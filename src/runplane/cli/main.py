@@ -69,6 +69,37 @@ def render(
         click.echo(f"# {lint}")
 
 
+@cli.command()
+@click.option("--host", help="Address to listen on (default: service.host).")
+@click.option("--port", type=int, help="Port to listen on (default: service.port).")
+def serve(host: str | None, port: int | None) -> None:
+    """Serve the runplane API (runs, functions, schedules, defaults) over HTTP."""
+    import uvicorn
+
+    from runplane.config import current
+    from runplane.errors import ConfigError
+    from runplane.service.api import create_app
+    from runplane.service.server import Server
+
+    settings = current()
+    if not settings.service.tokens:
+        raise ConfigError(
+            "service.tokens is empty, so nobody could use the API; set for example "
+            'RUNPLANE_SERVICE__TOKENS=\'[{"token": "<secret>", "user": "me", '
+            '"role": "admin"}]\''
+        )
+    server = Server(settings)
+    try:
+        uvicorn.run(
+            create_app(server),
+            host=host or settings.service.host,
+            port=port or settings.service.port,
+            log_level="info",
+        )
+    finally:
+        server.close()
+
+
 def _register() -> None:
     from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
 

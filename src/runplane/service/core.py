@@ -101,8 +101,13 @@ class RunService:
         state_thresholds: Mapping[str, Any] | None = None,
         source_dir: str = "",
         role: str | None = None,
+        uid: str | None = None,
     ) -> str:
-        """Check, record and queue a run; returns its uid. Nothing is recorded on error."""
+        """Check, record and queue a run; returns its uid. Nothing is recorded on error.
+
+        A caller that must not start a run twice (a schedule firing again after a crash)
+        passes a deterministic ``uid``; a uid already recorded raises :class:`RunExistsError`.
+        """
         if fn.kind is FunctionKind.SERVING:
             raise InvalidValueError(
                 "kind",
@@ -128,7 +133,7 @@ class RunService:
             **fn.spec.state_thresholds,
             **run_thresholds,
         }
-        uid = uuid.uuid4().hex
+        uid = uid or uuid.uuid4().hex
         rendered = render(fn, self.settings, run=RunRef(uid), role=role)
         requests, limits, _ = effective_resources(fn, self.settings)
         priority_class = rendered.pod_spec["priorityClassName"]

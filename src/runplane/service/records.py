@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import selectinload
 
 from runplane.errors import NotFoundError, RunplaneError
@@ -21,6 +22,12 @@ from runplane.service.db import session_factory
 from runplane.service.db.models import Artifact, Attempt, Run, Transition
 
 TERMINAL = {state.value for state in RunState if state.terminal}
+
+
+class RunExistsError(RunplaneError):
+    """A run with this uid is already recorded."""
+
+    http_status = 409
 
 
 class RunFinishedError(RunplaneError):
@@ -139,37 +146,40 @@ class RunStore:
         executor: tuple[int, float] | None,
     ) -> None:
         now = time.time()
-        with self._sessions.begin() as session:
-            session.add(
-                Run(
-                    uid=uid,
-                    project=project,
-                    name=name,
-                    runtime=runtime,
-                    state=RunState.CREATED.value,
-                    reason="",
-                    status_text="",
-                    function=function,
-                    params=params,
-                    inputs=inputs,
-                    thresholds=thresholds,
-                    priority_class=priority_class,
-                    requests=requests,
-                    limits=limits,
-                    results={},
-                    peak_memory_bytes=0,
-                    cpu_seconds=0.0,
-                    created_at=now,
-                    updated_at=now,
-                    state_since=now,
-                    executor_pid=executor[0] if executor else None,
-                    executor_started=executor[1] if executor else None,
-                    abort_requested=False,
-                    transitions=[
-                        Transition(state=RunState.CREATED.value, reason="", message="", at=now)
-                    ],
+        try:
+            with self._sessions.begin() as session:
+                session.add(
+                    Run(
+                        uid=uid,
+                        project=project,
+                        name=name,
+                        runtime=runtime,
+                        state=RunState.CREATED.value,
+                        reason="",
+                        status_text="",
+                        function=function,
+                        params=params,
+                        inputs=inputs,
+                        thresholds=thresholds,
+                        priority_class=priority_class,
+                        requests=requests,
+                        limits=limits,
+                        results={},
+                        peak_memory_bytes=0,
+                        cpu_seconds=0.0,
+                        created_at=now,
+                        updated_at=now,
+                        state_since=now,
+                        executor_pid=executor[0] if executor else None,
+                        executor_started=executor[1] if executor else None,
+                        abort_requested=False,
+                        transitions=[
+                            Transition(state=RunState.CREATED.value, reason="", message="", at=now)
+                        ],
+                    )
                 )
-            )
+        except IntegrityError:
+            raise RunExistsError(f"run {uid} is already recorded") from None
 
     def _load(self, session: Any, uid: str) -> Run:
         run = session.get(

@@ -93,3 +93,52 @@ class Artifact(Base):
     size: Mapped[int] = mapped_column(Integer, default=0)
 
     run: Mapped[Run] = relationship(back_populates="artifacts")
+
+
+class FunctionVersion(Base):
+    """A stored function; every distinct content is a version, addressed by its hash."""
+
+    __tablename__ = "functions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    project: Mapped[str] = mapped_column(String(63))
+    name: Mapped[str] = mapped_column(String(63))
+    tag: Mapped[str] = mapped_column(String(63), default="")
+    hash: Mapped[str] = mapped_column(String(64))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(253), default="")
+
+    __table_args__ = (
+        Index("ix_functions_project_name", "project", "name", "created_at"),
+        Index("ux_functions_version", "project", "name", "hash", unique=True),
+    )
+
+
+class Schedule(Base):
+    """A cron schedule that runs a function snapshot; ``last_fired_at`` makes firing idempotent."""
+
+    __tablename__ = "schedules"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    project: Mapped[str] = mapped_column(String(63), index=True)
+    name: Mapped[str] = mapped_column(String(63))
+    cron: Mapped[str] = mapped_column(String(128))
+    function: Mapped[dict[str, Any]] = mapped_column(JSON)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    state_thresholds: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[float] = mapped_column(Float)
+    created_by: Mapped[str] = mapped_column(String(253), default="")
+    role: Mapped[str] = mapped_column(String(32), default="")
+    last_fired_at: Mapped[float] = mapped_column(Float)
+
+
+class ServiceSetting(Base):
+    """Service defaults changed at run time by an admin, layered over the configuration."""
+
+    __tablename__ = "service_settings"
+
+    key: Mapped[str] = mapped_column(String(63), primary_key=True)
+    value: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str] = mapped_column(String(253), default="")

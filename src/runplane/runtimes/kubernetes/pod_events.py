@@ -1,0 +1,237 @@
+"""One pod observation -> one :class:`RunEvent`: the whole state mapping of the Kubernetes runtime.
+
+Pure on purpose: it reads only the pod as the API returns it (a plain JSON dict), so the same
+function serves the live watch, a re-list after a restart, and unit tests, and two replicas
+that see the same pod agree on what it means. Times come from the pod (when the pod entered a
+phase), not from when we happened to look, so threshold clocks survive a service restart.
+
+Precedence, first match wins:
+
+1. an abort annotation (runplane deleted it on purpose): ``aborting``, then ``aborted``;
+2. ``Succeeded``: ``completed``;
+3. a ``DisruptionTarget`` condition (scheduler preemption, taint eviction, PodGC after node
+   loss, eviction API): ``error``/``Preempted``;
+4. ``Failed``: ``error`` with the container's reason (``OOMKilled``, ``Error``) and exit code,
+   unless the failure came from someone else deleting the pod;
+5. deleted, or being deleted, before finishing: ``error``/``PodDeleted``;
+6. ``Running``: ``running``;
+7. ``Pending``: image pull back-off, not scheduled, or scheduled and starting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from runplane.runtimes.events import RunEvent, RunState
+from runplane.runtimes.kubernetes import names
+
+#: Container waiting reasons that mean the image cannot be pulled (state ``image_pull_backoff``).
+PULL_BACKOFF = frozenset({"ImagePullBackOff", "ErrImagePull"})
+PREEMPTED = "Preempted"
+POD_DELETED = "PodDeleted"
+MAIN_CONTAINER = "main"
+
+Pod = Mapping[str, Any]
+
+
+def _timestamp(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+def _attempt(labels: Mapping[str, str]) -> int:
+    try:
+        return max(int(labels.get(names.ATTEMPT, "1")), 1)
+    except ValueError:
+        return 1
+
+
+def _statuses(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def _terminated(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The state that explains the pod's end: the main container's, else the first non-zero."""
+    ends = [
+        (s.get("name"), s["state"]["terminated"])
+        for s in status.get("containerStatuses") or []
+        if (s.get("state") or {}).get("terminated")
+    ]
+    main = [end for name, end in ends if name == MAIN_CONTAINER]
+    failed = [end for _, end in ends if end.get("exitCode")]
+    chosen: Mapping[str, Any] | None = (main or failed or [end for _, end in ends] or [None])[0]
+    return chosen
+
+
+def _waiting(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
+        s["state"]["waiting"] | {"image": s.get("image", "")}
+        for s in _statuses(status)
+        if (s.get("state") or {}).get("waiting")
+    ]
+
+
+def _deleted_before_end(meta: Mapping[str, Any], end: Mapping[str, Any] | None) -> bool:
+    """Did the containers stop because of a delete request, rather than before it?
+
+    ``deletionTimestamp`` is the request time plus the grace period, so the request time is
+    recoverable; a container that finished at or after it was stopped by the deletion.
+    """
+    deleting = _timestamp(meta.get("deletionTimestamp"))
+    if deleting is None:
+        return False
+    requested = deleting - float(meta.get("deletionGracePeriodSeconds") or 0)
+    finished = _timestamp((end or {}).get("finishedAt"))
+    return finished is None or finished >= requested - 1.0  # timestamps have 1 s resolution
+
+
+def _event(pod: Pod, state: RunState, at: float | None, **fields: Any) -> RunEvent:
+    labels = pod["metadata"]["labels"]
+    spec = pod.get("spec") or {}
+    return RunEvent(
+        uid=labels[names.RUN_UID],
+        attempt=_attempt(labels),
+        state=state,
+        node=spec.get("nodeName") or "",
+        at=time.time() if at is None else at,
+        **fields,
+    )
+
+
+def _failure(end: Mapping[str, Any] | None, status: Mapping[str, Any]) -> tuple[str, str]:
+    if end is None:
+        reason = status.get("reason") or "Error"
+        return reason, status.get("message") or f"the pod failed ({reason})"
+    code = end.get("exitCode")
+    reason = end.get("reason") or "Error"
+    if end.get("message"):
+        return reason, str(end["message"]).strip()
+    if reason == "OOMKilled":
+        return reason, f"the container exceeded its memory limit and was killed (exit code {code})"
+    return reason, f"the container exited with code {code}"
+
+
+def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
+    """What this pod says about its run; ``None`` for a pod that is not a runplane run.
+
+    ``deleted`` is true for the last observation of a pod the API no longer has (a watch
+    ``DELETED`` event, or a pod missing from a re-list).
+    """
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if not labels.get(names.RUN_UID):
+        return None
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    end = _terminated(status)
+    exit_code = end.get("exitCode") if end else None
+    finished = _timestamp((end or {}).get("finishedAt"))
+    annotations = meta.get("annotations") or {}
+    stopped = deleted or phase in ("Succeeded", "Failed")
+
+    if names.ABORT_REASON in annotations:
+        return _event(
+            pod,
+            RunState.ABORTED if stopped else RunState.ABORTING,
+            finished if stopped else None,
+            reason=annotations[names.ABORT_REASON] or "Aborted",
+            message=annotations.get(names.ABORT_MESSAGE, ""),
+            exit_code=exit_code if stopped else None,
+        )
+    if phase == "Succeeded":
+        return _event(
+            pod, RunState.COMPLETED, finished, reason="Completed", exit_code=exit_code or 0
+        )
+    disruption = conditions.get("DisruptionTarget")
+    if disruption and disruption.get("status") == "True":
+        cause = disruption.get("reason") or "DisruptionTarget"
+        detail = disruption.get("message") or ""
+        return _event(
+            pod,
+            RunState.ERROR,
+            _timestamp(disruption.get("lastTransitionTime")),
+            reason=PREEMPTED,
+            message=f"{cause}: {detail}" if detail else cause,
+            exit_code=exit_code,
+        )
+    if phase == "Failed" and not _deleted_before_end(meta, end):
+        reason, message = _failure(end, status)
+        return _event(
+            pod, RunState.ERROR, finished, reason=reason, message=message, exit_code=exit_code
+        )
+    if stopped or meta.get("deletionTimestamp"):
+        return _event(
+            pod,
+            RunState.ERROR,
+            finished,
+            reason=POD_DELETED,
+            message=f"pod deleted: {meta.get('name', '')} was deleted before the run finished, "
+            "and not by runplane",
+            exit_code=exit_code,
+        )
+    if phase == "Running":
+        started = _timestamp(status.get("startTime"))
+        for item in status.get("containerStatuses") or []:
+            if item.get("name") == MAIN_CONTAINER:
+                running = (item.get("state") or {}).get("running") or {}
+                started = _timestamp(running.get("startedAt")) or started
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        return _event(
+            pod,
+            RunState.RUNNING,
+            started,
+            condition="running",
+            reason="Running",
+            message=f"running on {node}" if node else "running",
+        )
+    if phase != "Pending":
+        return None  # "Unknown": the node stopped reporting; the next observation decides
+    return _pending(pod, meta, status, conditions)
+
+
+def _pending(
+    pod: Pod,
+    meta: Mapping[str, Any],
+    status: Mapping[str, Any],
+    conditions: Mapping[str, Mapping[str, Any]],
+) -> RunEvent:
+    waiting = _waiting(status)
+    for item in waiting:
+        if item.get("reason") in PULL_BACKOFF:
+            return _event(
+                pod,
+                RunState.PENDING,
+                None,  # a waiting state has no timestamp; the observation time is the best
+                condition="image_pull_backoff",
+                reason=item["reason"],
+                message=item.get("message") or f"cannot pull image {item.get('image', '')!r}",
+            )
+    scheduled = conditions.get("PodScheduled") or {}
+    created = _timestamp(meta.get("creationTimestamp"))
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    if not node and scheduled.get("status") != "True":
+        return _event(
+            pod,
+            RunState.PENDING,
+            _timestamp(scheduled.get("lastTransitionTime")) or created,
+            condition="pending_not_scheduled",
+            reason=scheduled.get("reason") or "Pending",
+            message=scheduled.get("message") or "waiting for the scheduler",
+        )
+    starting = next((w for w in waiting if w.get("reason")), None)
+    return _event(
+        pod,
+        RunState.PENDING,
+        _timestamp(scheduled.get("lastTransitionTime")) or created,
+        condition="pending_scheduled",
+        reason=starting["reason"] if starting else "Scheduled",
+        message=(starting or {}).get("message") or f"scheduled on {node}, starting",
+    )

@@ -1,0 +1,339 @@
+"""List-then-watch over a namespace's pods: the informer loop the runtime's events come from.
+
+A small, kopf-like building block, written against the raw API rather than the client's
+``watch.Watch`` helper because the loop must own four things that helper hides:
+
+* **Resume, not re-list.** Every event (and every ``BOOKMARK``, requested with
+  ``allowWatchBookmarks``) advances the last seen ``resourceVersion``; after a disconnect, a
+  server-side timeout or an idle read timeout the watch reopens from it, so nothing is missed
+  and nothing is replayed.
+* **410 Gone.** When the server no longer has history that old (etcd compacted, watch cache
+  rotated), either as an HTTP 410 or as an ``ERROR`` event with code 410, the loop re-lists.
+  The re-list is diffed against what it knew: new pods come out as ``ADDED``, changed ones as
+  ``MODIFIED`` and pods that vanished during the gap as ``DELETED`` with their last known
+  state, so a consumer sees the same sequence it would have seen without the gap.
+* **Back-off.** Any other failure (apiserver down, 5xx, 429, RBAC) waits with capped,
+  jittered exponential back-off and keeps the ``resourceVersion``; a working stream resets it.
+* **Clean stop.** ``stop()`` closes the open response from the caller's thread, so the loop
+  does not sit in a blocking read until the next event.
+
+Objects are passed on as the plain JSON dicts the API sends (no model deserialisation), which
+is what :func:`~runplane.runtimes.kubernetes.pod_events.pod_to_event` reads.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from runplane.runtimes.kubernetes.rest import RestApi, pods_path
+
+log = logging.getLogger(__name__)
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+GONE = 410
+
+#: Called once per pod change, from the watch thread: (event type, pod as a JSON dict).
+Handler = Callable[[str, dict[str, Any]], None]
+
+
+#: How a streamed read ends when the connection drops, times out or is closed under it.
+_CONNECTION_ENDED = (
+    urllib3.exceptions.HTTPError,
+    http.client.HTTPException,
+    OSError,
+    ValueError,
+    AttributeError,
+)
+
+
+class Expired(Exception):
+    """The server has no history back to our resourceVersion: only a re-list helps."""
+
+
+@dataclass(slots=True)
+class WatchStats:
+    """Counters for logs, metrics and tests: how often the loop listed, watched and failed."""
+
+    lists: int = 0
+    watches: int = 0
+    expired: int = 0
+    errors: int = 0
+    bookmarks: int = 0
+    events: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    initial: float = 0.5
+    maximum: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        """Full jitter around an exponential step, so many watchers do not retry in lockstep."""
+        step = min(self.maximum, self.initial * 2 ** max(failures - 1, 0))
+        return random.uniform(step / 2, step)
+
+
+def _uid(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
+
+
+def _version(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class PodWatch:
+    """Keeps ``handler`` told about every pod matching ``label_selector`` in ``namespace``.
+
+    ``resource_version`` resumes from a version saved earlier instead of listing first; if the
+    server has forgotten it, the loop falls back to a list (and counts an ``expired``).
+    """
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        label_selector: str,
+        handler: Handler,
+        *,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+        idle_timeout: float = 90.0,
+        page_size: int = 500,
+        backoff: Backoff | None = None,
+        name: str = "runplane-pod-watch",
+    ) -> None:
+        self._rest = RestApi(api)
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self._handler = handler
+        self._version = resource_version
+        self._timeout_seconds = timeout_seconds
+        self._idle_timeout = idle_timeout
+        self._page_size = page_size
+        self._backoff = backoff or Backoff()
+        self._known: dict[str, dict[str, Any]] = {}
+        self._stop = threading.Event()
+        self._synced = threading.Event()
+        self._lock = threading.Lock()
+        self._response: urllib3.BaseHTTPResponse | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.stats = WatchStats()
+
+    # -- control --------------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> str | None:
+        """The last version seen; save it to resume a later watch without a re-list."""
+        return self._version
+
+    def start(self) -> PodWatch:
+        self._thread.start()
+        return self
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """True once the handler has heard of every pod that existed when the loop began."""
+        return self._synced.wait(timeout)
+
+    def interrupt(self) -> None:
+        """Drop the open connection as a network failure would; the loop resumes from the
+        last resourceVersion."""
+        with self._lock:
+            response = self._response
+        if response is not None:
+            _shutdown(response)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self.interrupt()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self._version is None:
+                    self._relist()
+                    self._synced.set()
+                if self._watch():
+                    failures = 0
+                elif not self._stop.is_set():
+                    # Closed at once with nothing said: a proxy or apiserver in trouble.
+                    failures += 1
+                    self._stop.wait(self._backoff.delay(failures))
+            except Expired as gone:
+                self.stats.expired += 1
+                log.info("pod watch: %s; re-listing", gone)
+                self._version = None
+            except Exception as error:
+                if self._stop.is_set():
+                    break
+                failures += 1
+                self.stats.errors += 1
+                delay = self._backoff.delay(failures)
+                log.warning("pod watch failed (%s); retrying in %.1fs", _describe(error), delay)
+                self._stop.wait(delay)
+
+    def _list_pages(self) -> Iterator[dict[str, Any]]:
+        token: str | None = None
+        while True:
+            query = {
+                "labelSelector": self.label_selector,
+                "limit": self._page_size or None,
+                "continue": token,
+            }
+            try:
+                page = self._rest.json(
+                    "GET",
+                    pods_path(self.namespace),
+                    query,
+                    timeout=(10, max(self._idle_timeout, 30)),
+                )
+            except ApiException as error:
+                if error.status == GONE and token:
+                    raise Expired("the list's continue token expired") from error
+                raise
+            yield page
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
+    def _relist(self) -> None:
+        self.stats.lists += 1
+        seen: dict[str, dict[str, Any]] = {}
+        version = ""
+        for page in self._list_pages():
+            version = _version(page) or version
+            for pod in page.get("items") or []:
+                seen[_uid(pod)] = pod
+        gone = [pod for uid, pod in self._known.items() if uid not in seen]
+        for pod in gone:
+            self._dispatch(DELETED, pod)
+        for uid, pod in seen.items():
+            previous = self._known.get(uid)
+            if previous is None:
+                self._dispatch(ADDED, pod)
+            elif _version(previous) != _version(pod):
+                self._dispatch(MODIFIED, pod)
+        self._version = version
+
+    def _watch(self) -> bool:
+        """One watch request; False if it ended at once having delivered nothing."""
+        self.stats.watches += 1
+        began = time.monotonic()
+        try:
+            response = self._rest.stream(
+                pods_path(self.namespace),
+                {
+                    "labelSelector": self.label_selector,
+                    "watch": "true",
+                    "allowWatchBookmarks": "true",
+                    "resourceVersion": self._version,
+                    "timeoutSeconds": self._timeout_seconds,
+                },
+                timeout=(10, self._idle_timeout),
+            )
+        except ApiException as error:
+            if error.status == GONE:
+                raise Expired(f"HTTP 410 {error.reason}") from error
+            raise
+        self._synced.set()
+        with self._lock:
+            self._response = response
+        if self._stop.is_set():
+            _shutdown(response)
+        delivered = False
+        try:
+            for line in _lines(response):
+                if self._stop.is_set():
+                    break
+                self._receive(json.loads(line))
+                delivered = True
+        except _CONNECTION_ENDED:
+            # A read timeout, a dropped connection, or our own interrupt()/stop() closing the
+            # socket under the read: all resume from the last version.
+            if not self._stop.is_set():
+                log.debug("pod watch connection ended; resuming at %s", self._version)
+        finally:
+            with self._lock:
+                self._response = None
+            response.release_conn()
+        return delivered or time.monotonic() - began > 1.0
+
+    def _receive(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        obj = event.get("object") or {}
+        if kind == "ERROR":
+            code = obj.get("code")
+            text = f"{obj.get('reason', '')}: {obj.get('message', '')}"
+            if code == GONE:
+                raise Expired(text)
+            raise ApiException(status=code, reason=text)
+        version = _version(obj)
+        if kind == "BOOKMARK":
+            self.stats.bookmarks += 1
+        elif kind in (ADDED, MODIFIED, DELETED):
+            self._dispatch(kind, obj)
+        if version:
+            self._version = version
+
+    def _dispatch(self, kind: str, pod: dict[str, Any]) -> None:
+        uid = _uid(pod)
+        if kind == DELETED:
+            self._known.pop(uid, None)
+        else:
+            self._known[uid] = pod
+        self.stats.events += 1
+        try:
+            self._handler(kind, pod)
+        except Exception:  # a consumer's bug must not stop the watch for every other run
+            log.exception("pod watch handler failed on %s %s", kind, uid)
+
+
+def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """Complete lines of a streamed watch response, however the chunks split them."""
+    pending = b""
+    for chunk in response.stream(65536, decode_content=True):
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            if line.strip():
+                yield line
+    if pending.strip():
+        yield pending
+
+
+def _shutdown(response: urllib3.BaseHTTPResponse) -> None:
+    """Unblock a read in another thread: shut the socket down, then close."""
+    shutdown = getattr(response, "shutdown", None)
+    try:
+        if shutdown is not None:
+            shutdown()
+        response.close()
+    except Exception as error:  # closing a half-dead connection may fail; it is going anyway
+        log.debug("closing the watch response: %s", error)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, ApiException):
+        return f"HTTP {error.status} {error.reason}"
+    return f"{type(error).__name__}: {error}"

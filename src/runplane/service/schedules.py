@@ -1,0 +1,150 @@
+"""Cron schedules: "run now or schedule for later".
+
+A schedule fires at most once per due time, across restarts: the run it starts has a uid
+derived from (schedule, due time), so a fire repeated after a crash finds the run already
+recorded and does nothing. After downtime a schedule fires once for the latest due time it
+missed, not once per missed time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from runplane.errors import InvalidValueError, NotFoundError
+from runplane.service.db import session_factory
+from runplane.service.db.models import Schedule
+
+
+def check_cron(cron: object) -> str:
+    from croniter import croniter
+
+    if not isinstance(cron, str) or not croniter.is_valid(cron):
+        raise InvalidValueError(
+            "schedule",
+            cron,
+            "a schedule is a cron expression of five fields",
+            "'*/5 * * * *' (every five minutes), '0 3 * * *' (03:00 daily)",
+        )
+    return cron
+
+
+def latest_due(cron: str, after: float, now: float) -> float | None:
+    """The latest time in (after, now] that ``cron`` names, if any."""
+    from croniter import croniter
+
+    iterator = croniter(cron, after)
+    due = None
+    while (candidate := iterator.get_next(float)) <= now:
+        due = candidate
+    return due
+
+
+def fire_uid(schedule_id: str, due: float) -> str:
+    return hashlib.sha256(f"{schedule_id}:{due:.0f}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    id: str
+    project: str
+    name: str
+    cron: str
+    params: dict[str, Any]
+    state_thresholds: dict[str, Any]
+    created_at: float
+    created_by: str
+    last_fired_at: float
+    function: dict[str, Any]
+    role: str
+
+
+def _record(row: Schedule) -> ScheduleRecord:
+    return ScheduleRecord(
+        row.id,
+        row.project,
+        row.name,
+        row.cron,
+        row.params,
+        row.state_thresholds,
+        row.created_at,
+        row.created_by,
+        row.last_fired_at,
+        row.function,
+        row.role,
+    )
+
+
+#: Starts the run of a due schedule with the given uid; returns False if it already exists.
+Fire = Callable[[ScheduleRecord, str], bool]
+
+
+class ScheduleStore:
+    def __init__(self, engine: Engine) -> None:
+        self._sessions = session_factory(engine)
+
+    def create(
+        self,
+        *,
+        project: str,
+        name: str,
+        cron: str,
+        function: dict[str, Any],
+        params: dict[str, Any],
+        state_thresholds: dict[str, Any],
+        user: str,
+        role: str,
+    ) -> ScheduleRecord:
+        now = time.time()
+        row = Schedule(
+            id=uuid.uuid4().hex,
+            project=project,
+            name=name,
+            cron=check_cron(cron),
+            function=function,
+            params=params,
+            state_thresholds=state_thresholds,
+            created_at=now,
+            created_by=user,
+            role=role,
+            last_fired_at=now,
+        )
+        with self._sessions.begin() as session:
+            session.add(row)
+        return _record(row)
+
+    def list_schedules(self, project: str | None = None) -> list[ScheduleRecord]:
+        query = select(Schedule).order_by(Schedule.created_at)
+        if project:
+            query = query.where(Schedule.project == project)
+        with self._sessions() as session:
+            return [_record(row) for row in session.scalars(query)]
+
+    def delete(self, schedule_id: str) -> None:
+        with self._sessions.begin() as session:
+            row = session.get(Schedule, schedule_id)
+            if row is None:
+                raise NotFoundError(f"schedule {schedule_id!r} does not exist")
+            session.delete(row)
+
+    def fire_due(self, now: float, fire: Fire) -> list[str]:
+        """Start the runs of every schedule that came due; returns the uids started."""
+        started = []
+        for schedule in self.list_schedules():
+            due = latest_due(schedule.cron, schedule.last_fired_at, now)
+            if due is None:
+                continue
+            uid = fire_uid(schedule.id, due)
+            if fire(schedule, uid):
+                started.append(uid)
+            with self._sessions.begin() as session:
+                row = session.get(Schedule, schedule.id)
+                if row is not None and row.last_fired_at < due:
+                    row.last_fired_at = due
+        return started

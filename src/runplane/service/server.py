@@ -1,0 +1,93 @@
+"""Everything ``runplane serve`` runs: the run service on its runtime, stored functions,
+schedules, and service defaults, sharing one database."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from runplane.config import Settings
+from runplane.runtimes.base import Runtime
+from runplane.runtimes.events import Listener
+from runplane.service.catalog import FunctionCatalog
+from runplane.service.core import THIS_PROCESS, RunService, process_alive
+from runplane.service.db import connect, sqlite_url
+from runplane.service.defaults import DefaultsStore, apply_overrides
+from runplane.service.records import RunExistsError, RunStore
+from runplane.service.schedules import ScheduleRecord, ScheduleStore
+from runplane.spec.function import Function
+
+
+def _runtime_factory(settings: Settings) -> tuple[Any, str]:
+    if settings.service.runtime == "kubernetes":
+        from runplane.errors import ConfigError
+
+        raise ConfigError("service.runtime: 'kubernetes' is not wired into the service yet")
+    from runplane.runtimes.local.runtime import LocalRuntime
+
+    def local(listener: Listener) -> Runtime:
+        return LocalRuntime(settings, listener)
+
+    return local, "local"
+
+
+class Server:
+    def __init__(self, settings: Settings) -> None:
+        url = settings.service.database_url or sqlite_url(settings.local.home / "runplane.db")
+        engine = connect(url)
+        self.catalog = FunctionCatalog(engine)
+        self.schedules = ScheduleStore(engine)
+        self.defaults = DefaultsStore(engine)
+        self.base_settings = settings
+        effective = apply_overrides(settings, self.defaults.overrides())
+        store = RunStore(engine)
+        factory, name = _runtime_factory(effective)
+        executor = THIS_PROCESS if name == "local" else None
+        if executor is not None:
+            store.mark_lost(process_alive)
+        self.runs = RunService(effective, store, factory, runtime_name=name, executor=executor)
+        self._stop = threading.Event()
+        self._scheduler = threading.Thread(
+            target=self._fire_schedules, daemon=True, name="runplane-schedules"
+        )
+        self._scheduler.start()
+
+    @property
+    def settings(self) -> Settings:
+        return self.runs.settings
+
+    def update_defaults(self, patch: dict[str, Any], user: str) -> Settings:
+        """Merge ``patch`` into the stored overrides; applies to runs submitted from now on."""
+        from runplane.service.defaults import _merge
+
+        overrides = _merge(self.defaults.overrides(), patch)
+        updated = apply_overrides(self.base_settings, overrides)  # validates before saving
+        self.defaults.save(overrides, user)
+        self.runs.settings = updated
+        return updated
+
+    def _fire(self, schedule: ScheduleRecord, uid: str) -> bool:
+        try:
+            self.runs.submit(
+                Function.from_dict(schedule.function),
+                params=schedule.params,
+                state_thresholds=schedule.state_thresholds,
+                role=schedule.role or None,
+                uid=uid,
+            )
+        except RunExistsError:
+            return False
+        return True
+
+    def _fire_schedules(self) -> None:
+        interval = self.base_settings.service.schedule_interval
+        while not self._stop.wait(interval):
+            try:
+                self.schedules.fire_due(time.time(), self._fire)
+            except Exception as error:  # a bad schedule must not stop the others
+                print(f"runplane: schedule error: {error}", flush=True)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.runs.close()

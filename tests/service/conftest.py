@@ -1,0 +1,104 @@
+"""The service API over a real database, with runs executing on this machine."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import runplane
+from runplane.config import load_settings
+from runplane.service.api import create_app
+from runplane.service.server import Server
+
+ADMIN = {"Authorization": "Bearer admin-token"}
+USER = {"Authorization": "Bearer user-token"}
+TOKENS = (
+    '[{"token": "admin-token", "user": "alice", "role": "admin"},'
+    ' {"token": "user-token", "user": "bob", "role": "user"}]'
+)
+
+
+def database_urls() -> list[str]:
+    urls = ["sqlite"]
+    if os.environ.get("RUNPLANE_TEST_POSTGRES_URL"):
+        urls.append("postgresql")
+    return urls
+
+
+@pytest.fixture(params=database_urls())
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'service.db'}"
+    return _fresh_postgres_database(os.environ["RUNPLANE_TEST_POSTGRES_URL"])
+
+
+def _fresh_postgres_database(url: str) -> str:
+    """A new, empty database on the test PostgreSQL server for each test."""
+    import uuid
+
+    from sqlalchemy import create_engine, text
+
+    name = f"runplane_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    return url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database: str) -> Iterator[Server]:
+    for name in list(os.environ):
+        if name.startswith("RUNPLANE_") and name != "RUNPLANE_TEST_POSTGRES_URL":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("RUNPLANE_CONFIG", str(tmp_path / "absent.yaml"))
+    monkeypatch.setenv("RUNPLANE_LOCAL__HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RUNPLANE_LOCAL__CPU", "2")
+    monkeypatch.setenv("RUNPLANE_LOCAL__MEMORY", "4Gi")
+    monkeypatch.setenv("RUNPLANE_LOCAL__GPUS", "0")
+    monkeypatch.setenv("RUNPLANE_SERVICE__TOKENS", TOKENS)
+    monkeypatch.setenv("RUNPLANE_SERVICE__DATABASE_URL", database)
+    monkeypatch.setenv("RUNPLANE_SERVICE__SCHEDULE_INTERVAL", "0.2")
+    monkeypatch.setenv("RUNPLANE_PRIORITY_CLASSES__ALLOWED_ROLES", '{"high": ["admin"]}')
+    running = Server(load_settings())
+    yield running
+    running.close()
+
+
+@pytest.fixture
+def client(server: Server) -> TestClient:
+    return TestClient(create_app(server))
+
+
+@pytest.fixture
+def function_dict(tmp_path: Path) -> Callable[..., dict[str, Any]]:
+    def make(
+        code: str = "def handler(context, x: int = 1):\n    return {'double': x * 2}\n",
+        name: str = "job",
+        **resources: Any,
+    ) -> dict[str, Any]:
+        path = tmp_path / f"{name.replace('-', '_')}.py"
+        path.write_text(code)
+        fn = runplane.code_to_function(name, filename=str(path), handler="handler")
+        fn.with_requests(cpu="100m", mem="32Mi")
+        return fn.to_dict()
+
+    return make
+
+
+def wait_state(
+    client: TestClient, uid: str, states: set[str], timeout: float = 30
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = client.get(f"/api/v1/runs/{uid}", headers=USER).json()
+        if run["state"] in states:
+            return run  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise AssertionError(f"run {uid} did not reach {states}")

@@ -1,0 +1,232 @@
+"""The service API: runs, functions, schedules, defaults, roles and policies, bad input."""
+
+from __future__ import annotations
+
+from runplane.service.schedules import fire_uid
+
+from .conftest import ADMIN, USER, wait_state
+
+
+def test_health_needs_no_token_but_everything_else_does(client):
+    assert client.get("/api/v1/health").json()["status"] == "ok"
+    denied = client.get("/api/v1/runs")
+    assert denied.status_code == 401
+    assert denied.json() == {
+        "error": "HTTPError",
+        "message": "a valid bearer token is required",
+        "field": None,
+    }
+    assert client.get("/api/v1/runs", headers={"Authorization": "Bearer nope"}).status_code == 401
+
+
+def test_submit_run_wait_and_read_back(client, function_dict):
+    created = client.post(
+        "/api/v1/runs", headers=USER, json={"function": function_dict(), "params": {"x": "21"}}
+    )
+    assert created.status_code == 201, created.text
+    uid = created.json()["uid"]
+    run = wait_state(client, uid, {"completed", "error"})
+    assert run["state"] == "completed"
+    assert run["results"] == {"double": 42}
+    assert run["requests"] == {"cpu": "100m", "memory": "32Mi"}
+    assert [e["state"] for e in client.get(f"/api/v1/runs/{uid}/events", headers=USER).json()] == [
+        "created",
+        "pending",
+        "running",
+        "completed",
+    ]
+    listed = client.get("/api/v1/runs", headers=USER, params={"state": "completed"}).json()
+    assert [r["uid"] for r in listed] == [uid]
+    assert client.get("/api/v1/runs", headers=USER, params={"project": "other"}).json() == []
+    assert client.get(f"/api/v1/runs/{uid}/logs", headers=USER).status_code == 200
+
+
+def test_abort_is_idempotent_until_finished(client, function_dict):
+    slow = function_dict("import time\ndef handler(context):\n    time.sleep(30)\n", name="slow")
+    uid = client.post("/api/v1/runs", headers=USER, json={"function": slow}).json()["uid"]
+    wait_state(client, uid, {"running"})
+    assert client.post(f"/api/v1/runs/{uid}/abort", headers=USER).status_code == 200
+    assert client.post(f"/api/v1/runs/{uid}/abort", headers=USER).status_code in (200, 409)
+    assert wait_state(client, uid, {"aborted"})["state"] == "aborted"
+    finished = client.post(f"/api/v1/runs/{uid}/abort", headers=USER)
+    assert finished.status_code == 409
+    assert finished.json()["message"] == (
+        f"run {uid} already finished (aborted); only pending or running runs can be aborted"
+    )
+
+
+def test_stored_functions_and_versions(client, function_dict):
+    first = client.post("/api/v1/functions", headers=USER, json=function_dict())
+    assert first.status_code == 201
+    same = client.post("/api/v1/functions", headers=USER, json=function_dict())
+    assert same.json()["hash"] == first.json()["hash"]
+    changed = function_dict("def handler(context, x: int = 1):\n    return {'triple': x * 3}\n")
+    second = client.post("/api/v1/functions", headers=USER, json=changed).json()
+    versions = client.get("/api/v1/projects/default/functions/job/versions", headers=USER).json()
+    assert [v["hash"] for v in versions] == [second["hash"], first.json()["hash"]]
+    latest = client.get("/api/v1/projects/default/functions/job", headers=USER).json()
+    assert latest["hash"] == second["hash"]
+    old = client.get(
+        "/api/v1/projects/default/functions/job",
+        headers=USER,
+        params={"version": first.json()["hash"][:10]},
+    ).json()
+    assert old["hash"] == first.json()["hash"]
+    assert client.get("/api/v1/projects", headers=USER).json() == ["default"]
+    run = client.post(
+        "/api/v1/runs", headers=USER, json={"project": "default", "name": "job", "params": {"x": 2}}
+    ).json()
+    assert wait_state(client, run["uid"], {"completed"})["results"] == {"triple": 6}
+    missing = client.get("/api/v1/projects/default/functions/nope", headers=USER)
+    assert missing.status_code == 404
+    assert missing.json()["message"] == "function 'default/nope' does not exist"
+
+
+def test_policy_refusals_answer_403_with_the_reason(client, function_dict):
+    reserved = function_dict()
+    reserved["spec"]["node_selector"] = {"runplane.io/node-group": "system"}
+    answer = client.post("/api/v1/runs", headers=USER, json={"function": reserved})
+    assert answer.status_code == 403
+    assert answer.json()["message"].startswith(
+        "node_selector: runplane.io/node-group=system targets the node group 'system'"
+    )
+    high = function_dict()
+    high["spec"]["priority_class_name"] = "high"
+    forbidden = client.post("/api/v1/runs", headers=USER, json={"function": high})
+    assert forbidden.status_code == 403
+    assert forbidden.json()["message"] == (
+        "priority_class_name: role 'user' may not use priority class 'high' (allowed roles: admin)"
+    )
+    allowed = client.post("/api/v1/runs", headers=ADMIN, json={"function": high})
+    assert allowed.status_code == 201
+    system = function_dict()
+    system["spec"]["priority_class_name"] = "runplane-system"
+    assert client.post("/api/v1/runs", headers=ADMIN, json={"function": system}).status_code == 403
+    assert client.get("/api/v1/runs", headers=USER).json()[0]["uid"] == allowed.json()["uid"]
+
+
+def test_defaults_read_for_all_changed_by_admins(client, function_dict):
+    assert client.get("/api/v1/defaults", headers=USER).json()["preemption_mode"] == "prevent"
+    refused = client.patch("/api/v1/defaults", headers=USER, json={"priority_class": "low"})
+    assert refused.status_code == 403
+    assert refused.json()["message"] == (
+        "user 'bob' may not change service defaults; only admins may"
+    )
+    changed = client.patch(
+        "/api/v1/defaults",
+        headers=ADMIN,
+        json={"priority_class": "low", "resources": {"limits": {"memory": "1Gi"}}},
+    )
+    assert changed.status_code == 200
+    assert changed.json()["priority_class"] == "low"
+    run = client.post("/api/v1/runs", headers=USER, json={"function": function_dict()}).json()
+    assert run["priority_class"] == "low"
+    assert run["limits"] == {"memory": "1Gi"}
+    bad = client.patch("/api/v1/defaults", headers=ADMIN, json={"preemption_mode": "sometimes"})
+    assert bad.status_code == 422
+    assert client.get("/api/v1/defaults", headers=USER).json()["preemption_mode"] == "prevent"
+
+
+def test_bad_input_is_4xx_with_a_message(client, function_dict):
+    cases = [
+        ({"function": {"kind": "job"}}, 422, "function: {'kind': 'job'} is not valid"),
+        (
+            {
+                "function": {
+                    **function_dict(),
+                    "spec": {"resources": {"requests": {"memory": "1g"}}},
+                }
+            },
+            422,
+            "spec.resources.requests.memory: '1g' is not valid",
+        ),
+        (
+            {"function": function_dict(), "params": {"x": "many"}},
+            422,
+            "params['x']: 'many' is not valid; the handler expects int",
+        ),
+        (
+            {"function": function_dict(), "state_thresholds": {"running": "soon"}},
+            422,
+            "run(state_thresholds=...)['running']: 'soon' is not valid",
+        ),
+        ({}, 422, "function: None is not valid; give an inline function"),
+    ]
+    for body, status, message in cases:
+        answer = client.post("/api/v1/runs", headers=USER, json=body)
+        assert answer.status_code == status, (body, answer.text)
+        assert answer.json()["message"].startswith(message), answer.json()
+    assert client.get("/api/v1/runs", headers=USER).json() == []
+    assert client.post("/api/v1/runs", headers=USER, content=b"{not json").status_code == 422
+    assert client.get("/api/v1/runs/zz", headers=USER).status_code == 422
+    assert client.get("/api/v1/runs/0123456789abcdef", headers=USER).status_code == 404
+
+
+def test_schedules_fire_once_per_due_time(client, server, function_dict):
+    created = client.post(
+        "/api/v1/schedules",
+        headers=USER,
+        json={"function": function_dict(), "schedule": "*/5 * * * *", "params": {"x": 4}},
+    )
+    assert created.status_code == 201, created.text
+    schedule = created.json()
+    assert [s["id"] for s in client.get("/api/v1/schedules", headers=USER).json()] == [
+        schedule["id"]
+    ]
+    later = schedule["last_fired_at"] + 600
+    first = server.schedules.fire_due(later, server._fire)
+    again = server.schedules.fire_due(later, server._fire)
+    assert len(first) == 1 and again == []
+    # A fire repeated after a crash (run started, last_fired_at not yet saved) starts nothing.
+    assert server._fire(server.schedules.list_schedules()[0], first[0]) is False
+    run = wait_state(client, first[0], {"completed"})
+    assert run["results"] == {"double": 8}
+    assert client.delete(f"/api/v1/schedules/{schedule['id']}", headers=USER).status_code == 204
+    assert client.get("/api/v1/schedules", headers=USER).json() == []
+    bad = client.post(
+        "/api/v1/schedules",
+        headers=USER,
+        json={"function": function_dict(), "schedule": "every day"},
+    )
+    assert bad.status_code == 422
+    assert bad.json()["message"].startswith(
+        "schedule: 'every day' is not valid; a schedule is a cron expression of five fields"
+    )
+
+
+def test_schedules_survive_a_restart_without_double_firing(server, function_dict, monkeypatch):
+    record = server.schedules.create(
+        project="default",
+        name="job",
+        cron="* * * * *",
+        function=function_dict(),
+        params={},
+        state_thresholds={},
+        user="bob",
+        role="user",
+    )
+    now = record.last_fired_at + 120
+    fired = server.schedules.fire_due(now, server._fire)
+    from runplane.config import load_settings
+    from runplane.service.server import Server
+
+    server.close()
+    restarted = Server(load_settings())
+    try:
+        assert restarted.schedules.fire_due(now, restarted._fire) == []
+        assert len(fired) == 1
+        assert restarted.runs.store.get(fired[0]).name == "job"
+    finally:
+        restarted.close()
+
+
+def test_fire_uid_is_deterministic_per_schedule_and_due_time():
+    assert fire_uid("s1", 60.0) == fire_uid("s1", 60.2)
+    assert len({fire_uid("s1", 60), fire_uid("s1", 120), fire_uid("s2", 60)}) == 3
+
+
+def test_cluster_summary(client):
+    summary = client.get("/api/v1/cluster", headers=USER).json()
+    assert summary["runtime"] == "local"
+    (node,) = summary["nodes"]
+    assert node["allocatable"]["cpu"] == 2000
