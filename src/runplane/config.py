@@ -268,6 +268,10 @@ class Settings(BaseSettings):
     serving: Serving = pydantic.Field(default_factory=Serving)
     local: Local = pydantic.Field(default_factory=Local)
     service: Service = pydantic.Field(default_factory=Service)
+    #: A runplane service to use instead of the embedded default (``RUNPLANE_API``).
+    api: str | None = None
+    #: The bearer token for ``api`` (``RUNPLANE_TOKEN``).
+    token: pydantic.SecretStr | None = None
 
     @property
     def spot(self) -> PreemptibleNodes:

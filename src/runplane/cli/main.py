@@ -16,8 +16,16 @@ REDACTED = "<redacted>"
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="runplane")
-def cli() -> None:
+@click.option("--api", metavar="URL", help="Use the runplane service at URL (RUNPLANE_API).")
+def cli(api: str | None) -> None:
     """Run Python functions as jobs and services with explicit, correct resources."""
+    if api:
+        import os
+
+        from runplane.config import current
+
+        os.environ["RUNPLANE_API"] = api
+        current.cache_clear()
 
 
 def load_function(source: str, name: str | None, handler: str | None, kind: str | None) -> Any:

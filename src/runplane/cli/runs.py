@@ -16,9 +16,10 @@ if TYPE_CHECKING:
 
 
 def _service() -> Any:
-    from runplane.service.embedded import embedded
+    """The embedded default, or the service named by ``RUNPLANE_API`` / ``--api``."""
+    from runplane.client import backend
 
-    return embedded()
+    return backend()
 
 
 def _duration(seconds: float | None) -> str:
@@ -129,7 +130,6 @@ def _follow(service: Any, uid: str, console: Any) -> RunRecord:
     from rich.live import Live
     from rich.text import Text
 
-    log = service.settings.local.home / "runs" / uid / "output.log"
     position = 0
     shown = ("", "")
     live = Live(
@@ -138,18 +138,10 @@ def _follow(service: Any, uid: str, console: Any) -> RunRecord:
     with live:
         while True:
             record = service.wait(uid, timeout=0.1)
-            if log.exists():
-                with log.open("rb") as stream:
-                    stream.seek(position)
-                    chunk = stream.read()
-                position += len(chunk)
-                if chunk:
-                    live.console.print(
-                        chunk.decode("utf-8", errors="replace"),
-                        end="",
-                        markup=False,
-                        highlight=False,
-                    )
+            chunk = service.logs(uid, position)
+            if chunk:
+                position += len(chunk.encode())
+                live.console.print(chunk, end="", markup=False, highlight=False)
             style = STATE_STYLE.get(record.state, "white")
             elapsed = _duration(time.time() - record.created_at)
             if console.is_terminal:
@@ -176,7 +168,7 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
     from rich.console import Console
     from rich.table import Table
 
-    store = _store()
+    service = _service()
     table = Table(box=None, header_style="bold")
     for column in (
         "uid",
@@ -190,7 +182,7 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
         "cpu s",
     ):
         table.add_column(column)
-    for record in store.list_runs(project=project, states=states, limit=limit):
+    for record in service.list_runs(project=project, states=states, limit=limit):
         end = record.ended_at or time.time()
         style = STATE_STYLE.get(record.state, "white")
         table.add_row(
@@ -210,19 +202,6 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
     console.print(table)
 
 
-def _settings() -> Any:
-    from runplane.config import current
-
-    return current()
-
-
-def _store() -> Any:
-    from runplane.service.db import connect, sqlite_url
-    from runplane.service.records import RunStore
-
-    return RunStore(connect(sqlite_url(_settings().local.home / "runplane.db")))
-
-
 @click.group("get")
 def get_group() -> None:
     """Show one object in detail."""
@@ -236,7 +215,7 @@ def get_run(uid: str) -> None:
 
     import yaml
 
-    record = _store().get(uid)
+    record = _service().get(uid)
     data = dataclasses.asdict(record)
     data.pop("function")
     for transition in data["transitions"]:
@@ -249,22 +228,18 @@ def get_run(uid: str) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
 def logs_command(uid: str, follow: bool) -> None:
     """Print a run's output."""
-    store = _store()
-    record = store.get(uid)
-    path = _settings().local.home / "runs" / record.uid / "output.log"
+    service = _service()
+    record = service.get(uid)
     position = 0
     while True:
-        if path.exists():
-            with path.open("rb") as stream:
-                stream.seek(position)
-                chunk = stream.read()
-            position += len(chunk)
-            sys.stdout.write(chunk.decode("utf-8", errors="replace"))
-            sys.stdout.flush()
+        chunk = service.logs(record.uid, position)
+        position += len(chunk.encode())
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
         if not follow or record.finished:
             return
         time.sleep(0.2)
-        record = store.get(record.uid)
+        record = service.get(record.uid)
 
 
 @click.command("abort")

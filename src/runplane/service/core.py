@@ -11,7 +11,7 @@ import base64
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +217,23 @@ class RunService:
         if owner_pid is not None and not process_alive(owner_pid, owner_started or 0.0):
             self.store.mark_lost(process_alive)
         return self.store.get(record.uid)
+
+    def get(self, uid: str) -> RunRecord:
+        return self.store.get(uid)
+
+    def list_runs(
+        self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+    ) -> list[RunRecord]:
+        return self.store.list_runs(project=project, states=states, limit=limit)
+
+    def logs(self, uid: str, offset: int = 0) -> str:
+        """The run's output from byte ``offset`` on (empty if it wrote nothing yet)."""
+        path = self.settings.local.home / "runs" / self.store.get(uid).uid / "output.log"
+        if not path.exists():
+            return ""
+        with path.open("rb") as stream:
+            stream.seek(offset)
+            return stream.read().decode("utf-8", errors="replace")
 
     def wait(self, uid: str, timeout: float | None = None) -> RunRecord:
         with self._condition:

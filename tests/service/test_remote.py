@@ -1,0 +1,160 @@
+"""`runplane serve` as a real process, used by the CLI and SDK through RUNPLANE_API."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+TOKEN = "remote-token"
+TOKENS = f'[{{"token": "{TOKEN}", "user": "carol", "role": "user"}}]'
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def service_url(tmp_path: Path):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
+    env.update(
+        {
+            "RUNPLANE_CONFIG": str(tmp_path / "absent.yaml"),
+            "RUNPLANE_LOCAL__HOME": str(tmp_path / "server-home"),
+            "RUNPLANE_LOCAL__CPU": "2",
+            "RUNPLANE_SERVICE__TOKENS": TOKENS,
+        }
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "runplane", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    else:
+        server.kill()
+        raise AssertionError(server.stdout.read().decode() if server.stdout else "no output")
+    yield url
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def client_env(url: str, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
+    env.update(
+        {
+            "RUNPLANE_API": url,
+            "RUNPLANE_TOKEN": TOKEN,
+            "RUNPLANE_CONFIG": str(tmp_path / "absent.yaml"),
+            "RUNPLANE_LOCAL__HOME": str(tmp_path / "client-home"),
+        }
+    )
+    return env
+
+
+def test_cli_against_the_service(service_url, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "def train(context, epochs: int = 1):\n"
+        "    context.logger.info('remote epochs %d', epochs)\n"
+        "    return {'epochs': epochs}\n"
+    )
+    env = client_env(service_url, tmp_path)
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "runplane", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    done = cli("run", str(script), "--handler", "train", "--param", "epochs=3", "--cpu", "1")
+    assert done.returncode == 0, done.stderr
+    assert "completed (Completed)" in done.stdout and "epochs=3" in done.stdout
+    assert "remote epochs 3" in done.stderr
+    table = cli("runs")
+    assert "train" in table.stdout and "completed" in table.stdout
+    uid = table.stdout.splitlines()[1].split()[0]
+    assert "remote epochs 3" in cli("logs", uid).stdout
+    assert cli("get", "run", uid).returncode == 0
+    refused = cli("run", str(script), "--handler", "train", "--priority", "runplane-system")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(
+        "error: priority_class_name: 'runplane-system' is a system class reserved for core services"
+    )
+    # The client's own machine ran nothing: the runs live in the service's home.
+    assert not (tmp_path / "client-home" / "runs").exists()
+
+
+def test_sdk_against_the_service(service_url, tmp_path):
+    (tmp_path / "slow.py").write_text(
+        textwrap.dedent("""
+        import time
+
+        def handler(context, seconds: float = 1):
+            time.sleep(seconds)
+            return {"slept": seconds}
+    """)
+    )
+    program = textwrap.dedent(f"""
+        import runplane, time
+        fn = runplane.code_to_function("slow", filename={str(tmp_path / "slow.py")!r},
+                                       handler="handler")
+        quick = fn.run(params={{"seconds": 0.1}})
+        print("quick", quick.state(), quick.outputs)
+        handle = fn.run(params={{"seconds": 30}}, watch=False)
+        while handle.state() != "running":
+            time.sleep(0.1)
+        handle.abort()
+        print("slow", handle.wait(timeout=30).state)
+        try:
+            handle.abort()
+        except runplane.errors.RunplaneError as error:
+            print("again", error.http_status)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        env=client_env(service_url, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "quick completed {'slept': 0.1}",
+        "slow aborted",
+        "again 409",
+    ]
+
+
+def test_wrong_token_is_a_clear_error(service_url, tmp_path):
+    env = client_env(service_url, tmp_path) | {"RUNPLANE_TOKEN": "wrong"}
+    done = subprocess.run(
+        [sys.executable, "-m", "runplane", "runs"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "error: a valid bearer token is required\n"
