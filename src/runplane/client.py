@@ -132,7 +132,7 @@ def _record(data: dict[str, Any]) -> RunRecord:
     data = dict(data)
     data["transitions"] = [TransitionRecord(**t) for t in data["transitions"]]
     data["attempts"] = [AttemptRecord(**a) for a in data["attempts"]]
-    return RunRecord(function={}, **data)
+    return RunRecord(**data)
 
 
 def backend(settings: Settings | None = None) -> Backend:

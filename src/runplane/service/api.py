@@ -18,7 +18,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from runplane import __version__
 from runplane.errors import InvalidValueError, RunplaneError
-from runplane.service.records import RunRecord
+from runplane.service.catalog import StoredFunction
+from runplane.service.records import RunRecord, TransitionRecord
+from runplane.service.schedules import ScheduleRecord
 from runplane.service.server import Server
 from runplane.spec.function import Function
 
@@ -52,60 +54,6 @@ class RunSubmission(pydantic.BaseModel):
 
 class ScheduleSubmission(RunSubmission):
     schedule: str = pydantic.Field(max_length=128)
-
-
-class StoredFunctionOut(pydantic.BaseModel):
-    project: str
-    name: str
-    tag: str
-    hash: str
-    created_at: float
-    created_by: str
-    function: dict[str, Any]
-
-
-class RunOut(pydantic.BaseModel):
-    uid: str
-    project: str
-    name: str
-    runtime: str
-    state: str
-    reason: str
-    status_text: str
-    params: dict[str, Any]
-    inputs: dict[str, Any]
-    thresholds: dict[str, Any]
-    priority_class: str
-    requests: dict[str, Any]
-    limits: dict[str, Any]
-    results: dict[str, Any]
-    peak_memory_bytes: int
-    cpu_seconds: float
-    created_at: float
-    state_since: float
-    started_at: float | None
-    ended_at: float | None
-    transitions: list[dict[str, Any]]
-    attempts: list[dict[str, Any]]
-    artifacts: list[dict[str, Any]]
-
-    @classmethod
-    def of(cls, record: RunRecord) -> RunOut:
-        data = dataclasses.asdict(record)
-        data.pop("function")
-        return cls.model_validate(data)
-
-
-class ScheduleOut(pydantic.BaseModel):
-    id: str
-    project: str
-    name: str
-    cron: str
-    params: dict[str, Any]
-    state_thresholds: dict[str, Any]
-    created_at: float
-    created_by: str
-    last_fired_at: float
 
 
 class ErrorOut(pydantic.BaseModel):
@@ -196,16 +144,13 @@ def create_app(server: Server) -> FastAPI:
         return server.catalog.projects()
 
     @app.post(f"{API}/functions", status_code=201)
-    def store_function(body: dict[str, Any], who: User) -> StoredFunctionOut:
+    def store_function(body: dict[str, Any], who: User) -> StoredFunction:
         stored = server.catalog.store(function_of(RunSubmission(function=body)), who.user)
-        return StoredFunctionOut.model_validate(dataclasses.asdict(stored))
+        return stored
 
     @app.get(f"{API}/projects/{{project}}/functions")
-    def list_functions(project: PathName, _: User) -> list[StoredFunctionOut]:
-        return [
-            StoredFunctionOut.model_validate(dataclasses.asdict(f))
-            for f in server.catalog.latest(project)
-        ]
+    def list_functions(project: PathName, _: User) -> list[StoredFunction]:
+        return [f for f in server.catalog.latest(project)]
 
     @app.get(f"{API}/projects/{{project}}/functions/{{name}}")
     def get_function(
@@ -213,19 +158,16 @@ def create_app(server: Server) -> FastAPI:
         name: PathName,
         _: User,
         version: Annotated[str | None, Query(max_length=64)] = None,
-    ) -> StoredFunctionOut:
+    ) -> StoredFunction:
         stored = server.catalog.get(project, name, version)
-        return StoredFunctionOut.model_validate(dataclasses.asdict(stored))
+        return stored
 
     @app.get(f"{API}/projects/{{project}}/functions/{{name}}/versions")
-    def function_versions(project: PathName, name: PathName, _: User) -> list[StoredFunctionOut]:
-        return [
-            StoredFunctionOut.model_validate(dataclasses.asdict(f))
-            for f in server.catalog.versions(project, name)
-        ]
+    def function_versions(project: PathName, name: PathName, _: User) -> list[StoredFunction]:
+        return [f for f in server.catalog.versions(project, name)]
 
     @app.post(f"{API}/runs", status_code=201)
-    def submit_run(body: RunSubmission, who: User) -> RunOut:
+    def submit_run(body: RunSubmission, who: User) -> RunRecord:
         uid = server.runs.submit(
             function_of(body),
             params=body.params,
@@ -233,7 +175,7 @@ def create_app(server: Server) -> FastAPI:
             state_thresholds=body.state_thresholds,
             role=who.role,
         )
-        return RunOut.of(server.runs.store.get(uid))
+        return server.runs.store.get(uid)
 
     @app.get(f"{API}/runs")
     def list_runs(
@@ -241,21 +183,21 @@ def create_app(server: Server) -> FastAPI:
         project: Annotated[Name | None, Query()] = None,
         state: Annotated[list[str] | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    ) -> list[RunOut]:
+    ) -> list[RunRecord]:
         records = server.runs.store.list_runs(project=project, states=state or (), limit=limit)
-        return [RunOut.of(record) for record in records]
+        return records
 
     @app.get(f"{API}/runs/{{uid}}")
-    def get_run(uid: Uid, _: User) -> RunOut:
-        return RunOut.of(server.runs.store.get(uid))
+    def get_run(uid: Uid, _: User) -> RunRecord:
+        return server.runs.store.get(uid)
 
     @app.post(f"{API}/runs/{{uid}}/abort")
-    def abort_run(uid: Uid, _: User) -> RunOut:
-        return RunOut.of(server.runs.abort(uid))
+    def abort_run(uid: Uid, _: User) -> RunRecord:
+        return server.runs.abort(uid)
 
     @app.get(f"{API}/runs/{{uid}}/events")
-    def run_events(uid: Uid, _: User) -> list[dict[str, Any]]:
-        return [dataclasses.asdict(t) for t in server.runs.store.get(uid).transitions]
+    def run_events(uid: Uid, _: User) -> list[TransitionRecord]:
+        return server.runs.store.get(uid).transitions
 
     @app.get(f"{API}/runs/{{uid}}/logs", response_class=PlainTextResponse)
     def run_logs(uid: Uid, _: User) -> str:
@@ -264,7 +206,7 @@ def create_app(server: Server) -> FastAPI:
         return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
     @app.post(f"{API}/schedules", status_code=201)
-    def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleOut:
+    def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleRecord:
         fn = function_of(body)
         from runplane.render import render
 
@@ -279,17 +221,14 @@ def create_app(server: Server) -> FastAPI:
             user=who.user,
             role=who.role,
         )
-        return ScheduleOut.model_validate(dataclasses.asdict(record))
+        return record
 
     @app.get(f"{API}/schedules")
     def list_schedules(
         _: User,
         project: Annotated[Name | None, Query()] = None,
-    ) -> list[ScheduleOut]:
-        return [
-            ScheduleOut.model_validate(dataclasses.asdict(r))
-            for r in server.schedules.list_schedules(project)
-        ]
+    ) -> list[ScheduleRecord]:
+        return [r for r in server.schedules.list_schedules(project)]
 
     @app.delete(f"{API}/schedules/{{schedule_id}}", status_code=204)
     def delete_schedule(schedule_id: ScheduleId, _: User) -> None:

@@ -47,14 +47,28 @@ def _annotation(node: ast.expr | None) -> str | None:
     return None
 
 
-def read_signature(code: str, handler: str, filename: str = "<code>") -> Signature:
-    """The signature of top-level function ``handler`` in ``code``."""
-    tree = ast.parse(code, filename=filename)
-    functions = {
+def defined_functions(
+    code: str, filename: str = "<code>"
+) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The top-level functions of ``code``; a syntax error is a user error naming the file."""
+    try:
+        tree = ast.parse(code, filename=filename)
+    except SyntaxError as error:
+        raise InvalidValueError(
+            "filename",
+            filename,
+            f"the file must be valid Python ({error.msg} at line {error.lineno})",
+        ) from None
+    return {
         node.name: node
         for node in tree.body
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
     }
+
+
+def read_signature(code: str, handler: str, filename: str = "<code>") -> Signature:
+    """The signature of top-level function ``handler`` in ``code``."""
+    functions = defined_functions(code, filename)
     if handler not in functions:
         raise InvalidValueError(
             "handler",

@@ -5,7 +5,6 @@ This is the only module of ``spec`` that reads files, and only files the caller 
 
 from __future__ import annotations
 
-import ast
 import base64
 import json
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.spec.function import BuildSpec, Function, FunctionSpec, Metadata, check_kind
+from runplane.spec.handler import defined_functions, read_signature
 
 
 def new_function(
@@ -64,25 +64,10 @@ def code_to_function(
     if not path.is_file():
         raise NotFoundError(f"filename: {filename!r} does not exist")
     code = _notebook_code(path) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
-    try:
-        tree = ast.parse(code, filename=str(path))
-    except SyntaxError as error:
-        raise InvalidValueError(
-            "filename",
-            filename,
-            f"the file must be valid Python ({error.msg} at line {error.lineno})",
-        ) from None
-    defined = [
-        node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-    ]
-    if handler and handler not in defined:
-        raise InvalidValueError(
-            "handler",
-            handler,
-            f"the handler must be a function defined at the top of {path.name}; it defines: "
-            + (", ".join(defined) or "no functions"),
-            f"handler={defined[0]!r}" if defined else "def train(context): ...",
-        )
+    if handler:
+        read_signature(code, handler, path.name)
+    else:
+        defined_functions(code, path.name)
     function = new_function(
         name=name or _name_from_path(filename),
         project=project,

@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,9 +31,9 @@ from runplane.render import Rendered
 from runplane.runtimes.events import Listener, RunEvent, RunState
 from runplane.runtimes.kubernetes import names
 from runplane.runtimes.kubernetes.client import api_client
-from runplane.runtimes.kubernetes.pod_events import pod_to_event
+from runplane.runtimes.kubernetes.pod_events import POD_DELETED, pod_to_event
 from runplane.runtimes.kubernetes.rest import MERGE_PATCH, RestApi, pods_path, secrets_path
-from runplane.runtimes.kubernetes.watch import DELETED, Backoff, PodWatch
+from runplane.runtimes.kubernetes.watch import DELETED, VANISHED, Backoff, PodWatch
 
 log = logging.getLogger(__name__)
 
@@ -210,9 +211,19 @@ class KubernetesRuntime:
 
     def _read(self, kind: str, name: str) -> dict[str, Any]:
         path = (pods_path if kind == "Pod" else secrets_path)(self.namespace, name)
-        return self._call(
+        return self._checked(
             f"reading {kind} {name}", lambda: self._rest.json("GET", path, timeout=self._timeout)
         )
+
+    def _checked(self, what: str, request: Callable[[], T]) -> T:
+        """``_call``, with the API's refusals in runplane's error hierarchy."""
+        try:
+            return self._call(what, request)
+        except ApiException as error:
+            raise ClusterError(
+                f"kubernetes: {what} in {self.namespace}: HTTP {error.status}: "
+                f"{_api_message(error)}"
+            ) from None
 
     def _adopt(self, pod: dict[str, Any]) -> None:
         """A pod of that name exists: ours from an earlier try, or a clash to report."""
@@ -268,7 +279,7 @@ class KubernetesRuntime:
 
     def pods(self, uid: str) -> list[dict[str, Any]]:
         """The run's pods as the API has them now (every attempt)."""
-        found = self._call(
+        found = self._checked(
             f"listing pods of run {uid}",
             lambda: self._rest.json(
                 "GET",
@@ -334,7 +345,15 @@ class KubernetesRuntime:
 
     def _observe(self, kind: str, pod: dict[str, Any]) -> None:
         key = str((pod.get("metadata") or {}).get("uid") or "")
-        self._deliver(key, pod_to_event(pod, deleted=kind == DELETED), forget=kind == DELETED)
+        gone = kind in (DELETED, VANISHED)
+        event = pod_to_event(pod, deleted=gone)
+        if kind == VANISHED and event is not None and event.reason == POD_DELETED:
+            event = replace(
+                event,
+                message=f"pod {pod['metadata'].get('name')} was deleted while runplane was not "
+                "watching; how the run ended is unknown",
+            )
+        self._deliver(key, event, forget=gone)
 
     def _deliver(self, key: str, event: RunEvent | None, forget: bool = False) -> None:
         """Pass on an event unless it repeats the pod's last one or follows its end.

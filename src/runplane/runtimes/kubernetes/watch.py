@@ -10,8 +10,8 @@ A small, kopf-like building block, written against the raw API rather than the c
 * **410 Gone.** When the server no longer has history that old (etcd compacted, watch cache
   rotated), either as an HTTP 410 or as an ``ERROR`` event with code 410, the loop re-lists.
   The re-list is diffed against what it knew: new pods come out as ``ADDED``, changed ones as
-  ``MODIFIED`` and pods that vanished during the gap as ``DELETED`` with their last known
-  state, so a consumer sees the same sequence it would have seen without the gap.
+  ``MODIFIED`` and pods that vanished during the gap as ``VANISHED`` with their last known
+  state (their final state is unknown: they may have finished before they went).
 * **Back-off.** Any other failure (apiserver down, 5xx, 429, RBAC) waits with capped,
   jittered exponential back-off and keeps the ``resourceVersion``; a working stream resets it.
 * **Clean stop.** ``stop()`` closes the open response from the caller's thread, so the loop
@@ -42,6 +42,9 @@ from runplane.runtimes.kubernetes.rest import RestApi, pods_path
 log = logging.getLogger(__name__)
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+#: A pod missing from a re-list: deleted while we were not watching, final state unknown (what
+#: client-go calls ``DeletedFinalStateUnknown``). The object is the last state we saw.
+VANISHED = "VANISHED"
 GONE = 410
 
 #: Called once per pod change, from the watch thread: (event type, pod as a JSON dict).
@@ -227,7 +230,7 @@ class PodWatch:
                 seen[_uid(pod)] = pod
         gone = [pod for uid, pod in self._known.items() if uid not in seen]
         for pod in gone:
-            self._dispatch(DELETED, pod)
+            self._dispatch(VANISHED, pod)
         for uid, pod in seen.items():
             previous = self._known.get(uid)
             if previous is None:
@@ -298,7 +301,7 @@ class PodWatch:
 
     def _dispatch(self, kind: str, pod: dict[str, Any]) -> None:
         uid = _uid(pod)
-        if kind == DELETED:
+        if kind in (DELETED, VANISHED):
             self._known.pop(uid, None)
         else:
             self._known[uid] = pod
