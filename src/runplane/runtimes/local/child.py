@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
-import types
 from pathlib import Path
 
 
@@ -38,6 +36,7 @@ def main(run_dir: Path) -> int:
         sys.path.insert(0, spec["source_dir"])
 
     from runplane.runtimes.context import Context
+    from runplane.runtimes.execute import call_handler
 
     context = Context(
         spec["uid"],
@@ -48,34 +47,16 @@ def main(run_dir: Path) -> int:
         run_dir,
         spec["mounts"],
     )
-    try:
-        module = types.ModuleType(spec["module"])
-        module.__file__ = spec["filename"]
-        sys.modules[spec["module"]] = module
-        exec(compile(spec["code"], spec["filename"], "exec"), module.__dict__)
-        handler = getattr(module, spec["handler"])
-        arguments = dict(spec["params"])
-        arguments.update(spec["inputs"])
-        returned = handler(context, **arguments) if spec["takes_context"] else handler(**arguments)
-        if isinstance(returned, dict) and all(isinstance(k, str) for k in returned):
-            context.log_results(returned)
-        elif returned is not None:
-            context.log_result("return", returned)
-    except SystemExit as exit_request:
-        code = exit_request.code
-        if code in (None, 0):
-            return 0
-        context._emit({"type": "error", "message": f"the handler exited with {code!r}"})
-        return code if isinstance(code, int) else 1
-    except BaseException as error:  # everything else the handler raises is reported
-        traceback.print_exc()
-        message = f"{type(error).__name__}: {error}"
-        context._emit({"type": "error", "message": message})
-        return 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    return 0
+    arguments = {**spec["params"], **spec["inputs"]}
+    return call_handler(
+        context,
+        spec["code"],
+        spec["filename"],
+        spec["module"],
+        spec["handler"],
+        spec["takes_context"],
+        arguments,
+    )
 
 
 if __name__ == "__main__":
