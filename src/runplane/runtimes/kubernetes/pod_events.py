@@ -20,6 +20,7 @@ Precedence, first match wins:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -105,14 +106,32 @@ def _event(pod: Pod, state: RunState, at: float | None, **fields: Any) -> RunEve
     )
 
 
+def _summary(end: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """Results and text from the termination message.
+
+    runplane's entry point writes ``{"results": {...}}`` there; anything else (a crash before
+    it ran, a user's own image) is taken as plain text.
+    """
+    text = str((end or {}).get("message") or "").strip()
+    if text.startswith("{"):
+        try:
+            summary = json.loads(text)
+        except ValueError:
+            return {}, text
+        if isinstance(summary, dict) and isinstance(summary.get("results"), dict):
+            return summary["results"], str(summary.get("error") or "")
+    return {}, text
+
+
 def _failure(end: Mapping[str, Any] | None, status: Mapping[str, Any]) -> tuple[str, str]:
     if end is None:
         reason = status.get("reason") or "Error"
         return reason, status.get("message") or f"the pod failed ({reason})"
     code = end.get("exitCode")
     reason = end.get("reason") or "Error"
-    if end.get("message"):
-        return reason, str(end["message"]).strip()
+    _, text = _summary(end)
+    if text:
+        return reason, text
     if reason == "OOMKilled":
         return reason, f"the container exceeded its memory limit and was killed (exit code {code})"
     return reason, f"the container exited with code {code}"
@@ -148,7 +167,12 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
         )
     if phase == "Succeeded":
         return _event(
-            pod, RunState.COMPLETED, finished, reason="Completed", exit_code=exit_code or 0
+            pod,
+            RunState.COMPLETED,
+            finished,
+            reason="Completed",
+            exit_code=exit_code or 0,
+            results=_summary(end)[0],
         )
     disruption = conditions.get("DisruptionTarget")
     if disruption and disruption.get("status") == "True":
@@ -165,7 +189,13 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
     if phase == "Failed" and not _deleted_before_end(meta, end):
         reason, message = _failure(end, status)
         return _event(
-            pod, RunState.ERROR, finished, reason=reason, message=message, exit_code=exit_code
+            pod,
+            RunState.ERROR,
+            finished,
+            reason=reason,
+            message=message,
+            exit_code=exit_code,
+            results=_summary(end)[0],
         )
     if stopped or meta.get("deletionTimestamp"):
         return _event(

@@ -1,0 +1,501 @@
+"""The Kubernetes runtime against the real control plane: rendered functions are submitted,
+the real scheduler places them, kwok plays the kubelet, and every outcome comes back as a
+RunEvent through the runtime's own watch."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+import runplane
+from runplane.config import Settings
+from runplane.errors import ConflictError
+from runplane.render import Rendered, RunRef, render
+from runplane.runtimes.events import RunEvent, RunState
+from runplane.runtimes.kubernetes import KubernetesRuntime, PodWatch, names
+from runplane.spec.function import Function
+from testbed import cluster as tb_cluster
+from testbed import kube, topology
+from testbed.pytest_plugin import TestbedCluster
+
+pytestmark = pytest.mark.testbed
+
+INSTANCE = f"krt-{uuid.uuid4().hex[:8]}"
+IMAGE = "registry.example/runplane/job:1"
+MakePod = Callable[..., str]
+Predicate = Callable[[RunEvent], bool]
+
+
+class Recorder:
+    """The runtime's listener: keeps every event and lets a test wait for one."""
+
+    def __init__(self) -> None:
+        self.events: list[RunEvent] = []
+        self._changed = threading.Condition()
+
+    def __call__(self, event: RunEvent) -> None:
+        with self._changed:
+            self.events.append(event)
+            self._changed.notify_all()
+
+    def of(self, uid: str) -> list[RunEvent]:
+        with self._changed:
+            return [e for e in self.events if e.uid == uid]
+
+    def wait(self, uid: str, predicate: Predicate, timeout: float = 30, what: str = "") -> RunEvent:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for event in self.events:
+                    if event.uid == uid and predicate(event):
+                        return event
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+        seen = [(e.state.value, e.condition, e.reason, e.message) for e in self.of(uid)]
+        raise AssertionError(f"run {uid} never {what or predicate}; events: {seen}")
+
+
+def state(wanted: RunState) -> Predicate:
+    return lambda event: event.state is wanted
+
+
+@pytest.fixture(scope="module")
+def settings() -> Iterator[Settings]:
+    """Defaults only: no developer config file or RUNPLANE_* variable leaks into placement."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("RUNPLANE_") and name != "RUNPLANE_SKIP_TESTBED":
+                patch.delenv(name)
+        patch.setenv("RUNPLANE_CONFIG", "/nonexistent/runplane-config.yaml")
+        yield Settings(namespace=topology.RUNS_NAMESPACE)
+
+
+@pytest.fixture(scope="module")
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture(scope="module")
+def runtime(
+    testbed_cluster: TestbedCluster, settings: Settings, recorder: Recorder
+) -> Iterator[KubernetesRuntime]:
+    rt = KubernetesRuntime(
+        settings, recorder, api=testbed_cluster.api, instance=INSTANCE, grace_period_seconds=5
+    )
+    assert rt.wait_synced(10), "the runtime's watch never listed the namespace"
+    yield rt
+    rt.close()
+    assert not rt.watch.running
+
+
+def new_uid() -> str:
+    return uuid.uuid4().hex
+
+
+def job(name: str, **requests: Any) -> Function:
+    return runplane.new_function(name, image=IMAGE).with_requests(**(requests or {"cpu": "100m"}))
+
+
+def rendered(
+    fn: Function,
+    settings: Settings,
+    uid: str,
+    attempt: int = 1,
+    annotations: dict[str, str] | None = None,
+) -> Rendered:
+    out = render(fn, settings, run=RunRef(uid, attempt))
+    if annotations:
+        out.manifests[0]["metadata"]["annotations"] = dict(annotations)
+    return out
+
+
+def group_of(tb: TestbedCluster, node: str) -> str:
+    meta = tb.core.read_node(node).metadata
+    return ((meta.labels if meta else None) or {}).get(topology.GROUP_LABEL, "")
+
+
+def add_node(tb: TestbedCluster, group: str, name: str) -> str:
+    topology.create_nodes(tb.api, [topology.node_manifest(tb.topology.group(group), name)])
+    topology.wait_nodes_ready(tb.api, [name], timeout=60)
+    return name
+
+
+def delete_node(tb: TestbedCluster, name: str) -> None:
+    try:
+        tb.core.delete_node(name)
+    except client.ApiException as err:
+        if err.status != 404:
+            raise
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lost_spot_run(
+    testbed_cluster: TestbedCluster, runtime: KubernetesRuntime, settings: Settings
+) -> Iterator[str]:
+    """A run on a spot node that is deleted at module start. PodGC collects its pod only after
+    a fixed 40 s quarantine, so that clock runs while the other tests do."""
+    tb = testbed_cluster
+    node = add_node(tb, "spot", "krt-spot-lost")
+    uid = new_uid()
+    fn = (
+        job("lost")
+        .with_preemption_mode("constrain")
+        .with_node_selection(node_selector={"kubernetes.io/hostname": node})
+    )
+    runtime.submit(rendered(fn, settings, uid))
+    pod = tb.wait_pod(f"lost-{uid[:16]}-1", lambda p: kube.pod_status(p).phase == "Running")
+    assert kube.node_name(pod) == node
+    delete_node(tb, node)
+    yield uid
+    tb.core.delete_collection_namespaced_pod(
+        tb.namespace, label_selector=f"{names.RUN_UID}={uid}", grace_period_seconds=0
+    )
+
+
+@pytest.fixture(autouse=True)
+def clean_runs(
+    testbed_cluster: TestbedCluster, runtime: KubernetesRuntime, lost_spot_run: str
+) -> Iterator[None]:
+    """Each test leaves empty nodes behind (all but the run whose node is being collected)."""
+    yield
+    selector = f"{names.INSTANCE}={INSTANCE},{names.RUN_UID}!={lost_spot_run}"
+    core = testbed_cluster.core
+    core.delete_collection_namespaced_pod(
+        testbed_cluster.namespace, label_selector=selector, grace_period_seconds=0
+    )
+    deadline = time.monotonic() + 30
+    while core.list_namespaced_pod(testbed_cluster.namespace, label_selector=selector).items:
+        assert time.monotonic() < deadline, "pods of the test were not deleted"
+        time.sleep(0.1)
+
+
+# -- placement ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "groups"),
+    [
+        ("prevent", {"on-demand"}),
+        ("none", {"on-demand"}),
+        ("constrain", {"spot"}),
+        ("allow", {"on-demand", "spot"}),
+    ],
+)
+def test_preemption_mode_lands_on_expected_group(
+    testbed_cluster: TestbedCluster,
+    runtime: KubernetesRuntime,
+    recorder: Recorder,
+    settings: Settings,
+    mode: str,
+    groups: set[str],
+) -> None:
+    uids = [new_uid() for _ in range(3)]
+    for uid in uids:
+        runtime.submit(rendered(job(f"mode-{mode}").with_preemption_mode(mode), settings, uid))
+    for uid in uids:
+        running = recorder.wait(uid, state(RunState.RUNNING), what="running")
+        assert running.condition == "running" and running.node
+        assert group_of(testbed_cluster, running.node) in groups
+        pending = [e for e in recorder.of(uid) if e.state is RunState.PENDING]
+        assert pending and pending[0].condition == "pending_not_scheduled"
+
+
+def test_impossible_request_reports_the_scheduler_message(
+    runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
+) -> None:
+    uid = new_uid()
+    runtime.submit(rendered(job("huge", cpu=1000), settings, uid))
+    event = recorder.wait(uid, lambda e: e.reason == "Unschedulable", what="Unschedulable")
+    assert (event.state, event.condition) == (RunState.PENDING, "pending_not_scheduled")
+    assert event.message.startswith("0/") and "Insufficient cpu" in event.message
+    assert not event.node
+
+
+def test_image_pull_backoff(
+    runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
+) -> None:
+    uid = new_uid()
+    fn = runplane.new_function("bad-image", image="registry.example/does-not-exist:1")
+    runtime.submit(rendered(fn, settings, uid))
+    event = recorder.wait(uid, lambda e: e.condition == "image_pull_backoff", what="backing off")
+    assert (event.state, event.reason) == (RunState.PENDING, "ImagePullBackOff")
+    assert "registry.example/does-not-exist:1" in event.message and event.node
+
+
+# -- ends ---------------------------------------------------------------------------------
+
+
+def test_stage_driven_run_completes(
+    runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
+) -> None:
+    uid = new_uid()
+    runtime.submit(
+        rendered(job("short"), settings, uid, annotations={"runplane.io/test-duration": "2s"})
+    )
+    done = recorder.wait(uid, state(RunState.COMPLETED), what="completed")
+    assert (done.reason, done.exit_code) == ("Completed", 0)
+    states = [e.state for e in recorder.of(uid)]
+    assert states.index(RunState.RUNNING) < states.index(RunState.COMPLETED)
+    assert states.count(RunState.COMPLETED) == 1
+
+
+def test_oom_killed_run(runtime: KubernetesRuntime, recorder: Recorder, settings: Settings) -> None:
+    uid = new_uid()
+    notes = {
+        "runplane.io/test-duration": "1s",
+        "runplane.io/test-exit-code": "137",
+        "runplane.io/test-reason": "OOMKilled",
+    }
+    runtime.submit(rendered(job("oom"), settings, uid, annotations=notes))
+    event = recorder.wait(uid, state(RunState.ERROR), what="error")
+    assert (event.reason, event.exit_code) == ("OOMKilled", 137)
+
+
+def test_system_pod_preempts_a_run(
+    testbed_cluster: TestbedCluster,
+    runtime: KubernetesRuntime,
+    recorder: Recorder,
+    settings: Settings,
+    make_pod: MakePod,
+) -> None:
+    tb = testbed_cluster
+    group = tb.topology.group("on-demand")
+    node = add_node(tb, "on-demand", "krt-preempt")
+    try:
+        uid = new_uid()
+        fn = job("victim", cpu=group.allocatable_cpu).with_node_selection(
+            node_selector={"kubernetes.io/hostname": node}
+        )
+        runtime.submit(rendered(fn, settings, uid))
+        recorder.wait(uid, state(RunState.RUNNING), what="running")
+        make_pod(
+            "krt-core-service",
+            cpu=group.allocatable_cpu,
+            priorityClassName=topology.SYSTEM_PRIORITY_CLASS,
+            nodeSelector={"kubernetes.io/hostname": node},
+        )
+        event = recorder.wait(uid, state(RunState.ERROR), what="error")
+        assert event.reason == "Preempted"
+        assert event.message.startswith("PreemptionByScheduler")
+        assert event.node == node
+        time.sleep(1.5)  # the pod's Failed and DELETED observations follow: no second end
+        assert [e.state for e in recorder.of(uid)].count(RunState.ERROR) == 1
+    finally:
+        delete_node(tb, node)
+
+
+def test_abort_deletes_the_pod_and_reports_aborted(
+    testbed_cluster: TestbedCluster,
+    runtime: KubernetesRuntime,
+    recorder: Recorder,
+    settings: Settings,
+) -> None:
+    uid = new_uid()
+    (name,) = runtime.submit(rendered(job("long"), settings, uid))
+    recorder.wait(uid, state(RunState.RUNNING), what="running")
+    assert runtime.holds(uid)
+    assert runtime.abort(uid, "ThresholdExceeded", "running for too long")
+    aborting = recorder.wait(uid, state(RunState.ABORTING), what="aborting")
+    aborted = recorder.wait(uid, state(RunState.ABORTED), what="aborted")
+    assert (aborting.reason, aborted.reason) == ("ThresholdExceeded", "ThresholdExceeded")
+    assert aborted.message == "running for too long"
+    assert not any(e.state is RunState.ERROR for e in recorder.of(uid))
+    deadline = time.monotonic() + 15
+    while runtime.pods(uid):
+        assert time.monotonic() < deadline, f"pod {name} still exists after the abort"
+        time.sleep(0.1)
+    assert not runtime.abort(uid), "nothing left to abort"
+
+
+def test_abort_of_a_pending_run(
+    runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
+) -> None:
+    uid = new_uid()
+    runtime.submit(rendered(job("never-fits", cpu=1000), settings, uid))
+    recorder.wait(uid, lambda e: e.reason == "Unschedulable", what="Unschedulable")
+    assert runtime.abort(uid)
+    recorder.wait(uid, state(RunState.ABORTED), what="aborted")
+
+
+def test_someone_else_deleting_the_pod_is_an_error(
+    testbed_cluster: TestbedCluster,
+    runtime: KubernetesRuntime,
+    recorder: Recorder,
+    settings: Settings,
+) -> None:
+    uid = new_uid()
+    (name,) = runtime.submit(rendered(job("deleted"), settings, uid))
+    recorder.wait(uid, state(RunState.RUNNING), what="running")
+    testbed_cluster.core.delete_namespaced_pod(name, testbed_cluster.namespace)
+    event = recorder.wait(uid, state(RunState.ERROR), what="error")
+    assert event.reason == "PodDeleted"
+
+
+# -- idempotency --------------------------------------------------------------------------
+
+
+def test_submitting_the_same_attempt_twice_makes_one_pod(
+    runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
+) -> None:
+    uid = new_uid()
+    run = rendered(job("twice"), settings, uid)
+    results: list[list[str]] = []
+    threads = [threading.Thread(target=lambda: results.append(runtime.submit(run))) for _ in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results[0] == results[1] == [f"twice-{uid[:16]}-1"]
+    assert runtime.submit(run) == results[0]
+    assert len(runtime.pods(uid)) == 1
+    recorder.wait(uid, state(RunState.RUNNING), what="running")
+    runtime.submit(rendered(job("twice"), settings, uid, attempt=2))
+    assert sorted(p["metadata"]["name"] for p in runtime.pods(uid)) == [
+        f"twice-{uid[:16]}-1",
+        f"twice-{uid[:16]}-2",
+    ]
+
+
+def test_a_foreign_pod_with_the_same_name_is_a_conflict(
+    runtime: KubernetesRuntime, settings: Settings, make_pod: MakePod
+) -> None:
+    uid = new_uid()
+    make_pod(f"clash-{uid[:16]}-1")
+    with pytest.raises(ConflictError, match="already exists"):
+        runtime.submit(rendered(job("clash"), settings, uid))
+
+
+def test_secrets_are_created_refreshed_and_never_taken_over(
+    testbed_cluster: TestbedCluster, runtime: KubernetesRuntime, settings: Settings
+) -> None:
+    core = testbed_cluster.core
+    ns = testbed_cluster.namespace
+    secret = f"krt-creds-{uuid.uuid4().hex[:6]}"
+    try:
+        for value in ("one", "two"):
+            fn = job("with-secret")
+            fn.hold_secret(secret, {"token": value})
+            runtime.submit(rendered(fn, settings, new_uid()))
+            data = core.read_namespaced_secret(secret, ns).data or {}
+            assert base64.b64decode(data["token"]).decode() == value
+        other = job("other-function")
+        other.hold_secret(secret, {"token": "stolen"})
+        with pytest.raises(ConflictError, match="will not overwrite"):
+            runtime.submit(rendered(other, settings, new_uid()))
+    finally:
+        core.delete_namespaced_secret(secret, ns)
+
+
+# -- the watch ----------------------------------------------------------------------------
+
+
+def test_watch_resumes_after_a_disconnect_without_relisting(
+    runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
+) -> None:
+    lists, watches = runtime.watch.stats.lists, runtime.watch.stats.watches
+    runtime.watch.interrupt()
+    uid = new_uid()
+    runtime.submit(rendered(job("after-drop"), settings, uid))
+    recorder.wait(uid, state(RunState.RUNNING), what="running")
+    assert runtime.watch.stats.watches > watches
+    assert runtime.watch.stats.lists == lists, "a dropped connection must resume, not re-list"
+
+
+@pytest.fixture(scope="module")
+def uncached_cluster() -> Iterator[tb_cluster.Cluster]:
+    """A bare second control plane whose apiserver serves watches from etcd (no watch cache),
+    so compacting etcd really expires old resourceVersions: the 410 a long disconnect gets."""
+    settings = tb_cluster.Settings(extra_args={"kube-apiserver": ["--watch-cache=false"]})
+    cluster = tb_cluster.start(settings=settings, allow_build=False)
+    yield cluster
+    cluster.stop()
+
+
+def compact_etcd(cluster: tb_cluster.Cluster) -> int:
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{cluster.ports['etcd']}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+            return answer
+
+    key = base64.b64encode(b"/").decode()
+    revision = int(post("/v3/kv/range", {"key": key, "limit": 1})["header"]["revision"])
+    post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+    return revision
+
+
+def test_watch_survives_410_gone(uncached_cluster: tb_cluster.Cluster) -> None:
+    api = kube.api_client(uncached_cluster.kubeconfig)
+    core = client.CoreV1Api(api)
+    namespace = "default"
+
+    def create(name: str) -> None:
+        body: Any = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {names.RUN_UID: name}},
+            "spec": {"containers": [{"name": "main", "image": IMAGE}]},
+        }
+        core.create_namespaced_pod(namespace, body)
+
+    before = core.list_namespaced_pod(namespace).metadata
+    assert before is not None and before.resource_version
+    create("made-in-the-gap-1")
+    create("made-in-the-gap-2")
+    compact_etcd(uncached_cluster)
+
+    seen: list[tuple[str, str]] = []
+    arrived = threading.Condition()
+
+    def handler(kind: str, pod: dict[str, Any]) -> None:
+        with arrived:
+            seen.append((kind, pod["metadata"]["name"]))
+            arrived.notify_all()
+
+    def wait_for(name: str) -> None:
+        with arrived:
+            assert arrived.wait_for(lambda: any(n == name for _, n in seen), timeout=15), seen
+
+    watch = PodWatch(
+        api, namespace, names.RUN_UID, handler, resource_version=before.resource_version
+    )
+    watch.start()
+    try:
+        wait_for("made-in-the-gap-2")
+        assert watch.stats.expired == 1 and watch.stats.lists == 1
+        assert ("ADDED", "made-in-the-gap-1") in seen
+        create("made-after")
+        wait_for("made-after")
+        assert watch.stats.lists == 1, "after the re-list the watch goes on from its version"
+    finally:
+        began = time.monotonic()
+        watch.stop()
+        assert not watch.running and time.monotonic() - began < 3
+
+
+# -- node loss (last: its clock started at module setup) ----------------------------------
+
+
+def test_deleted_spot_node_reports_the_run_preempted(
+    runtime: KubernetesRuntime, recorder: Recorder, lost_spot_run: str
+) -> None:
+    event = recorder.wait(lost_spot_run, state(RunState.ERROR), timeout=150, what="error")
+    assert event.reason == "Preempted"
+    assert event.message.startswith("DeletionByPodGC")
+    assert event.node == "krt-spot-lost"
