@@ -233,7 +233,15 @@ class Service(pydantic.BaseModel):
     database_url: str | None = None
     #: Where runs execute: this machine, or the Kubernetes cluster of ``kubeconfig``.
     runtime: Literal["local", "kubernetes"] = "local"
+    #: Cluster access for ``runtime: kubernetes``: a kubeconfig (default: in-cluster, then
+    #: ``~/.kube/config``) and optionally one of its contexts.
     kubeconfig: Path | None = None
+    kube_context: str | None = None
+    #: Labels this service's pods so several services can share a namespace.
+    instance: str | None = None
+    #: What to do with pods labelled as runs but unknown to the database: report them, and
+    #: delete them when ``delete``.
+    orphan_pods: Literal["report", "delete"] = "delete"
     tokens: list[Token] = pydantic.Field(default_factory=list)
     host: str = "127.0.0.1"
     port: int = 8470

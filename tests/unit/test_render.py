@@ -330,3 +330,17 @@ def test_priority_classes_never_evict_except_system():
         "high": (3000, "Never"),
         "runplane-system": (1_000_000, "PreemptLowerPriority"),
     }
+
+
+def test_pod_annotations():
+    fn = runplane.new_function("training")
+    fn.spec.annotations = {"example.com/owner": "team-ml"}
+    pod = rendered(fn).manifests[0]
+    assert pod["metadata"]["annotations"] == {"example.com/owner": "team-ml"}
+    serve = runplane.new_function("serve", kind="serving")
+    serve.spec.annotations = {"example.com/owner": "team-ml"}
+    template = rendered(serve).manifests[0]["spec"]["template"]
+    assert template["metadata"]["annotations"] == {"example.com/owner": "team-ml"}
+    with pytest.raises(InvalidValueError, match="spec.annotations key: 'bad key'"):
+        fn.spec.annotations = {"bad key": "x"}
+    assert fn.spec.annotations == {"example.com/owner": "team-ml"}

@@ -137,6 +137,13 @@ def _labels(function: Function, run: RunRef | None) -> dict[str, str]:
     return labels
 
 
+def _pod_metadata(function: Function, labels: dict[str, str]) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"labels": dict(labels)}
+    if function.spec.annotations:
+        metadata["annotations"] = dict(function.spec.annotations)
+    return metadata
+
+
 def _pod_spec(
     function: Function,
     settings: Settings,
@@ -254,7 +261,7 @@ def _serving(
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": selector},
-            "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
+            "template": {"metadata": _pod_metadata(function, labels), "spec": pod},
         },
     }
     service = {
@@ -342,7 +349,11 @@ def render(
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": name, "namespace": settings.namespace, "labels": labels},
+                "metadata": {
+                    "name": name,
+                    "namespace": settings.namespace,
+                    **_pod_metadata(function, labels),
+                },
                 "spec": pod,
             }
         ]

@@ -37,7 +37,7 @@ class Runtime(Protocol):
     def prepare(self, request: RunRequest) -> Any:
         """Check what can be checked before anything is recorded; raise user errors."""
 
-    def submit(self, prepared: Any) -> None:
+    def submit(self, prepared: Any) -> object:
         """Start (or queue) a prepared run; progress is reported through the listener."""
 
     def abort(self, uid: str, reason: str = "Aborted", message: str = "") -> bool:

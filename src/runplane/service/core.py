@@ -29,6 +29,7 @@ from runplane.spec.handler import bind_parameters, read_signature
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
 
 _ABORT_POLL = 0.2
+LIVE_STATES = ("created", "pending", "running", "aborting")
 
 
 def process_alive(pid: int, started: float) -> bool:
@@ -87,6 +88,12 @@ class RunService:
         self._clocks = ThresholdClocks()
         self._finished: dict[str, threading.Event] = {}
         self._closed = False
+        for record in store.list_runs(states=LIVE_STATES, limit=100_000):
+            if record.runtime == runtime_name and executor is None:
+                # Runs that outlive the service (on a cluster) are watched again after a
+                # restart; their thresholds are re-armed before the first event arrives.
+                self._clocks.track(record.uid, threshold_seconds(record.thresholds))
+                self._finished[record.uid] = threading.Event()
         self.runtime = runtime(self._on_event)
         self._monitor = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
         self._monitor.start()
@@ -108,6 +115,47 @@ class RunService:
         A caller that must not start a run twice (a schedule firing again after a crash)
         passes a deterministic ``uid``; a uid already recorded raises :class:`RunExistsError`.
         """
+        run_inputs = {str(k): str(v) for k, v in (inputs or {}).items()}
+        uid = uid or uuid.uuid4().hex
+        request, fn_thresholds = self._request(fn, uid, params or {}, run_inputs, role, source_dir)
+        run_thresholds = check_thresholds("run(state_thresholds=...)", state_thresholds or {})
+        thresholds = {
+            **self.settings.function_defaults.state_thresholds,
+            **fn_thresholds,
+            **run_thresholds,
+        }
+        prepared = self.runtime.prepare(request)
+        requests, limits, _ = effective_resources(fn, self.settings)
+        self.store.create(
+            uid=uid,
+            project=fn.metadata.project,
+            name=fn.metadata.name,
+            runtime=self.runtime_name,
+            function=fn.to_dict(),
+            params=request.params,
+            inputs=run_inputs,
+            thresholds=thresholds,
+            priority_class=request.pod_spec["priorityClassName"],
+            requests={k: str(v) for k, v in requests.items()},
+            limits={k: str(v) for k, v in limits.items()},
+            executor=self.executor,
+        )
+        with self._condition:
+            self._clocks.track(uid, threshold_seconds(thresholds))
+            self._finished[uid] = threading.Event()
+        self.runtime.submit(prepared)
+        return uid
+
+    def _request(
+        self,
+        fn: Function,
+        uid: str,
+        params: Mapping[str, Any],
+        inputs: dict[str, str],
+        role: str | None,
+        source_dir: str,
+    ) -> tuple[RunRequest, dict[str, Any]]:
+        """Everything a runtime needs for one attempt, checked; no state is touched."""
         if fn.kind is FunctionKind.SERVING:
             raise InvalidValueError(
                 "kind",
@@ -124,21 +172,11 @@ class RunService:
                 "code_to_function(..., handler='train')",
             )
         signature = read_signature(code, fn.spec.handler, filename)
-        run_inputs = {str(k): str(v) for k, v in (inputs or {}).items()}
-        bound = bind_parameters(signature, {**(params or {}), **run_inputs})
-        bound = {k: v for k, v in bound.items() if k not in run_inputs}
-        run_thresholds = check_thresholds("run(state_thresholds=...)", state_thresholds or {})
-        thresholds = {
-            **self.settings.function_defaults.state_thresholds,
-            **fn.spec.state_thresholds,
-            **run_thresholds,
-        }
-        uid = uid or uuid.uuid4().hex
+        bound = bind_parameters(signature, {**params, **inputs})
+        bound = {k: v for k, v in bound.items() if k not in inputs}
         rendered = render(fn, self.settings, run=RunRef(uid), role=role)
-        requests, limits, _ = effective_resources(fn, self.settings)
         priority_class = rendered.pod_spec["priorityClassName"]
-        submitted = time.time()
-        run = RunRequest(
+        request = RunRequest(
             uid=uid,
             project=fn.metadata.project,
             function=fn.metadata.name,
@@ -148,32 +186,20 @@ class RunService:
             handler=fn.spec.handler,
             takes_context=signature.takes_context,
             params=bound,
-            inputs=run_inputs,
+            inputs=inputs,
             priority=self.settings.priority_classes.values.get(priority_class, 0),
-            submitted=submitted,
+            submitted=time.time(),
             source_dir=source_dir,
             manifests=rendered.manifests,
         )
-        prepared = self.runtime.prepare(run)
-        self.store.create(
-            uid=uid,
-            project=fn.metadata.project,
-            name=fn.metadata.name,
-            runtime=self.runtime_name,
-            function=fn.to_dict(),
-            params=bound,
-            inputs=run_inputs,
-            thresholds=thresholds,
-            priority_class=priority_class,
-            requests={k: str(v) for k, v in requests.items()},
-            limits={k: str(v) for k, v in limits.items()},
-            executor=self.executor,
-        )
-        with self._condition:
-            self._clocks.track(uid, threshold_seconds(thresholds))
-            self._finished[uid] = threading.Event()
-        self.runtime.submit(prepared)
-        return uid
+        return request, dict(fn.spec.state_thresholds)
+
+    def resubmit(self, record: RunRecord) -> None:
+        """Hand a recorded run to the runtime again (same uid and attempt, so a runtime with
+        deterministic names makes no second copy): for runs recorded but never started."""
+        fn = Function.from_dict(record.function)
+        request, _ = self._request(fn, record.uid, record.params, dict(record.inputs), None, "")
+        self.runtime.submit(self.runtime.prepare(request))
 
     # -- events and thresholds ------------------------------------------------------------
 

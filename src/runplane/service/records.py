@@ -195,6 +195,10 @@ class RunStore:
             raise NotFoundError(f"run {uid!r} does not exist (list runs with `runplane runs`)")
         return run  # type: ignore[no-any-return]
 
+    def exists(self, uid: str) -> bool:
+        with self._sessions() as session:
+            return session.get(Run, uid) is not None
+
     def get(self, uid: str) -> RunRecord:
         with self._sessions() as session:
             return RunRecord.of(self._load(session, self._resolve(session, uid)))

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from runplane.config import Settings
 from runplane.runtimes.base import Runtime
-from runplane.runtimes.events import Listener
+from runplane.runtimes.events import Listener, RunEvent, RunState
 from runplane.service.catalog import FunctionCatalog
-from runplane.service.core import THIS_PROCESS, RunService, process_alive
+from runplane.service.core import LIVE_STATES, THIS_PROCESS, RunService, process_alive
 from runplane.service.db import connect, sqlite_url
 from runplane.service.defaults import DefaultsStore, apply_overrides
 from runplane.service.records import RunExistsError, RunStore
@@ -19,11 +20,29 @@ from runplane.service.schedules import ScheduleRecord, ScheduleStore
 from runplane.spec.function import Function
 
 
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    resubmitted: list[str]
+    lost: list[str]
+    orphans: list[str]
+
+
 def _runtime_factory(settings: Settings) -> tuple[Any, str]:
     if settings.service.runtime == "kubernetes":
-        from runplane.errors import ConfigError
+        from runplane.runtimes.kubernetes import KubernetesRuntime
 
-        raise ConfigError("service.runtime: 'kubernetes' is not wired into the service yet")
+        service = settings.service
+
+        def kubernetes(listener: Listener) -> Runtime:
+            return KubernetesRuntime(
+                settings,
+                listener,
+                kubeconfig=service.kubeconfig,
+                context=service.kube_context,
+                instance=service.instance,
+            )
+
+        return kubernetes, "kubernetes"
     from runplane.runtimes.local.runtime import LocalRuntime
 
     def local(listener: Listener) -> Runtime:
@@ -47,11 +66,54 @@ class Server:
         if executor is not None:
             store.mark_lost(process_alive)
         self.runs = RunService(effective, store, factory, runtime_name=name, executor=executor)
+        self.reconciliation = self.reconcile() if name == "kubernetes" else None
         self._stop = threading.Event()
         self._scheduler = threading.Thread(
             target=self._fire_schedules, daemon=True, name="runplane-schedules"
         )
         self._scheduler.start()
+
+    def reconcile(self, sync_timeout: float = 60.0) -> Reconciliation:
+        """Make the records and the cluster agree after a start (or a crash and restart).
+
+        Pods that exist are reported by the watch's first list (a pod that finished while the
+        service was down gets its final state then). Runs recorded but never submitted are
+        submitted again (same pod name: never a second pod); runs whose pods are gone are
+        finished as ``error``; pods labelled as runs but unknown here are reported, and
+        deleted when ``service.orphan_pods`` says so.
+        """
+        runtime: Any = self.runs.runtime
+        runtime.wait_synced(sync_timeout)
+        pods = runtime.pods_by_run()
+        resubmitted, lost = [], []
+        for record in self.runs.store.list_runs(states=LIVE_STATES, limit=100_000):
+            if record.runtime != "kubernetes" or record.uid in pods:
+                continue
+            if record.state == "created":
+                self.runs.resubmit(record)
+                resubmitted.append(record.uid)
+            else:
+                self.runs.store.apply(
+                    RunEvent(
+                        uid=record.uid,
+                        state=RunState.ERROR,
+                        reason="PodLost",
+                        message="the run's pod no longer exists (deleted while the service was "
+                        "down); how the run ended is unknown",
+                    )
+                )
+                lost.append(record.uid)
+        orphans = [uid for uid in pods if uid and not self.runs.store.exists(uid)]
+        for uid in orphans:
+            print(
+                f"runplane: pod(s) of unknown run {uid}: "
+                + ", ".join(p["metadata"]["name"] for p in pods[uid])
+                + (" - deleting" if self.base_settings.service.orphan_pods == "delete" else ""),
+                flush=True,
+            )
+            if self.base_settings.service.orphan_pods == "delete":
+                runtime.abort(uid, "Orphan", "a pod of a run unknown to the service")
+        return Reconciliation(resubmitted, lost, orphans)
 
     @property
     def settings(self) -> Settings:

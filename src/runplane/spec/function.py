@@ -18,7 +18,7 @@ import pydantic
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.spec import env as environment
 from runplane.spec.base import SpecModel, translate
-from runplane.spec.labels import check_dns_label, check_labels
+from runplane.spec.labels import check_dns_label, check_label_key, check_labels
 from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import (
     COMPUTE,
@@ -128,6 +128,22 @@ class FunctionSpec(SpecModel):
     target_cpu_percent: int | None = pydantic.Field(default=None, ge=1)
     http: HttpSpec | None = None
     retries: int = pydantic.Field(default=0, ge=0)
+    #: Pod annotations (for sidecars, admission webhooks, cluster tooling).
+    annotations: dict[str, str] = pydantic.Field(default_factory=dict)
+
+    @pydantic.field_validator("annotations", mode="before")
+    @classmethod
+    def _annotations(cls, value: Any) -> Any:
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise InvalidValueError(
+                "spec.annotations",
+                value,
+                "annotations map label-style keys to strings",
+                "{'example.com/owner': 'team-ml'}",
+            )
+        for key in value:
+            check_label_key("spec.annotations key", key)
+        return value
 
     @pydantic.field_validator("node_name", mode="before")
     @classmethod

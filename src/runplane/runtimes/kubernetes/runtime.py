@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from runplane.config import Settings
 from runplane.errors import ConflictError, InvalidValueError, RunplaneError
 from runplane.render import Rendered
+from runplane.runtimes.base import RunRequest
 from runplane.runtimes.events import Listener, RunEvent, RunState
 from runplane.runtimes.kubernetes import names
 from runplane.runtimes.kubernetes.client import api_client
@@ -118,6 +119,24 @@ class KubernetesRuntime:
         self.watch.stop()
 
     # -- submitting -----------------------------------------------------------------------
+
+    def prepare(self, request: RunRequest) -> list[dict[str, Any]]:
+        """The run's manifests, with what the pod's entry point needs beyond the rendering:
+        parameters, inputs and the code's file name, as environment variables."""
+        manifests = [json.loads(json.dumps(m)) for m in request.manifests]
+        extra = {
+            "RUNPLANE_PARAMS": json.dumps(request.params),
+            "RUNPLANE_INPUTS": json.dumps(request.inputs),
+            "RUNPLANE_FILENAME": request.filename,
+        }
+        for manifest in manifests:
+            if manifest.get("kind") != "Pod":
+                continue
+            container = manifest["spec"]["containers"][0]
+            env = container.setdefault("env", [])
+            taken = {item["name"] for item in env}
+            env.extend({"name": k, "value": v} for k, v in extra.items() if k not in taken)
+        return manifests
 
     def submit(self, rendered: Rendered | Iterable[Mapping[str, Any]]) -> list[str]:
         """Create the run's Secrets, then its pods; returns the pod names.
@@ -290,6 +309,23 @@ class KubernetesRuntime:
         )
         items: list[dict[str, Any]] = found.get("items") or []
         return items
+
+    def pods_by_run(self) -> dict[str, list[dict[str, Any]]]:
+        """Every pod of this runtime's runs, by run uid, as the API has them now."""
+        found = self._checked(
+            "listing run pods",
+            lambda: self._rest.json(
+                "GET",
+                pods_path(self.namespace),
+                {"labelSelector": self.selector()},
+                timeout=self._timeout,
+            ),
+        )
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for pod in found.get("items") or []:
+            uid = (pod.get("metadata", {}).get("labels") or {}).get(names.RUN_UID, "")
+            runs.setdefault(uid, []).append(pod)
+        return runs
 
     def holds(self, uid: str) -> bool:
         """True while the run has a pod that has not finished."""

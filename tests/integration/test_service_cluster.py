@@ -1,0 +1,232 @@
+"""The service on a real control plane: placement, thresholds, reasons, abort, and a restart
+that loses nothing and duplicates nothing."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import runplane
+from runplane.config import load_settings
+from runplane.runtimes.kubernetes import names
+from runplane.service.api import create_app
+from runplane.service.server import Server
+from testbed import topology
+from testbed.pytest_plugin import TestbedCluster
+
+TOKEN = {"Authorization": "Bearer cluster-token"}
+IMAGE = "registry.example/runplane/job:1"
+CODE = "def handler(context, x: int = 1):\n    return {'x': x}\n"
+
+
+@pytest.fixture(scope="module")
+def environment(
+    testbed_cluster: TestbedCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, str]]:
+    home = tmp_path_factory.mktemp("service")
+    values = {
+        "RUNPLANE_CONFIG": str(home / "absent.yaml"),
+        "RUNPLANE_LOCAL__HOME": str(home),
+        "RUNPLANE_NAMESPACE": topology.RUNS_NAMESPACE,
+        "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
+        "RUNPLANE_SERVICE__KUBECONFIG": str(testbed_cluster.kubeconfig),
+        "RUNPLANE_SERVICE__INSTANCE": f"svc-{uuid.uuid4().hex[:8]}",
+        "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{home / 'service.db'}",
+        "RUNPLANE_SERVICE__TOKENS": '[{"token": "cluster-token", "user": "ci", "role": "user"}]',
+    }
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("RUNPLANE_") and name != "RUNPLANE_SKIP_TESTBED":
+                patch.delenv(name)
+        for name, value in values.items():
+            patch.setenv(name, value)
+        yield values
+
+
+@pytest.fixture(scope="module")
+def server(environment: dict[str, str]) -> Iterator[Server]:
+    running = Server(load_settings())
+    yield running
+    running.close()
+
+
+@pytest.fixture(scope="module")
+def client(server: Server) -> TestClient:
+    return TestClient(create_app(server))
+
+
+@pytest.fixture(scope="module")
+def code_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("code") / "job.py"
+    path.write_text(CODE)
+    return path
+
+
+def job(
+    code_file: Path, name: str = "job", annotations: dict[str, str] | None = None, **requests: Any
+) -> runplane.Function:
+    fn = runplane.code_to_function(name, filename=str(code_file), handler="handler", image=IMAGE)
+    fn.with_requests(**(requests or {"cpu": "100m", "mem": "64Mi"}))
+    if annotations:
+        fn.spec.annotations = annotations
+    return fn
+
+
+def submit(client: TestClient, fn: runplane.Function, **body: Any) -> str:
+    answer = client.post("/api/v1/runs", headers=TOKEN, json={"function": fn.to_dict(), **body})
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["uid"])
+
+
+def wait(client: TestClient, uid: str, states: set[str], timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    run: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        run = client.get(f"/api/v1/runs/{uid}", headers=TOKEN).json()
+        if run["state"] in states:
+            return run
+        time.sleep(0.1)
+    raise AssertionError(f"run {uid} stayed {run.get('state')}: {run.get('status_text')}")
+
+
+def node_group(testbed_cluster: TestbedCluster, node: str) -> str:
+    labels = testbed_cluster.core.read_node(node).metadata.labels or {}
+    return str(labels.get(topology.GROUP_LABEL, ""))
+
+
+@pytest.mark.parametrize(
+    ("mode", "groups"),
+    [("prevent", {"on-demand"}), ("constrain", {"spot"}), ("allow", {"on-demand", "spot"})],
+)
+def test_each_mode_lands_on_its_node_group(client, testbed_cluster, code_file, mode, groups):
+    fn = job(code_file, annotations={"runplane.io/test-duration": "1s"})
+    uid = submit(client, fn.with_preemption_mode(mode))
+    run = wait(client, uid, {"completed"})
+    assert node_group(testbed_cluster, run["attempts"][0]["node"]) in groups
+    assert [t["state"] for t in run["transitions"]][-3:] == ["pending", "running", "completed"]
+
+
+@pytest.mark.parametrize(
+    ("case", "threshold", "text"),
+    [
+        ("impossible", "pending_not_scheduled", "0/"),
+        ("image", "image_pull_backoff", "Back-off pulling image"),
+        ("long", "running", ""),
+    ],
+)
+def test_every_threshold_aborts_within_seconds(client, code_file, case, threshold, text):
+    if case == "impossible":
+        fn = job(code_file, cpu=500)
+    elif case == "image":
+        fn = job(code_file)
+        fn.spec.image = "registry.example/does-not-exist:1"
+    else:
+        fn = job(code_file, annotations={"runplane.io/test-duration": "120s"})
+    started = time.monotonic()
+    uid = submit(client, fn, state_thresholds={threshold: "2s"})
+    run = wait(client, uid, {"aborted"}, timeout=40)
+    assert time.monotonic() - started < 25
+    assert run["reason"] == "ThresholdExceeded"
+    assert run["status_text"].startswith(
+        f"Run aborted due to exceeded state threshold: {threshold}"
+    )
+    assert text in run["status_text"]
+
+
+def test_oom_and_exit_codes_are_recorded(client, code_file):
+    oom = submit(
+        client,
+        job(
+            code_file,
+            annotations={
+                "runplane.io/test-exit-code": "137",
+                "runplane.io/test-reason": "OOMKilled",
+            },
+        ),
+    )
+    failed = submit(
+        client, job(code_file, name="fails", annotations={"runplane.io/test-exit-code": "3"})
+    )
+    oom_run = wait(client, oom, {"error"})
+    assert oom_run["reason"] == "OOMKilled"
+    assert oom_run["attempts"][0]["exit_code"] == 137
+    failed_run = wait(client, failed, {"error"})
+    assert failed_run["attempts"][0]["exit_code"] == 3
+
+
+def test_abort_and_a_finished_run(client, code_file):
+    uid = submit(client, job(code_file, annotations={"runplane.io/test-duration": "120s"}))
+    wait(client, uid, {"running"})
+    assert client.post(f"/api/v1/runs/{uid}/abort", headers=TOKEN).status_code == 200
+    assert wait(client, uid, {"aborted"})["state"] == "aborted"
+    assert client.post(f"/api/v1/runs/{uid}/abort", headers=TOKEN).status_code == 409
+
+
+def test_a_restart_loses_nothing_and_duplicates_nothing(
+    environment, server, testbed_cluster, code_file
+):
+    """The service stops (as after a crash, without aborting anything); meanwhile a run
+    finishes, a recorded run has no pod yet, and a stray labelled pod appears."""
+    client = TestClient(create_app(server))
+    finishing = submit(client, job(code_file, annotations={"runplane.io/test-duration": "3s"}))
+    wait(client, finishing, {"running"})
+    never_started = uuid.uuid4().hex
+    stored = job(code_file, name="late", annotations={"runplane.io/test-duration": "1s"})
+    server.runs.store.create(
+        uid=never_started,
+        project="default",
+        name="late",
+        runtime="kubernetes",
+        function=stored.to_dict(),
+        params={},
+        inputs={},
+        thresholds={},
+        priority_class="medium",
+        requests={},
+        limits={},
+        executor=None,
+    )
+    server.runs.runtime.close()  # the watch stops: nothing is aborted, pods keep running
+    orphan = uuid.uuid4().hex
+    instance = environment["RUNPLANE_SERVICE__INSTANCE"]
+    testbed_cluster.core.create_namespaced_pod(
+        topology.RUNS_NAMESPACE,
+        {
+            "metadata": {
+                "name": f"stray-{orphan[:8]}",
+                "labels": {names.RUN_UID: orphan, names.INSTANCE: instance},
+            },
+            "spec": {"containers": [{"name": "main", "image": IMAGE}]},
+        },
+    )
+    time.sleep(5)  # "finishing" completes while nobody watches
+
+    restarted = Server(load_settings())
+    try:
+        again = TestClient(create_app(restarted))
+        assert restarted.reconciliation is not None
+        assert restarted.reconciliation.resubmitted == [never_started]
+        assert restarted.reconciliation.orphans == [orphan]
+        assert wait(again, finishing, {"completed"})["state"] == "completed"
+        assert wait(again, never_started, {"completed"})["state"] == "completed"
+        pods = testbed_cluster.core.list_namespaced_pod(
+            topology.RUNS_NAMESPACE,
+            label_selector=f"{names.RUN_UID} in ({finishing},{never_started})",
+        ).items
+        assert len(pods) == 2  # one pod per run: nothing was submitted twice
+        deadline = time.monotonic() + 30
+        while testbed_cluster.core.list_namespaced_pod(
+            topology.RUNS_NAMESPACE, label_selector=f"{names.RUN_UID}={orphan}"
+        ).items:
+            assert time.monotonic() < deadline, "the orphan pod was not deleted"
+            time.sleep(0.2)
+    finally:
+        restarted.close()
