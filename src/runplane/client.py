@@ -42,6 +42,18 @@ class Backend(Protocol):
     ) -> list[RunRecord]: ...
 
 
+def _needs_service(what: str) -> RunplaneError:
+    from runplane.errors import InvalidValueError
+
+    return InvalidValueError(
+        "RUNPLANE_API",
+        None,
+        f"{what} needs the runplane service (`runplane serve`); set RUNPLANE_API and "
+        "RUNPLANE_TOKEN",
+        "RUNPLANE_API=http://127.0.0.1:8470",
+    )
+
+
 class ApiError(RunplaneError):
     """The service refused a request; the message is the service's."""
 
@@ -71,6 +83,8 @@ class ApiBackend:
             raise ApiError(
                 503, f"the runplane service at {self._http.base_url} cannot be reached: {error}"
             ) from None
+        if answer.status_code == 204:
+            return None
         if answer.status_code >= 400:
             try:
                 message = answer.json()["message"]
@@ -113,6 +127,30 @@ class ApiBackend:
     def abort(self, uid: str) -> RunRecord:
         return _record(self._call("POST", f"/runs/{uid}/abort"))
 
+    def schedule(
+        self,
+        fn: Function,
+        cron: str,
+        params: Mapping[str, Any] | None = None,
+        state_thresholds: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        body = {
+            "function": fn.to_dict(),
+            "schedule": cron,
+            "params": dict(params or {}),
+            "state_thresholds": dict(state_thresholds or {}),
+        }
+        return dict(self._call("POST", "/schedules", json=body))
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/schedules"))
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self._call("DELETE", f"/schedules/{schedule_id}")
+
+    def deploy(self, fn: Function) -> dict[str, Any]:
+        return dict(self._call("POST", "/deployments", json={"function": fn.to_dict()}))
+
     def logs(self, uid: str, offset: int = 0) -> str:
         text = str(self._call("GET", f"/runs/{uid}/logs"))
         return text.encode()[offset:].decode("utf-8", errors="replace")
@@ -133,6 +171,14 @@ def _record(data: dict[str, Any]) -> RunRecord:
     data["transitions"] = [TransitionRecord(**t) for t in data["transitions"]]
     data["attempts"] = [AttemptRecord(**a) for a in data["attempts"]]
     return RunRecord(**data)
+
+
+def api_backend(what: str) -> ApiBackend:
+    """The service for what only a service can do (schedules, deployments)."""
+    service = backend()
+    if not isinstance(service, ApiBackend):
+        raise _needs_service(what)
+    return service
 
 
 def backend(settings: Settings | None = None) -> Backend:

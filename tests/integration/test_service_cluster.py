@@ -230,3 +230,54 @@ def test_a_restart_loses_nothing_and_duplicates_nothing(
             time.sleep(0.2)
     finally:
         restarted.close()
+
+
+def test_deploy_serving_applies_and_replaces(client, testbed_cluster, code_file):
+    serve = runplane.code_to_function(
+        "predict", filename=str(code_file), handler="handler", kind="serving", image=IMAGE
+    )
+    serve.with_requests(cpu="100m", mem="64Mi").with_http(workers=2)
+    serve.spec.min_replicas = 1
+    serve.spec.max_replicas = 3
+    answer = client.post("/api/v1/deployments", headers=TOKEN, json={"function": serve.to_dict()})
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["applied"] == [
+        "Deployment/predict",
+        "Service/predict",
+        "HorizontalPodAutoscaler/predict",
+    ]
+    from kubernetes import client as k8s
+
+    apps = k8s.AppsV1Api(testbed_cluster.api)
+    scaling = k8s.AutoscalingV2Api(testbed_cluster.api)
+    namespace = topology.RUNS_NAMESPACE
+    assert apps.read_namespaced_deployment("predict", namespace).spec.replicas == 1
+    assert (
+        scaling.read_namespaced_horizontal_pod_autoscaler("predict", namespace).spec.max_replicas
+        == 3
+    )
+    serve.spec.min_replicas = serve.spec.max_replicas = None
+    serve.spec.replicas = 2
+    again = client.post("/api/v1/deployments", headers=TOKEN, json={"function": serve.to_dict()})
+    assert again.json()["applied"] == ["Deployment/predict", "Service/predict"]
+    assert apps.read_namespaced_deployment("predict", namespace).spec.replicas == 2
+    names_left = [
+        h.metadata.name for h in scaling.list_namespaced_horizontal_pod_autoscaler(namespace).items
+    ]
+    assert "predict" not in names_left  # not sticky: the autoscaler went with the range
+    deadline = time.monotonic() + 30
+    while apps.read_namespaced_deployment("predict", namespace).status.ready_replicas != 2:
+        assert time.monotonic() < deadline, "the deployment's pods never became ready"
+        time.sleep(0.2)
+    apps.delete_namespaced_deployment("predict", namespace)
+    k8s.CoreV1Api(testbed_cluster.api).delete_namespaced_service("predict", namespace)
+
+
+def test_cluster_summary_lists_node_groups(client):
+    summary = client.get("/api/v1/cluster", headers=TOKEN).json()
+    assert summary["runtime"] == "kubernetes"
+    groups = {node["group"] for node in summary["nodes"]}
+    assert {"system", "on-demand", "spot", "gpu"} <= groups
+    gpu = next(node for node in summary["nodes"] if node["group"] == "gpu")
+    assert gpu["allocatable"]["nvidia.com/gpu"] == 4
+    assert all(node["free"]["cpu"] <= node["allocatable"]["cpu"] for node in summary["nodes"])

@@ -230,3 +230,14 @@ def test_cluster_summary(client):
     assert summary["runtime"] == "local"
     (node,) = summary["nodes"]
     assert node["allocatable"]["cpu"] == 2000
+
+
+def test_deploy_needs_a_cluster(client, function_dict):
+    serving = function_dict()
+    serving["kind"] = "serving"
+    answer = client.post("/api/v1/deployments", headers=USER, json={"function": serving})
+    assert answer.status_code == 422
+    assert "serving functions are deployed to a Kubernetes cluster" in answer.json()["message"]
+    job = client.post("/api/v1/deployments", headers=USER, json={"function": function_dict()})
+    assert job.status_code == 422
+    assert "only serving functions are deployed; jobs are run" in job.json()["message"]

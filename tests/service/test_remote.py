@@ -158,3 +158,66 @@ def test_wrong_token_is_a_clear_error(service_url, tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr == "error: a valid bearer token is required\n"
+
+
+def test_schedules_from_the_cli_and_the_sdk(service_url, tmp_path):
+    script = tmp_path / "nightly.py"
+    script.write_text("def handler(context):\n    return 1\n")
+    env = client_env(service_url, tmp_path)
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "runplane", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    created = cli("schedule", "create", str(script), "--handler", "handler", "--cron", "0 3 * * *")
+    assert created.returncode == 0, created.stderr
+    schedule_id = created.stdout.split()[0]
+    assert "default/nightly '0 3 * * *'" in created.stdout
+    program = textwrap.dedent(f"""
+        import runplane
+        fn = runplane.code_to_function("hourly", filename={str(script)!r}, handler="handler")
+        print(fn.run(schedule="0 * * * *")["cron"])
+    """)
+    sdk = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert sdk.stdout.strip() == "0 * * * *", sdk.stderr
+    listed = cli("schedule", "list").stdout
+    assert "nightly" in listed and "hourly" in listed
+    assert cli("schedule", "delete", schedule_id).returncode == 0
+    assert "nightly" not in cli("schedule", "list").stdout
+    bad = cli("schedule", "create", str(script), "--handler", "handler", "--cron", "often")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: schedule: 'often' is not valid")
+    deploy = cli("deploy", str(script), "--handler", "handler")
+    assert deploy.returncode == 2
+    assert "serving functions are deployed to a Kubernetes cluster" in deploy.stderr
+
+
+def test_schedules_need_the_service(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text("def handler(context):\n    return 1\n")
+    program = textwrap.dedent(f"""
+        import runplane
+        fn = runplane.code_to_function("job", filename={str(script)!r}, handler="handler")
+        try:
+            fn.run(schedule="* * * * *")
+        except runplane.errors.RunplaneError as error:
+            print(error)
+    """)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
+    env |= {
+        "RUNPLANE_CONFIG": str(tmp_path / "absent.yaml"),
+        "RUNPLANE_LOCAL__HOME": str(tmp_path / "home"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.startswith(
+        "RUNPLANE_API: None is not valid; a schedule needs the runplane service (`runplane serve`)"
+    ), done.stderr

@@ -110,8 +110,17 @@ def serve(host: str | None, port: int | None) -> None:
 
 def _register() -> None:
     from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
+    from runplane.cli.service import deploy_command, schedule_group
 
-    for command in (run_command, runs_command, get_group, logs_command, abort_command):
+    for command in (
+        run_command,
+        runs_command,
+        get_group,
+        logs_command,
+        abort_command,
+        schedule_group,
+        deploy_command,
+    ):
         cli.add_command(command)
 
 

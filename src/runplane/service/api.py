@@ -205,6 +205,15 @@ def create_app(server: Server) -> FastAPI:
         path = server.settings.local.home / "runs" / record.uid / "output.log"
         return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
+    @app.post(f"{API}/deployments", status_code=201)
+    def deploy(body: RunSubmission, who: User) -> dict[str, Any]:
+        fn = function_of(body)
+        return {
+            "name": fn.metadata.name,
+            "namespace": server.settings.namespace,
+            "applied": server.deploy(fn, role=who.role),
+        }
+
     @app.post(f"{API}/schedules", status_code=201)
     def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleRecord:
         fn = function_of(body)
@@ -244,12 +253,6 @@ def create_app(server: Server) -> FastAPI:
 
     @app.get(f"{API}/cluster")
     def cluster(_: User) -> dict[str, Any]:
-        from runplane.runtimes.local.node import local_node
-
-        node = local_node(server.settings)
-        return {
-            "runtime": server.runs.runtime_name,
-            "nodes": [{"name": node.name, "labels": node.labels, "allocatable": node.allocatable}],
-        }
+        return {"runtime": server.runs.runtime_name, "nodes": server.nodes()}
 
     return app

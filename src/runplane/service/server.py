@@ -115,6 +115,50 @@ class Server:
                 runtime.abort(uid, "Orphan", "a pod of a run unknown to the service")
         return Reconciliation(resubmitted, lost, orphans)
 
+    def deploy(self, fn: Function, role: str | None = None) -> list[str]:
+        """Apply a serving function's Deployment, Service and autoscaler to the cluster."""
+        from runplane.errors import InvalidValueError
+        from runplane.render import render
+        from runplane.spec.function import FunctionKind
+
+        if fn.kind is not FunctionKind.SERVING:
+            raise InvalidValueError(
+                "kind",
+                fn.kind.value,
+                "only serving functions are deployed; jobs are run",
+                "new_function('serve', kind='serving')",
+            )
+        if self.runs.runtime_name != "kubernetes":
+            raise InvalidValueError(
+                "service.runtime",
+                self.runs.runtime_name,
+                "serving functions are deployed to a Kubernetes cluster; start the service "
+                "with service.runtime: kubernetes",
+                "RUNPLANE_SERVICE__RUNTIME=kubernetes",
+            )
+        rendered = render(fn, self.settings, role=role)
+        runtime: Any = self.runs.runtime
+        return list(runtime.apply(rendered.manifests))
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """Each node: its group, labels, taints, what it can hold and what is free on it."""
+        if self.runs.runtime_name != "kubernetes":
+            from runplane.runtimes.local.node import local_node
+
+            node = local_node(self.settings)
+            return [
+                {
+                    "name": node.name,
+                    "group": "",
+                    "labels": node.labels,
+                    "taints": [],
+                    "allocatable": node.allocatable,
+                    "free": node.allocatable,
+                }
+            ]
+        runtime: Any = self.runs.runtime
+        return list(runtime.node_summary())
+
     @property
     def settings(self) -> Settings:
         return self.runs.settings

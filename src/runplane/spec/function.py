@@ -455,18 +455,32 @@ class Function(SpecModel):
         inputs: Mapping[str, Any] | None = None,
         state_thresholds: Mapping[str, Any] | None = None,
         watch: bool = True,
+        schedule: str | None = None,
     ) -> Any:
-        """Run the function here (the embedded default) and return a handle to the run.
+        """Run the function and return a handle to the run ("Run now").
 
-        ``params`` are converted to the handler's annotated types; ``inputs`` are paths passed
-        to the handler by name; ``state_thresholds`` override the function's for this run.
-        With ``watch`` the call waits, printing the run's output; otherwise it returns at once.
+        Runs go to the service named by ``RUNPLANE_API``, else they run here (the embedded
+        default). ``params`` are converted to the handler's annotated types; ``inputs`` are
+        paths passed to the handler by name; ``state_thresholds`` override the function's for
+        this run. With ``watch`` the call waits, printing the run's output. With ``schedule``
+        (a cron expression, "Schedule for later") the service stores a schedule instead and
+        its record is returned.
         """
-        from runplane.client import run_function  # the client layer, loaded on first run
+        from runplane import client  # the client layer, loaded on first run
 
-        return run_function(
+        if schedule is not None:
+            return client.api_backend("a schedule").schedule(
+                self, schedule, params, state_thresholds
+            )
+        return client.run_function(
             self, params=params, inputs=inputs, state_thresholds=state_thresholds, watch=watch
         )
+
+    def deploy(self) -> Any:
+        """Deploy a serving function (Deployment, Service, autoscaler) through the service."""
+        from runplane import client
+
+        return client.api_backend("deploying a serving function").deploy(self)
 
     # -- thresholds and serving -------------------------------------------------------------------
 

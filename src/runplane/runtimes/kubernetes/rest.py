@@ -20,6 +20,24 @@ from kubernetes.client.exceptions import ApiException
 Timeout = float | tuple[float, float] | None
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+#: Where each kind runplane renders lives in the API (group/version path, plural).
+_RESOURCES = {
+    ("v1", "Pod"): ("/api/v1", "pods"),
+    ("v1", "Secret"): ("/api/v1", "secrets"),
+    ("v1", "Service"): ("/api/v1", "services"),
+    ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): (
+        "/apis/autoscaling/v2",
+        "horizontalpodautoscalers",
+    ),
+}
+
+
+def object_path(api_version: str, kind: str, namespace: str, name: str) -> str:
+    prefix, plural = _RESOURCES[(api_version, kind)]
+    return f"{prefix}/namespaces/{namespace}/{plural}/{name}"
 
 
 class RestApi:

@@ -33,7 +33,14 @@ from runplane.runtimes.events import Listener, RunEvent, RunState
 from runplane.runtimes.kubernetes import names
 from runplane.runtimes.kubernetes.client import api_client
 from runplane.runtimes.kubernetes.pod_events import POD_DELETED, pod_to_event
-from runplane.runtimes.kubernetes.rest import MERGE_PATCH, RestApi, pods_path, secrets_path
+from runplane.runtimes.kubernetes.rest import (
+    APPLY_PATCH,
+    MERGE_PATCH,
+    RestApi,
+    object_path,
+    pods_path,
+    secrets_path,
+)
 from runplane.runtimes.kubernetes.watch import DELETED, VANISHED, Backoff, PodWatch
 
 log = logging.getLogger(__name__)
@@ -293,6 +300,90 @@ class KubernetesRuntime:
             raise ClusterError(
                 f"kubernetes: updating secret {name}: HTTP {error.status}: {_api_message(error)}"
             ) from None
+
+    # -- the cluster --------------------------------------------------------------------
+
+    def node_summary(self) -> list[dict[str, Any]]:
+        """Nodes with their group, labels, taints, allocatable and free capacity (allocatable
+        less the requests of every pod not finished on the node, in placement's units)."""
+        from runplane.placement import Node, pod_requests
+
+        nodes = self._checked(
+            "listing nodes", lambda: self._rest.json("GET", "/api/v1/nodes", timeout=self._timeout)
+        )
+        pods = self._checked(
+            "listing pods",
+            lambda: self._rest.json(
+                "GET",
+                "/api/v1/pods",
+                {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
+                timeout=self._timeout,
+            ),
+        )
+        summary = {}
+        for item in nodes.get("items") or []:
+            node = Node.from_kubernetes(item)
+            summary[node.name] = node
+        for pod in pods.get("items") or []:
+            host = summary.get(pod.get("spec", {}).get("nodeName", ""))
+            if host is not None:
+                host.reserve(pod_requests(pod["spec"]))
+        return [
+            {
+                "name": n.name,
+                "group": n.labels.get("runplane.io/node-group", ""),
+                "labels": n.labels,
+                "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in n.taints],
+                "allocatable": n.allocatable,
+                "free": {k: n.free(k) for k in n.allocatable}
+                | {"pods": n.allocatable.get("pods", 0) - n.pod_count},
+            }
+            for n in summary.values()
+        ]
+
+    # -- deploying (serving) ---------------------------------------------------------------
+
+    def apply(self, manifests: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Create or update objects with server-side apply (field manager ``runplane``).
+
+        Applying the same manifests again changes nothing; a serving function rendered
+        without autoscaling removes the HorizontalPodAutoscaler an earlier deploy made, so a
+        deploy leaves exactly what the function now says.
+        """
+        applied: list[str] = []
+        kinds: set[tuple[str, str]] = set()
+        name = ""
+        for manifest in manifests:
+            meta = manifest["metadata"]
+            namespace = meta.get("namespace", self.namespace)
+            path = object_path(manifest["apiVersion"], manifest["kind"], namespace, meta["name"])
+            body = json.dumps(manifest)
+            self._checked(
+                f"applying {manifest['kind']} {meta['name']}",
+                lambda path=path, body=body: self._rest.json(  # type: ignore[misc]
+                    "PATCH",
+                    path,
+                    {"fieldManager": "runplane", "force": "true"},
+                    body=body,
+                    content_type=APPLY_PATCH,
+                    timeout=self._timeout,
+                ),
+            )
+            applied.append(f"{manifest['kind']}/{meta['name']}")
+            kinds.add((manifest["apiVersion"], manifest["kind"]))
+            if manifest["kind"] == "Deployment":
+                name = meta["name"]
+        hpa = ("autoscaling/v2", "HorizontalPodAutoscaler")
+        if name and hpa not in kinds:
+            path = object_path(*hpa, self.namespace, name)
+            try:
+                self._rest.json("DELETE", path, timeout=self._timeout)
+            except ApiException as error:
+                if error.status != 404:
+                    raise ClusterError(
+                        f"removing the autoscaler of {name}: {_api_message(error)}"
+                    ) from None
+        return applied
 
     # -- aborting -------------------------------------------------------------------------
 

@@ -1,0 +1,84 @@
+"""``runplane schedule ...`` and ``runplane deploy``: what only the service does."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+
+from runplane.cli.options import apply_resource_options, parse_pairs, resource_options
+
+
+def _api(what: str) -> Any:
+    from runplane.client import api_backend
+
+    return api_backend(what)
+
+
+@click.group("schedule")
+def schedule_group() -> None:
+    """Schedule runs for later (cron), list and delete schedules (needs RUNPLANE_API)."""
+
+
+@schedule_group.command("create")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("--cron", required=True, help="Five cron fields, e.g. '*/5 * * * *'.")
+@click.option("--handler", help="Function in the file to call.")
+@click.option("--name", help="Function name (default: the file name).")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE")
+@click.option("--threshold", "thresholds", multiple=True, metavar="STATE=TIME")
+@resource_options
+def schedule_create(
+    source: str,
+    cron: str,
+    handler: str | None,
+    name: str | None,
+    params: tuple[str, ...],
+    thresholds: tuple[str, ...],
+    **options: Any,
+) -> None:
+    """Run a function from SOURCE on a cron schedule."""
+    from runplane.cli.main import load_function
+
+    fn = apply_resource_options(load_function(source, name, handler, None), options)
+    record = _api("a schedule").schedule(
+        fn,
+        cron,
+        parse_pairs("--param", params, "--param epochs=3"),
+        parse_pairs("--threshold", thresholds, "--threshold running='1 min'"),
+    )
+    click.echo(f"{record['id']} {record['project']}/{record['name']} '{record['cron']}'")
+
+
+@schedule_group.command("list")
+def schedule_list() -> None:
+    """List schedules."""
+    for record in _api("listing schedules").schedules():
+        last = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record["last_fired_at"]))
+        click.echo(
+            f"{record['id']}  {record['project']}/{record['name']}  '{record['cron']}'  "
+            f"last due {last}"
+        )
+
+
+@schedule_group.command("delete")
+@click.argument("schedule_id")
+def schedule_delete(schedule_id: str) -> None:
+    """Delete a schedule."""
+    _api("deleting a schedule").delete_schedule(schedule_id)
+    click.echo(f"{schedule_id} deleted")
+
+
+@click.command("deploy")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("--handler", help="Function in the file that serves requests.")
+@click.option("--name", help="Function name (default: the file name).")
+@resource_options
+def deploy_command(source: str, handler: str | None, name: str | None, **options: Any) -> None:
+    """Deploy a serving function (Deployment, Service, autoscaler) through the service."""
+    from runplane.cli.main import load_function
+
+    fn = apply_resource_options(load_function(source, name, handler, "serving"), options)
+    answer = _api("deploying a serving function").deploy(fn)
+    click.echo(f"{answer['namespace']}: " + ", ".join(answer["applied"]))
