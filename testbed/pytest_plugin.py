@@ -65,6 +65,21 @@ class TestbedCluster:
     def read_pod(self, name: str) -> client.V1Pod:
         return self.core.read_namespaced_pod(name, self.namespace)
 
+    def add_node(self, group: str, name: str) -> str:
+        """One more node of a seeded group, Ready before this returns."""
+        tb_topology.create_nodes(
+            self.api, [tb_topology.node_manifest(self.topology.group(group), name)]
+        )
+        tb_topology.wait_nodes_ready(self.api, [name], timeout=60)
+        return name
+
+    def delete_node(self, name: str) -> None:
+        try:
+            self.core.delete_node(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
     def wait_pod(
         self, name: str, predicate: PodPredicate, timeout: float = 30, what: str = ""
     ) -> client.V1Pod:

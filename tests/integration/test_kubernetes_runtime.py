@@ -126,20 +126,6 @@ def group_of(tb: TestbedCluster, node: str) -> str:
     return ((meta.labels if meta else None) or {}).get(topology.GROUP_LABEL, "")
 
 
-def add_node(tb: TestbedCluster, group: str, name: str) -> str:
-    topology.create_nodes(tb.api, [topology.node_manifest(tb.topology.group(group), name)])
-    topology.wait_nodes_ready(tb.api, [name], timeout=60)
-    return name
-
-
-def delete_node(tb: TestbedCluster, name: str) -> None:
-    try:
-        tb.core.delete_node(name)
-    except client.ApiException as err:
-        if err.status != 404:
-            raise
-
-
 @pytest.fixture(scope="module", autouse=True)
 def lost_spot_run(
     testbed_cluster: TestbedCluster, runtime: KubernetesRuntime, settings: Settings
@@ -147,7 +133,7 @@ def lost_spot_run(
     """A run on a spot node that is deleted at module start. PodGC collects its pod only after
     a fixed 40 s quarantine, so that clock runs while the other tests do."""
     tb = testbed_cluster
-    node = add_node(tb, "spot", "krt-spot-lost")
+    node = tb.add_node("spot", "krt-spot-lost")
     uid = new_uid()
     fn = (
         job("lost")
@@ -157,7 +143,7 @@ def lost_spot_run(
     runtime.submit(rendered(fn, settings, uid))
     pod = tb.wait_pod(f"lost-{uid[:16]}-1", lambda p: kube.pod_status(p).phase == "Running")
     assert kube.node_name(pod) == node
-    delete_node(tb, node)
+    tb.delete_node(node)
     yield uid
     tb.core.delete_collection_namespaced_pod(
         tb.namespace, label_selector=f"{names.RUN_UID}={uid}", grace_period_seconds=0
@@ -272,7 +258,7 @@ def test_system_pod_preempts_a_run(
 ) -> None:
     tb = testbed_cluster
     group = tb.topology.group("on-demand")
-    node = add_node(tb, "on-demand", "krt-preempt")
+    node = tb.add_node("on-demand", "krt-preempt")
     try:
         uid = new_uid()
         fn = job("victim", cpu=group.allocatable_cpu).with_node_selection(
@@ -293,7 +279,7 @@ def test_system_pod_preempts_a_run(
         time.sleep(1.5)  # the pod's Failed and DELETED observations follow: no second end
         assert [e.state for e in recorder.of(uid)].count(RunState.ERROR) == 1
     finally:
-        delete_node(tb, node)
+        tb.delete_node(node)
 
 
 def test_abort_deletes_the_pod_and_reports_aborted(

@@ -281,3 +281,104 @@ def test_cluster_summary_lists_node_groups(client):
     gpu = next(node for node in summary["nodes"] if node["group"] == "gpu")
     assert gpu["allocatable"]["nvidia.com/gpu"] == 4
     assert all(node["free"]["cpu"] <= node["allocatable"]["cpu"] for node in summary["nodes"])
+
+
+def test_high_priority_starts_first_and_evicts_nothing(client, testbed_cluster, code_file):
+    node = testbed_cluster.add_node("on-demand", f"svc-prio-{uuid.uuid4().hex[:6]}")
+    allocatable = testbed_cluster.core.read_node(node).status.allocatable["cpu"]
+    more_than_half = f"{int(int(allocatable.rstrip('m')) * 0.6)}m"
+
+    def pinned(name: str, seconds: str, priority: str) -> runplane.Function:
+        fn = job(
+            code_file,
+            name=name,
+            annotations={"runplane.io/test-duration": seconds},
+            cpu=more_than_half,
+        )
+        return fn.with_node_selection(
+            node_selector={"kubernetes.io/hostname": node}
+        ).with_priority_class(priority)
+
+    try:
+        blocker = submit(client, pinned("blocker", "4s", "medium"))
+        wait(client, blocker, {"running"})
+        low = submit(client, pinned("low", "1s", "low"))
+        time.sleep(1)
+        high = submit(client, pinned("high", "1s", "high"))
+        runs = {
+            uid: wait(client, uid, {"completed", "error", "aborted"}, timeout=90)
+            for uid in (blocker, low, high)
+        }
+        assert {run["state"] for run in runs.values()} == {"completed"}, runs
+        assert runs[high]["started_at"] < runs[low]["started_at"]
+        assert runs[blocker]["reason"] != "Preempted"  # the queue was reordered, nobody evicted
+        assert len(runs[blocker]["attempts"]) == 1
+    finally:
+        testbed_cluster.delete_node(node)
+
+
+def test_sigkill_of_the_service_loses_and_duplicates_nothing(
+    environment, testbed_cluster, code_file, tmp_path
+):
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    def start() -> tuple[subprocess.Popen[bytes], str]:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        env = dict(os.environ) | {
+            "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{tmp_path / 'killed.db'}"
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-m", "runplane", "serve", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}/api/v1"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    return process, url
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        process.kill()
+        raise AssertionError("the service did not start")
+
+    process, url = start()
+    fn = job(code_file, name="survivor", annotations={"runplane.io/test-duration": "3s"})
+    uid = httpx.post(
+        f"{url}/runs", headers=TOKEN, json={"function": fn.to_dict()}, timeout=30
+    ).json()["uid"]
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{url}/runs/{uid}", headers=TOKEN).json()["state"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    time.sleep(4)  # the run finishes while the service is dead
+    process, url = start()
+    try:
+        deadline = time.monotonic() + 30
+        while (run := httpx.get(f"{url}/runs/{uid}", headers=TOKEN).json())["state"] != "completed":
+            assert time.monotonic() < deadline, run
+            time.sleep(0.2)
+        assert [t["state"] for t in run["transitions"]] == [
+            "created",
+            "pending",
+            "running",
+            "completed",
+        ]
+        pods = testbed_cluster.core.list_namespaced_pod(
+            topology.RUNS_NAMESPACE, label_selector=f"{names.RUN_UID}={uid}"
+        ).items
+        assert len(pods) == 1
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

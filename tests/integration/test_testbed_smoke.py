@@ -82,20 +82,13 @@ def group_of(tb: TestbedCluster, node: str) -> str:
     return ((meta.labels if meta else None) or {}).get(topology.GROUP_LABEL, "")
 
 
-def add_node(tb: TestbedCluster, group: str, name: str) -> str:
-    manifest = topology.node_manifest(tb.topology.group(group), name)
-    topology.create_nodes(tb.api, [manifest])
-    topology.wait_nodes_ready(tb.api, [name], timeout=60)
-    return name
-
-
 @pytest.fixture(scope="module", autouse=True)
 def orphaned_spot_pod(testbed_cluster: TestbedCluster) -> Iterator[Future[client.V1Pod]]:
     """Delete a spot node with a running pod at module start: PodGC only collects pods of a
     vanished node after a fixed 40 s quarantine, so this clock runs while other tests do. The
     Failed state lasts one watch event before PodGC force-deletes, hence a background watch."""
     tb = testbed_cluster
-    node = add_node(tb, "spot", "spot-reclaimed")
+    node = tb.add_node("spot", "spot-reclaimed")
     pod: Any = pod_manifest(
         "on-reclaimed-spot",
         "podgc",
@@ -206,7 +199,7 @@ def test_system_pod_preempts_user_pod(testbed_cluster: TestbedCluster, make_pod:
 
 def test_noexecute_taint_evicts(testbed_cluster: TestbedCluster, make_pod: MakePod) -> None:
     tb = testbed_cluster
-    node = add_node(tb, "spot", "spot-tainted")
+    node = tb.add_node("spot", "spot-tainted")
     try:
         make_pod(
             "evictee", tolerations=[SPOT_TOLERATION], nodeSelector={"kubernetes.io/hostname": node}
