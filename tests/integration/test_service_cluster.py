@@ -171,10 +171,15 @@ def test_abort_and_a_finished_run(client, code_file):
 
 
 def test_a_restart_loses_nothing_and_duplicates_nothing(
-    environment, server, testbed_cluster, code_file
+    environment, testbed_cluster, code_file, tmp_path, monkeypatch
 ):
     """The service stops (as after a crash, without aborting anything); meanwhile a run
     finishes, a recorded run has no pod yet, and a stray labelled pod appears."""
+    # A service of its own (database, instance label), so the module's service keeps watching.
+    instance = f"svc-restart-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("RUNPLANE_SERVICE__INSTANCE", instance)
+    monkeypatch.setenv("RUNPLANE_SERVICE__DATABASE_URL", f"sqlite:///{tmp_path / 'restart.db'}")
+    server = Server(load_settings())
     client = TestClient(create_app(server))
     finishing = submit(client, job(code_file, annotations={"runplane.io/test-duration": "3s"}))
     wait(client, finishing, {"running"})
@@ -195,8 +200,8 @@ def test_a_restart_loses_nothing_and_duplicates_nothing(
         executor=None,
     )
     server.runs.runtime.close()  # the watch stops: nothing is aborted, pods keep running
+    server.close()
     orphan = uuid.uuid4().hex
-    instance = environment["RUNPLANE_SERVICE__INSTANCE"]
     testbed_cluster.core.create_namespaced_pod(
         topology.RUNS_NAMESPACE,
         {

@@ -1,0 +1,203 @@
+"""The service under load: runs submitted through the HTTP API to a kwok cluster.
+
+Starts the testbed (real apiserver, scheduler, controller-manager; kwok nodes), a bench node
+group, and ``runplane serve`` on the Kubernetes runtime as a separate process, then:
+
+* submits ``--runs`` runs through the API from ``--clients`` threads: submissions per second;
+* API accept -> pod Running, p50/p99, from the run records (Kubernetes reports container start
+  times in whole seconds, so these are accurate to about a second);
+* threshold-breach detection: ``--breaches`` runs that can never be scheduled, with a 2 s
+  ``pending_not_scheduled`` threshold: how long after the deadline each was aborted (p99);
+* the service's resident memory at the end.
+
+    python bench/service_runs.py [--nodes 200] [--runs 2000] [--clients 8] [--breaches 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+import psutil
+
+from testbed import cluster, kube, topology
+
+TOKEN = "bench-token"
+CODE = "def handler(context):\n    return 1\n"
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+
+
+def function(work: Path, name: str, annotations: dict[str, str], cpu: str) -> dict[str, Any]:
+    import runplane
+
+    path = work / f"{name}.py"
+    path.write_text(CODE)
+    fn = runplane.code_to_function(
+        name, filename=str(path), handler="handler", image="registry.example/bench:1"
+    )
+    fn.with_requests(cpu=cpu, mem="16Mi").with_node_selection(
+        node_selector={topology.GROUP_LABEL: "bench"}
+    )
+    fn.spec.annotations = annotations
+    return fn.to_dict()
+
+
+def start_service(work: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
+        "RUNPLANE_CONFIG": str(work / "absent.yaml"),
+        "RUNPLANE_LOCAL__HOME": str(work / "home"),
+        "RUNPLANE_NAMESPACE": topology.RUNS_NAMESPACE,
+        "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
+        "RUNPLANE_SERVICE__KUBECONFIG": str(kubeconfig),
+        "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{work / 'service.db'}",
+        "RUNPLANE_SERVICE__TOKENS": f'[{{"token": "{TOKEN}", "user": "bench"}}]',
+    }
+    log = (work / "service.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runplane", "serve", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/api/v1"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"the service did not start; see {work / 'service.log'}")
+
+
+def records(work: Path) -> list[Any]:
+    from runplane.service.db import connect
+    from runplane.service.records import RunStore
+
+    store = RunStore(connect(f"sqlite:///{work / 'service.db'}"))
+    return store.list_runs(limit=1_000_000)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--breaches", type=int, default=100)
+    args = parser.parse_args()
+    print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")
+    work = Path(tempfile.mkdtemp(prefix="runplane-service-bench-"))
+    running = cluster.start(
+        settings=cluster.Settings(terminated_pod_gc_threshold=12500), allow_build=False
+    )
+    service = None
+    try:
+        api = kube.api_client(running.kubeconfig)
+        topology.seed(api, topology.node_groups())
+        group = topology.NodeGroup("bench", args.nodes, 32, 128, "m5.8xlarge", max_pods=250)
+        topology.create_nodes(
+            api, (topology.node_manifest(group, n, i) for i, n in enumerate(group.node_names()))
+        )
+        topology.wait_nodes_ready(api, group.node_names(), timeout=300)
+        service, url = start_service(work, running.kubeconfig)
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        long_run = function(work, "steady", {"runplane.io/test-duration": "1h"}, "10m")
+
+        def submit(body: dict[str, Any]) -> str:
+            with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
+                answer = http.post("/runs", json=body)
+                answer.raise_for_status()
+                return str(answer.json()["uid"])
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(args.clients) as pool:
+            uids = list(pool.map(submit, [{"function": long_run}] * args.runs))
+        submit_s = time.monotonic() - start
+        print(
+            f"submitted {len(uids)} runs in {submit_s:.1f} s: "
+            f"{len(uids) / submit_s:.1f} runs/s from {args.clients} clients"
+        )
+        deadline = time.monotonic() + 900
+        while True:
+            done = [r for r in records(work) if r.state == "running"]
+            if len(done) >= args.runs or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        all_running_s = time.monotonic() - start
+        latencies = [
+            next(t.at for t in r.transitions if t.state == "running") - r.created_at for r in done
+        ]
+        print(
+            f"{len(done)}/{args.runs} running {all_running_s:.1f} s after the first submit; "
+            f"accept -> Running p50 {statistics.median(latencies):.2f} s, "
+            f"p99 {percentile(latencies, 0.99):.2f} s"
+        )
+
+        stuck = function(work, "stuck", {}, "1000")
+        threshold = 2.0
+        body = {"function": stuck, "state_thresholds": {"pending_not_scheduled": "2s"}}
+        with ThreadPoolExecutor(args.clients) as pool:
+            breach_uids = set(pool.map(submit, [body] * args.breaches))
+        deadline = time.monotonic() + 120
+        while True:
+            aborted = [r for r in records(work) if r.uid in breach_uids and r.state == "aborted"]
+            if len(aborted) >= args.breaches or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        lags = []
+        for record in aborted:
+            pending = next(t.at for t in record.transitions if t.state == "pending")
+            ended = next(t.at for t in record.transitions if t.state in ("aborting", "aborted"))
+            lags.append(ended - (pending + threshold))
+        print(
+            f"{len(aborted)}/{args.breaches} aborted by their threshold; detection after the "
+            f"deadline p50 {statistics.median(lags):.2f} s, p99 {percentile(lags, 0.99):.2f} s"
+        )
+        rss = psutil.Process(service.pid).memory_info().rss
+        print(f"service resident memory: {rss / 2**20:.0f} MiB")
+        print(
+            json.dumps(
+                {
+                    "nodes": args.nodes,
+                    "runs": args.runs,
+                    "clients": args.clients,
+                    "submit_per_s": round(len(uids) / submit_s, 1),
+                    "running_p50_s": round(statistics.median(latencies), 2),
+                    "running_p99_s": round(percentile(latencies, 0.99), 2),
+                    "breach_p99_s": round(percentile(lags, 0.99), 2),
+                    "service_rss_mib": round(rss / 2**20),
+                }
+            )
+        )
+    finally:
+        if service is not None:
+            service.terminate()
+            service.wait(timeout=30)
+        running.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
