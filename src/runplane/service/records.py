@@ -76,6 +76,7 @@ class RunRecord:
     peak_memory_bytes: int
     cpu_seconds: float
     created_at: float
+    updated_at: float
     state_since: float
     started_at: float | None
     ended_at: float | None
@@ -108,6 +109,7 @@ class RunRecord:
             peak_memory_bytes=run.peak_memory_bytes,
             cpu_seconds=run.cpu_seconds,
             created_at=run.created_at,
+            updated_at=run.updated_at,
             state_since=run.state_since,
             started_at=run.started_at,
             ended_at=run.ended_at,
@@ -262,7 +264,7 @@ class RunStore:
                 run.state_since = event.at
             run.reason = event.reason
             run.status_text = event.message
-            run.updated_at = event.at
+            run.updated_at = time.time()  # when the service learnt it (event.at is the source's)
             if event.state is RunState.RUNNING and entered:
                 run.started_at = run.started_at or event.at
                 session.add(
