@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import psutil
 
-from testbed import cluster, kube, topology
+from testbed import cluster, kube, serve, topology
 
 TOKEN = "bench-token"
 CODE = "def handler(context):\n    return 1\n"
@@ -61,9 +60,6 @@ def function(work: Path, name: str, annotations: dict[str, str], cpu: str) -> di
 
 
 def start_service(work: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
         "RUNPLANE_CONFIG": str(work / "absent.yaml"),
         "RUNPLANE_LOCAL__HOME": str(work / "home"),
@@ -73,23 +69,8 @@ def start_service(work: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes]
         "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{work / 'service.db'}",
         "RUNPLANE_SERVICE__TOKENS": f'[{{"token": "{TOKEN}", "user": "bench"}}]',
     }
-    log = (work / "service.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "runplane", "serve", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/api/v1"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"the service did not start; see {work / 'service.log'}")
+    process, base = serve.start_service(env, work / "service.log")
+    return process, f"{base}/api/v1"
 
 
 def records(work: Path) -> list[Any]:

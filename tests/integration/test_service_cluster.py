@@ -18,7 +18,7 @@ from runplane.config import load_settings
 from runplane.runtimes.kubernetes import names
 from runplane.service.api import create_app
 from runplane.service.server import Server
-from testbed import topology
+from testbed import serve, topology
 from testbed.pytest_plugin import TestbedCluster
 
 TOKEN = {"Authorization": "Bearer cluster-token"}
@@ -326,35 +326,16 @@ def test_sigkill_of_the_service_loses_and_duplicates_nothing(
     environment, testbed_cluster, code_file, tmp_path
 ):
     import signal
-    import socket
     import subprocess
-    import sys
 
     import httpx
 
     def start() -> tuple[subprocess.Popen[bytes], str]:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
         env = dict(os.environ) | {
             "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{tmp_path / 'killed.db'}"
         }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "runplane", "serve", "--port", str(port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}/api/v1"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    return process, url
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        process.kill()
-        raise AssertionError("the service did not start")
+        process, base = serve.start_service(env, tmp_path / "service.log")
+        return process, f"{base}/api/v1"
 
     process, url = start()
     fn = job(code_file, name="survivor", annotations={"runplane.io/test-duration": "3s"})

@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
-import httpx
 import pytest
+
+from testbed import serve
 
 TOKEN = "remote-token"
 TOKENS = f'[{{"token": "{TOKEN}", "user": "carol", "role": "user"}}]'
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def service_url(tmp_path: Path):
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
     env.update(
         {
@@ -35,23 +27,7 @@ def service_url(tmp_path: Path):
             "RUNPLANE_SERVICE__TOKENS": TOKENS,
         }
     )
-    server = subprocess.Popen(
-        [sys.executable, "-m", "runplane", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/api/v1/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    else:
-        server.kill()
-        raise AssertionError(server.stdout.read().decode() if server.stdout else "no output")
+    server, url = serve.start_service(env, tmp_path / "service.log")
     yield url
     server.terminate()
     server.wait(timeout=10)
