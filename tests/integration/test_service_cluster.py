@@ -368,3 +368,29 @@ def test_sigkill_of_the_service_loses_and_duplicates_nothing(
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_a_run_evicted_by_a_system_pod_is_recorded_preempted(
+    client, testbed_cluster, code_file, make_pod
+):
+    node = testbed_cluster.add_node("on-demand", f"svc-evict-{uuid.uuid4().hex[:6]}")
+    cpu = testbed_cluster.topology.group("on-demand").allocatable_cpu
+    try:
+        fn = job(
+            code_file, name="victim", annotations={"runplane.io/test-duration": "120s"}, cpu=cpu
+        ).with_node_selection(node_selector={"kubernetes.io/hostname": node})
+        uid = submit(client, fn)
+        wait(client, uid, {"running"})
+        assert client.get(f"/api/v1/runs/{uid}/logs", headers=TOKEN).status_code == 200
+        make_pod(
+            f"core-{uid[:8]}",
+            cpu=cpu,
+            priorityClassName=topology.SYSTEM_PRIORITY_CLASS,
+            nodeSelector={"kubernetes.io/hostname": node},
+        )
+        run = wait(client, uid, {"error"})
+        assert run["reason"] == "Preempted"
+        assert run["attempts"][0]["reason"] == "Preempted"
+        assert run["status_text"].startswith("PreemptionByScheduler")
+    finally:
+        testbed_cluster.delete_node(node)

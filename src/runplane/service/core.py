@@ -254,7 +254,12 @@ class RunService:
 
     def logs(self, uid: str, offset: int = 0) -> str:
         """The run's output from byte ``offset`` on (empty if it wrote nothing yet)."""
-        path = self.settings.local.home / "runs" / self.store.get(uid).uid / "output.log"
+        record = self.store.get(uid)
+        runtime_logs = getattr(self.runtime, "logs", None)
+        if runtime_logs is not None:  # the run's output lives where it ran (a pod)
+            text: str = runtime_logs(record.uid)
+            return text.encode()[offset:].decode("utf-8", errors="replace")
+        path = self.settings.local.home / "runs" / record.uid / "output.log"
         if not path.exists():
             return ""
         with path.open("rb") as stream:

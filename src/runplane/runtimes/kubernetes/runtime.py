@@ -401,6 +401,20 @@ class KubernetesRuntime:
         items: list[dict[str, Any]] = found.get("items") or []
         return items
 
+    def logs(self, uid: str) -> str:
+        """The output of the run's newest pod, as the kubelet keeps it ("" when it has none
+        yet, or the node is gone)."""
+        pods = sorted(self.pods(uid), key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
+        if not pods:
+            return ""
+        path = pods_path(self.namespace, pods[-1]["metadata"]["name"]) + "/log"
+        try:
+            response = self._rest._send("GET", path, timeout=self._timeout)
+            response.read()
+            return bytes(response.data or b"").decode("utf-8", errors="replace")
+        except (ApiException, urllib3.exceptions.HTTPError):
+            return ""
+
     def pods_by_run(self) -> dict[str, list[dict[str, Any]]]:
         """Every pod of this runtime's runs, by run uid, as the API has them now."""
         found = self._checked(
