@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import selectinload
+from sqlalchemy.orm import load_only, selectinload
 
 from runplane.errors import NotFoundError, RunplaneError
 from runplane.runtimes.events import RunEvent, RunState
@@ -243,7 +243,12 @@ class RunStore:
         the run's collections: this is on the path of every event.
         """
         with self._sessions.begin() as session:
-            run = session.get(Run, event.uid)
+            # Only what an event changes is loaded: not the function snapshot and parameters.
+            run = session.get(
+                Run,
+                event.uid,
+                options=[load_only(Run.state, Run.results, Run.started_at, Run.state_since)],
+            )
             if run is None:
                 raise NotFoundError(f"run {event.uid!r} does not exist")
             if run.state in TERMINAL:
