@@ -168,14 +168,13 @@ def create_app(server: Server) -> FastAPI:
 
     @app.post(f"{API}/runs", status_code=201)
     def submit_run(body: RunSubmission, who: User) -> RunRecord:
-        uid = server.runs.submit(
+        return server.runs.submit_record(
             function_of(body),
             params=body.params,
             inputs=body.inputs,
             state_thresholds=body.state_thresholds,
             role=who.role,
         )
-        return server.runs.store.get(uid)
 
     @app.get(f"{API}/runs")
     def list_runs(

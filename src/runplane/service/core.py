@@ -8,6 +8,7 @@ stay too long in a state (state thresholds) and acts on aborts other processes r
 from __future__ import annotations
 
 import base64
+import queue
 import threading
 import time
 import uuid
@@ -29,6 +30,8 @@ from runplane.spec.handler import bind_parameters, read_signature
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
 
 _ABORT_POLL = 0.2
+#: Events written in one transaction at most.
+_BATCH = 256
 LIVE_STATES = ("created", "pending", "running", "aborting")
 
 
@@ -94,13 +97,22 @@ class RunService:
                 # restart; their thresholds are re-armed before the first event arrives.
                 self._clocks.track(record.uid, threshold_seconds(record.thresholds))
                 self._finished[record.uid] = threading.Event()
+        self._events: queue.SimpleQueue[RunEvent | None] = queue.SimpleQueue()
+        self._recorder = threading.Thread(
+            target=self._record, name="runplane-recorder", daemon=True
+        )
+        self._recorder.start()
         self.runtime = runtime(self._on_event)
         self._monitor = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
         self._monitor.start()
 
     # -- submitting -----------------------------------------------------------------------
 
-    def submit(
+    def submit(self, fn: Function, *args: Any, **kwargs: Any) -> str:
+        """Check, record and queue a run; returns its uid (see :meth:`submit_record`)."""
+        return self.submit_record(fn, *args, **kwargs).uid
+
+    def submit_record(
         self,
         fn: Function,
         params: Mapping[str, Any] | None = None,
@@ -109,8 +121,8 @@ class RunService:
         source_dir: str = "",
         role: str | None = None,
         uid: str | None = None,
-    ) -> str:
-        """Check, record and queue a run; returns its uid. Nothing is recorded on error.
+    ) -> RunRecord:
+        """Check, record and queue a run; returns its record. Nothing is recorded on error.
 
         A caller that must not start a run twice (a schedule firing again after a crash)
         passes a deterministic ``uid``; a uid already recorded raises :class:`RunExistsError`.
@@ -126,7 +138,7 @@ class RunService:
         }
         prepared = self.runtime.prepare(request)
         requests, limits, _ = effective_resources(fn, self.settings)
-        self.store.create(
+        record = self.store.create(
             uid=uid,
             project=fn.metadata.project,
             name=fn.metadata.name,
@@ -144,7 +156,7 @@ class RunService:
             self._clocks.track(uid, threshold_seconds(thresholds))
             self._finished[uid] = threading.Event()
         self.runtime.submit(prepared)
-        return uid
+        return record
 
     def _request(
         self,
@@ -204,15 +216,47 @@ class RunService:
     # -- events and thresholds ------------------------------------------------------------
 
     def _on_event(self, event: RunEvent) -> None:
-        if not self.store.apply(event):
-            return
-        with self._condition:
-            self._clocks.observe(event)
-            self._condition.notify()
-            if event.state.terminal:
-                finished = self._finished.pop(event.uid, None)
-                if finished is not None:
-                    finished.set()
+        """Runtimes call this from their own threads; the recorder thread writes."""
+        self._events.put(event)
+
+    def _record(self) -> None:
+        """Write events in order, a burst per transaction, then start or stop their clocks."""
+        while True:
+            first = self._events.get()
+            if first is None:
+                return
+            batch = [first]
+            while len(batch) < _BATCH:
+                try:
+                    item = self._events.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._events.put(None)  # stop after this batch
+                    break
+                batch.append(item)
+            try:
+                applied = self.store.apply_many(batch)
+            except Exception as error:  # keep recording; a broken batch is retried one by one
+                print(f"runplane: recording events failed: {error}", flush=True)
+                applied = [self._apply_alone(event) for event in batch]
+            with self._condition:
+                for event, ok in zip(batch, applied, strict=True):
+                    if not ok:
+                        continue
+                    self._clocks.observe(event)
+                    if event.state.terminal:
+                        finished = self._finished.pop(event.uid, None)
+                        if finished is not None:
+                            finished.set()
+                self._condition.notify()
+
+    def _apply_alone(self, event: RunEvent) -> bool:
+        try:
+            return self.store.apply(event)
+        except Exception as error:
+            print(f"runplane: event of run {event.uid} not recorded: {error}", flush=True)
+            return False
 
     def _watch(self) -> None:
         next_poll = time.monotonic()
@@ -281,6 +325,8 @@ class RunService:
 
     def close(self) -> None:
         self.runtime.close()
+        self._events.put(None)  # record everything the runtime reported, then stop
+        self._recorder.join(timeout=30)
         self._closed = True
         with self._condition:
             self._condition.notify_all()

@@ -146,12 +146,13 @@ class RunStore:
         requests: dict[str, Any],
         limits: dict[str, Any],
         executor: tuple[int, float] | None,
-    ) -> None:
+    ) -> RunRecord:
+        """Record a new run; returns its record (built here, not read back)."""
         now = time.time()
         try:
             with self._sessions.begin() as session:
                 session.add(
-                    Run(
+                    run := Run(
                         uid=uid,
                         project=project,
                         name=name,
@@ -178,10 +179,13 @@ class RunStore:
                         transitions=[
                             Transition(state=RunState.CREATED.value, reason="", message="", at=now)
                         ],
+                        attempts=[],
+                        artifacts=[],
                     )
                 )
         except IntegrityError:
             raise RunExistsError(f"run {uid} is already recorded") from None
+        return RunRecord.of(run)
 
     def _load(self, session: Any, uid: str) -> Run:
         run = session.get(
@@ -237,71 +241,80 @@ class RunStore:
             return [RunRecord.of(run) for run in session.scalars(query)]
 
     def apply(self, event: RunEvent) -> bool:
-        """Record what a runtime reported; ``False`` if the run had already finished.
+        """Record what a runtime reported; ``False`` if the run had already finished."""
+        return self.apply_many([event])[0]
 
-        Transitions, attempts and artifacts are written as rows of their own, without loading
-        the run's collections: this is on the path of every event.
+    def apply_many(self, events: Sequence[RunEvent]) -> list[bool]:
+        """Record several events in one transaction (a watch delivers them in bursts), in
+        order; for each, ``False`` if its run had already finished or is unknown.
+
+        Transitions, attempts and artifacts are written as rows of their own, and of the run
+        only the columns an event changes are loaded: this is on the path of every event.
         """
+        applied = []
         with self._sessions.begin() as session:
-            # Only what an event changes is loaded: not the function snapshot and parameters.
-            run = session.get(
-                Run,
-                event.uid,
-                options=[load_only(Run.state, Run.results, Run.started_at, Run.state_since)],
+            for event in events:
+                applied.append(self._apply(session, event))
+        return applied
+
+    def _apply(self, session: Any, event: RunEvent) -> bool:
+        run = session.get(
+            Run,
+            event.uid,
+            options=[load_only(Run.state, Run.results, Run.started_at, Run.state_since)],
+        )
+        if run is None or run.state in TERMINAL:
+            return False
+        state = event.state.value
+        entered = state != run.state
+        if entered:
+            session.add(
+                Transition(
+                    run_uid=run.uid,
+                    state=state,
+                    reason=event.reason,
+                    message=event.message,
+                    at=event.at,
+                )
             )
-            if run is None:
-                raise NotFoundError(f"run {event.uid!r} does not exist")
-            if run.state in TERMINAL:
-                return False
-            state = event.state.value
-            entered = state != run.state
-            if entered:
-                session.add(
-                    Transition(
-                        run_uid=run.uid,
-                        state=state,
-                        reason=event.reason,
-                        message=event.message,
-                        at=event.at,
-                    )
+            run.state = state
+            run.state_since = event.at
+        run.reason = event.reason
+        run.status_text = event.message
+        run.updated_at = time.time()  # when the service learnt it (event.at is the source's)
+        if event.state is RunState.RUNNING and entered:
+            run.started_at = run.started_at or event.at
+            session.add(
+                Attempt(
+                    run_uid=run.uid,
+                    number=event.attempt,
+                    node=event.node,
+                    process_id=event.process_id,
+                    started_at=event.at,
+                    reason="",
                 )
-                run.state = state
-                run.state_since = event.at
-            run.reason = event.reason
-            run.status_text = event.message
-            run.updated_at = time.time()  # when the service learnt it (event.at is the source's)
-            if event.state is RunState.RUNNING and entered:
-                run.started_at = run.started_at or event.at
-                session.add(
-                    Attempt(
-                        run_uid=run.uid,
-                        number=event.attempt,
-                        node=event.node,
-                        process_id=event.process_id,
-                        started_at=event.at,
-                        reason="",
-                    )
+            )
+        if event.state.terminal:
+            run.ended_at = event.at
+            run.results = {**run.results, **event.results}
+            session.add_all(
+                Artifact(run_uid=run.uid, key=a["key"], path=a["path"], size=a["size"])
+                for a in event.artifacts
+            )
+            if event.usage is not None:
+                run.peak_memory_bytes = event.usage.peak_memory_bytes
+                run.cpu_seconds = event.usage.cpu_seconds
+            session.flush()
+            session.execute(
+                update(Attempt)
+                .where(
+                    Attempt.run_uid == run.uid,
+                    Attempt.number == event.attempt,
+                    Attempt.ended_at.is_(None),
                 )
-            if event.state.terminal:
-                run.ended_at = event.at
-                run.results = {**run.results, **event.results}
-                session.add_all(
-                    Artifact(run_uid=run.uid, key=a["key"], path=a["path"], size=a["size"])
-                    for a in event.artifacts
-                )
-                if event.usage is not None:
-                    run.peak_memory_bytes = event.usage.peak_memory_bytes
-                    run.cpu_seconds = event.usage.cpu_seconds
-                session.execute(
-                    update(Attempt)
-                    .where(
-                        Attempt.run_uid == run.uid,
-                        Attempt.number == event.attempt,
-                        Attempt.ended_at.is_(None),
-                    )
-                    .values(ended_at=event.at, exit_code=event.exit_code, reason=event.reason)
-                )
-            return True
+                .values(ended_at=event.at, exit_code=event.exit_code, reason=event.reason)
+            )
+        return True
 
     def request_abort(self, uid: str) -> RunRecord:
         """Flag a run for its owner to abort; a finished run answers with a clear error."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
@@ -25,6 +26,8 @@ def sqlite_url(path: Path) -> str:
 
 
 def _sqlite_pragmas(connection: object, _record: object) -> None:
+    # The driver's own implicit transactions are turned off so that ours can be IMMEDIATE.
+    connection.isolation_level = None  # type: ignore[attr-defined]
     cursor = connection.cursor()  # type: ignore[attr-defined]
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
@@ -33,12 +36,23 @@ def _sqlite_pragmas(connection: object, _record: object) -> None:
     cursor.close()
 
 
+def _begin_immediate(connection: Any) -> None:
+    """Take SQLite's write lock when a transaction starts, not at its first write.
+
+    In WAL mode a transaction that read first and then writes fails at once with "database is
+    locked" if another process wrote in between, whatever the busy timeout; taking the lock up
+    front makes concurrent processes wait for each other instead.
+    """
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
 def connect(url: str) -> Engine:
     """An engine for ``url`` with the schema at the newest migration."""
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _begin_immediate)
     else:
         engine = create_engine(url, pool_pre_ping=True)
     if current_revision(engine) != HEAD:
