@@ -113,12 +113,17 @@ def main() -> int:
                 return str(answer.json()["uid"])
 
         served = psutil.Process(service.pid)
+        plane = [psutil.Process(p.pid) for p in running.processes]
         cpu_before = sum(served.cpu_times()[:2])
+        plane_before = {p.pid: sum(p.cpu_times()[:2]) for p in plane}
+        machine_before = sum(psutil.cpu_times()[:3])
         start = time.monotonic()
         with ThreadPoolExecutor(args.clients) as pool:
             uids = list(pool.map(submit, [{"function": long_run}] * args.runs))
         submit_s = time.monotonic() - start
         service_cpu = sum(served.cpu_times()[:2]) - cpu_before
+        plane_cpu = sum(sum(p.cpu_times()[:2]) - plane_before[p.pid] for p in plane)
+        machine_cpu = sum(psutil.cpu_times()[:3]) - machine_before
         print(
             f"submitted {len(uids)} runs in {submit_s:.1f} s: "
             f"{len(uids) / submit_s:.1f} runs/s from {args.clients} clients"
@@ -127,6 +132,12 @@ def main() -> int:
             f"service CPU while submitting: {service_cpu:.1f} s, "
             f"{service_cpu / len(uids) * 1000:.1f} ms per run -> one core of the service alone "
             f"would accept {len(uids) / service_cpu:.0f} runs/s"
+        )
+        print(
+            f"CPU while submitting, of {machine_cpu:.1f} s used on the machine: service "
+            f"{service_cpu / machine_cpu:.0%}, control plane and kwok {plane_cpu / machine_cpu:.0%}"
+            f" ({plane_cpu / len(uids) * 1000:.1f} ms per pod), the rest (client) "
+            f"{1 - (service_cpu + plane_cpu) / machine_cpu:.0%}"
         )
         deadline = time.monotonic() + 900
         while True:
@@ -173,6 +184,8 @@ def main() -> int:
                     "clients": args.clients,
                     "submit_per_s": round(len(uids) / submit_s, 1),
                     "service_cpu_ms_per_run": round(service_cpu / len(uids) * 1000, 1),
+                    "service_cpu_share": round(service_cpu / machine_cpu, 2),
+                    "control_plane_cpu_share": round(plane_cpu / machine_cpu, 2),
                     "running_p50_s": round(statistics.median(latencies), 2),
                     "running_p99_s": round(percentile(latencies, 0.99), 2),
                     "breach_p99_s": round(percentile(lags, 0.99), 2),

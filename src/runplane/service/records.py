@@ -22,6 +22,8 @@ from runplane.service.db import session_factory
 from runplane.service.db.models import Artifact, Attempt, Run, Transition
 
 TERMINAL = {state.value for state in RunState if state.terminal}
+#: What recording an event reads of a run: not its function snapshot or parameters.
+_EVENT_COLUMNS = load_only(Run.state, Run.results, Run.started_at, Run.state_since)
 
 
 class RunExistsError(RunplaneError):
@@ -253,16 +255,19 @@ class RunStore:
         """
         applied = []
         with self._sessions.begin() as session:
+            # One query loads every run of the burst into the session; each event then finds
+            # its run there instead of querying again.
+            session.scalars(
+                select(Run)
+                .options(_EVENT_COLUMNS)
+                .where(Run.uid.in_({event.uid for event in events}))
+            ).all()
             for event in events:
                 applied.append(self._apply(session, event))
         return applied
 
     def _apply(self, session: Any, event: RunEvent) -> bool:
-        run = session.get(
-            Run,
-            event.uid,
-            options=[load_only(Run.state, Run.results, Run.started_at, Run.state_since)],
-        )
+        run = session.get(Run, event.uid, options=[_EVENT_COLUMNS])
         if run is None or run.state in TERMINAL:
             return False
         state = event.state.value
