@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -106,11 +107,15 @@ def main() -> int:
         headers = {"Authorization": f"Bearer {TOKEN}"}
         long_run = function(work, "steady", {"runplane.io/test-duration": "1h"}, "10m")
 
+        connections = threading.local()
+
         def submit(body: dict[str, Any]) -> str:
-            with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
-                answer = http.post("/runs", json=body)
-                answer.raise_for_status()
-                return str(answer.json()["uid"])
+            # One keep-alive connection per client thread, as a real client pool would have.
+            if not hasattr(connections, "http"):
+                connections.http = httpx.Client(base_url=url, headers=headers, timeout=60)
+            answer = connections.http.post("/runs", json=body)
+            answer.raise_for_status()
+            return str(answer.json()["uid"])
 
         served = psutil.Process(service.pid)
         plane = [psutil.Process(p.pid) for p in running.processes]

@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,7 @@ class RunService:
         )
         self._recorder.start()
         self.runtime = runtime(self._on_event)
+        self._aborts = ThreadPoolExecutor(max_workers=8, thread_name_prefix="runplane-abort")
         self._monitor = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
         self._monitor.start()
 
@@ -269,8 +271,11 @@ class RunService:
                     if deadline is not None:
                         timeout = min(timeout, max(deadline - time.time(), 0.0))
                     self._condition.wait(timeout)
+            # Aborts on a cluster are API calls; breaches due together are aborted together.
             for breach in breaches:
-                self.runtime.abort(breach.uid, "ThresholdExceeded", breach.text)
+                self._aborts.submit(
+                    self.runtime.abort, breach.uid, "ThresholdExceeded", breach.text
+                )
             if self.executor is not None and time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + _ABORT_POLL
                 for uid in self.store.abort_requests(self.executor[0]):
@@ -324,9 +329,11 @@ class RunService:
             time.sleep(0.1)
 
     def close(self) -> None:
-        self.runtime.close()
-        self._events.put(None)  # record everything the runtime reported, then stop
-        self._recorder.join(timeout=30)
         self._closed = True
         with self._condition:
             self._condition.notify_all()
+        self._monitor.join(timeout=10)
+        self._aborts.shutdown(wait=True)
+        self.runtime.close()
+        self._events.put(None)  # record everything the runtime reported, then stop
+        self._recorder.join(timeout=30)
