@@ -63,6 +63,25 @@ def client(server: Server) -> TestClient:
     return TestClient(create_app(server))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def lost_spot_run(
+    client: TestClient, testbed_cluster: TestbedCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A run whose spot node is deleted at module start: PodGC takes its pod only after a
+    fixed quarantine (about a minute), so that clock runs while the other tests do."""
+    code = tmp_path_factory.mktemp("lost") / "lost.py"
+    code.write_text(CODE)
+    node = testbed_cluster.add_node("spot", f"svc-spot-{uuid.uuid4().hex[:6]}")
+    fn = job(code, name="lost", annotations={"runplane.io/test-duration": "1h"})
+    fn.with_preemption_mode("constrain").with_node_selection(
+        node_selector={"kubernetes.io/hostname": node}
+    )
+    uid = submit(client, fn)
+    wait(client, uid, {"running"})
+    testbed_cluster.delete_node(node)
+    yield uid
+
+
 @pytest.fixture(scope="module")
 def code_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("code") / "job.py"
@@ -330,9 +349,14 @@ def test_sigkill_of_the_service_loses_and_duplicates_nothing(
 
     import httpx
 
+    instance = f"svc-killed-{uuid.uuid4().hex[:6]}"
+
     def start() -> tuple[subprocess.Popen[bytes], str]:
+        # A database and instance label of its own: this service's reconciliation must not
+        # take the module service's pods for orphans.
         env = dict(os.environ) | {
-            "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{tmp_path / 'killed.db'}"
+            "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{tmp_path / 'killed.db'}",
+            "RUNPLANE_SERVICE__INSTANCE": instance,
         }
         process, base = serve.start_service(env, tmp_path / "service.log")
         return process, f"{base}/api/v1"
@@ -394,3 +418,10 @@ def test_a_run_evicted_by_a_system_pod_is_recorded_preempted(
         assert run["status_text"].startswith("PreemptionByScheduler")
     finally:
         testbed_cluster.delete_node(node)
+
+
+def test_a_run_on_a_deleted_spot_node_is_recorded_preempted(client, lost_spot_run):
+    run = wait(client, lost_spot_run, {"error", "completed", "aborted"}, timeout=150)
+    assert run["state"] == "error", (run["reason"], run["status_text"], run["transitions"])
+    assert run["reason"] == "Preempted"
+    assert run["attempts"][0]["reason"] == "Preempted"
