@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -252,16 +252,22 @@ def run_function(
     return handle
 
 
-def _follow(handle: RunHandle) -> None:
-    """Print the run's output as it is written, until the run ends."""
+def follow(service: Backend, uid: str, interval: float = 0.1) -> Iterator[tuple[RunRecord, str]]:
+    """Each tick, the run's record and the output written since the previous tick; the last
+    pair is the finished run's."""
     position = 0
     while True:
-        done = handle.wait(timeout=0.2).finished
-        chunk = handle._service.logs(handle.uid, position)
+        record = service.wait(uid, timeout=interval)
+        chunk = service.logs(uid, position)
+        position += len(chunk.encode())
+        yield record, chunk
+        if record.finished:
+            return
+
+
+def _follow(handle: RunHandle) -> None:
+    """Print the run's output as it is written, until the run ends."""
+    for _, chunk in follow(handle._service, handle.uid, interval=0.2):
         if chunk:
-            position += len(chunk.encode())
             sys.stdout.write(chunk)
             sys.stdout.flush()
-        if done:
-            return
-        time.sleep(0.05)

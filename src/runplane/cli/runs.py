@@ -130,17 +130,15 @@ def _follow(service: Any, uid: str, console: Any) -> RunRecord:
     from rich.live import Live
     from rich.text import Text
 
-    position = 0
+    from runplane.client import follow
+
     shown = ("", "")
     live = Live(
         console=console, refresh_per_second=8, transient=True, auto_refresh=console.is_terminal
     )
     with live:
-        while True:
-            record = service.wait(uid, timeout=0.1)
-            chunk = service.logs(uid, position)
+        for record, chunk in follow(service, uid):
             if chunk:
-                position += len(chunk.encode())
                 live.console.print(chunk, end="", markup=False, highlight=False)
             style = STATE_STYLE.get(record.state, "white")
             elapsed = _duration(time.time() - record.created_at)
@@ -155,8 +153,7 @@ def _follow(service: Any, uid: str, console: Any) -> RunRecord:
             elif (record.state, record.status_text) != shown:
                 shown = (record.state, record.status_text)
                 console.print(f"[{style}]{record.state}[/] {elapsed} {record.status_text}")
-            if record.finished:
-                return record  # type: ignore[no-any-return]
+    return record
 
 
 @click.command("runs")
@@ -228,18 +225,16 @@ def get_run(uid: str) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
 def logs_command(uid: str, follow: bool) -> None:
     """Print a run's output."""
+    from runplane.client import follow as follow_run
+
     service = _service()
-    record = service.get(uid)
-    position = 0
-    while True:
-        chunk = service.logs(record.uid, position)
-        position += len(chunk.encode())
+    uid = service.get(uid).uid  # a unique prefix is accepted; refuse an unknown one here
+    if not follow:
+        sys.stdout.write(service.logs(uid))
+        return
+    for _, chunk in follow_run(service, uid, interval=0.2):
         sys.stdout.write(chunk)
         sys.stdout.flush()
-        if not follow or record.finished:
-            return
-        time.sleep(0.2)
-        record = service.get(record.uid)
 
 
 @click.command("abort")
