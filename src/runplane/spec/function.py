@@ -26,7 +26,6 @@ from runplane.spec.resources import (
     Resources,
     check_gpu_count,
     check_gpu_type,
-    check_within_limits,
     gpu_entries,
 )
 from runplane.spec.scheduling import (
@@ -303,8 +302,7 @@ class Function(SpecModel):
         """
         given = _compute(mem=mem, cpu=cpu, call="with_requests")
         requests = {**self.spec.resources.requests, **given} if patch else given
-        check_within_limits(requests, self.spec.resources.limits)
-        return self._replace("resources", requests=requests)
+        return self._replace("resources", requests=requests)  # Resources checks request <= limit
 
     def with_limits(
         self,
@@ -323,7 +321,6 @@ class Function(SpecModel):
         limits = {**self.spec.resources.limits, **given} if patch else given
         if gpus is not None:
             limits = {k: v for k, v in limits.items() if k in COMPUTE or k == gpu_type}
-        check_within_limits(self.spec.resources.requests, limits)
         return self._replace("resources", limits=limits)
 
     def gpus(self, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> Function:

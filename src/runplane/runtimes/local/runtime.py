@@ -439,10 +439,6 @@ class LocalRuntime:
             prepared = self._waiting.get(uid) or self._running.get(uid)
         return True if prepared is None else prepared.done.wait(timeout)
 
-    def holds(self, uid: str) -> bool:
-        with self._lock:
-            return uid in self._waiting or uid in self._running
-
     def close(self) -> None:
         """Abort what is still here and stop the scheduler."""
         with self._lock:
