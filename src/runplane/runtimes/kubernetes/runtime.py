@@ -432,6 +432,10 @@ class KubernetesRuntime:
             runs.setdefault(uid, []).append(pod)
         return runs
 
+    def holds(self, uid: str) -> bool:
+        """True while the run has a pod that has not finished."""
+        return any(_live(pod) for pod in self.pods(uid))
+
     def abort(self, uid: str, reason: str = "Aborted", message: str = "") -> bool:
         """Delete the run's unfinished pods; ``False`` if it has none.
 
