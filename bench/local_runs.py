@@ -62,19 +62,20 @@ def main() -> None:
     service = EmbeddedService(load_settings())
     fn = runplane.code_to_function("noop", filename=str(code), handler="handler")
     fn.with_requests(cpu="100m", mem="32Mi")
-    service.wait(service.submit(fn, params={"x": 2}))  # warm-up: imports, database, ledger
+    service.wait(service.submit(fn, params={"x": 2}).uid)  # warm-up: imports, database, ledger
     samples = []
     for _ in range(args.runs):
         start = time.perf_counter()
-        record = service.wait(service.submit(fn, params={"x": 2}))
+        record = service.wait(service.submit(fn, params={"x": 2}).uid)
         samples.append(time.perf_counter() - start)
-        assert record.state == "completed" and record.results == {"return": 2}, record
+        assert record.state == "completed", record
+        assert record.results == {"return": 2}, record
     print(f"no-op run, call to recorded result: {summary(samples)}")
     goal = statistics.median(samples) <= 0.100
     print(f"goal median <= 100 ms: {'met' if goal else 'MISSED'}")
 
     start = time.perf_counter()
-    uids = [service.submit(fn, params={"x": i}) for i in range(args.queued)]
+    uids = [service.submit(fn, params={"x": i}).uid for i in range(args.queued)]
     submitted = time.perf_counter() - start
     records = [service.wait(uid) for uid in uids]
     elapsed = time.perf_counter() - start

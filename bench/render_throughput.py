@@ -54,7 +54,7 @@ def main() -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as the goal says
     from runplane.config import load_settings
-    from runplane.render import RunRef, render
+    from runplane.rendering import RunRef, render
 
     header("render throughput (one core)")
     settings = load_settings()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: sets up .venv if needed, builds (or reuses) the Kubernetes testbed,
-# then runs ruff (lint and format), mypy and the whole pytest suite.
+# then runs what pre-commit runs (ruff lint and format, mypy, the import-layer contract) and the
+# whole pytest suite with its coverage floor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,9 +9,12 @@ bash scripts/setup.sh
 .venv/bin/ruff check src tests bench testbed
 .venv/bin/ruff format --check src tests bench testbed
 .venv/bin/mypy src/runplane testbed
+.venv/bin/lint-imports
 # The Kubernetes testbed binaries: built from Go modules once, cached outside the repo.
 PYTHON=.venv/bin/python bash testbed/ci.sh
 # A real PostgreSQL for the service tests (they also run on SQLite).
 eval "$(bash scripts/postgres.sh start)"
 trap 'bash scripts/postgres.sh stop' EXIT
-.venv/bin/pytest "$@"
+# With coverage of this process (runs' own processes are not measured) and its floor, set in
+# pyproject.toml.
+.venv/bin/pytest --cov "$@"

@@ -423,6 +423,10 @@ def controller_manager_argv(lay: Layout, settings: Settings, kubeconfig: Path) -
     ]
 
 
+#: The longest a pod waits before the scheduler retries it (after failed attempts).
+SCHEDULER_MAX_BACKOFF_SECONDS = 5
+
+
 def scheduler_config(settings: Settings, kubeconfig: Path) -> dict[str, Any]:
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -435,7 +439,7 @@ def scheduler_config(settings: Settings, kubeconfig: Path) -> dict[str, Any]:
         "leaderElection": {"leaderElect": False},
         # Short backoff keeps "pending until capacity frees" tests quick.
         "podInitialBackoffSeconds": 1,
-        "podMaxBackoffSeconds": 5,
+        "podMaxBackoffSeconds": SCHEDULER_MAX_BACKOFF_SECONDS,
     }
 
 

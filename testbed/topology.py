@@ -16,26 +16,22 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from runplane import names
+from runplane.config import PriorityClasses
+from runplane.rendering.cluster import priority_classes
 from testbed.cluster import KWOK_NODE_ANNOTATION, KWOK_NODE_VALUE
 
-GROUP_LABEL = "runplane.io/node-group"
+GROUP_LABEL = names.NODE_GROUP
 LIFECYCLE_LABEL = "app.iguazio.com/lifecycle"
 ON_DEMAND = "non-preemptible"
 SPOT = "preemptible"
 RESERVED_TAINT = {"key": "runplane.io/reserved", "value": "system", "effect": "NoSchedule"}
 SPOT_TAINT = {"key": LIFECYCLE_LABEL, "value": SPOT, "effect": "NoSchedule"}
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+GPU_TAINT = {"key": names.GPU, "value": "present", "effect": "NoSchedule"}
 RUNS_NAMESPACE = "runplane-runs"
-SYSTEM_PRIORITY_CLASS = "runplane-system"
+#: The class core services use; it may preempt user pods.
+SYSTEM_PRIORITY_CLASS = PriorityClasses().system[0]
 ZONES = ("zone-a", "zone-b", "zone-c")
-
-# (name, value, preemption policy): user classes never preempt, the system class does.
-PRIORITY_CLASSES = (
-    ("low", 1000, "Never"),
-    ("medium", 5000, "Never"),
-    ("high", 10000, "Never"),
-    (SYSTEM_PRIORITY_CLASS, 1000000, "PreemptLowerPriority"),
-)
 
 
 @dataclass(frozen=True)
@@ -94,7 +90,7 @@ def node_manifest(group: NodeGroup, name: str, index: int = 0) -> dict[str, Any]
     }
     capacity = dict(resources, cpu=str(group.cpu), memory=f"{group.memory_gi}Gi")
     if group.gpus:
-        resources["nvidia.com/gpu"] = capacity["nvidia.com/gpu"] = str(group.gpus)
+        resources[names.GPU] = capacity[names.GPU] = str(group.gpus)
     labels = {
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
@@ -170,20 +166,10 @@ def wait_nodes_ready(api: client.ApiClient, names: Iterable[str], timeout: float
 
 
 def create_priority_classes(api: client.ApiClient) -> None:
+    """The classes runplane's default configuration names, as runplane would create them."""
     sched = client.SchedulingV1Api(api)
-    for name, value, policy in PRIORITY_CLASSES:
-        _create(
-            sched.create_priority_class,
-            {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-                "preemptionPolicy": policy,
-                "globalDefault": False,
-                "description": f"runplane testbed class {name}",
-            },
-        )
+    for manifest in priority_classes(PriorityClasses()):
+        _create(sched.create_priority_class, manifest)
 
 
 def create_namespace(api: client.ApiClient, name: str, timeout: float = 60) -> None:

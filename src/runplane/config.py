@@ -20,6 +20,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from runplane import names
 from runplane.errors import ConfigError, InvalidValueError
 from runplane.spec.labels import check_labels
 from runplane.spec.quantity import parse_quantity
@@ -269,7 +270,7 @@ class Settings(BaseSettings):
     priority_classes: PriorityClasses = pydantic.Field(default_factory=PriorityClasses)
     reserved_node_groups: list[ReservedNodeGroup] = pydantic.Field(
         default_factory=lambda: [
-            ReservedNodeGroup(name="system", node_selector={"runplane.io/node-group": "system"})
+            ReservedNodeGroup(name="system", node_selector={names.NODE_GROUP: "system"})
         ]
     )
     auto_mount: AutoMount = pydantic.Field(default_factory=AutoMount)

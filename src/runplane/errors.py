@@ -63,3 +63,15 @@ class NotFoundError(RunplaneError):
     """A named thing (file, function, run) does not exist."""
 
     http_status = 404
+
+
+class RunExistsError(RunplaneError):
+    """A run with this uid is already recorded."""
+
+    http_status = 409
+
+
+class RunFinishedError(RunplaneError):
+    """An action that needs a live run was asked of a finished one."""
+
+    http_status = 409

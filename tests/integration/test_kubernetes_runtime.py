@@ -1,9 +1,10 @@
-"""The Kubernetes runtime against the real control plane: rendered functions are submitted,
+"""The Kubernetes runtime against the real control plane: rendered functions are launched,
 the real scheduler places them, kwok plays the kubelet, and every outcome comes back as a
 RunEvent through the runtime's own watch."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -18,11 +19,16 @@ import pytest
 from kubernetes import client
 
 import runplane
+from runplane import names
 from runplane.config import Settings
 from runplane.errors import ConflictError
-from runplane.render import Rendered, RunRef, render
-from runplane.runtimes.events import RunEvent, RunState
-from runplane.runtimes.kubernetes import KubernetesRuntime, PodWatch, names
+from runplane.rendering import RunRef, render
+from runplane.runs import RunState
+from runplane.runtimes.contract import RunRequest
+from runplane.runtimes.events import RunEvent
+from runplane.runtimes.invocation import Invocation
+from runplane.runtimes.kubernetes import KubernetesRuntime, PodWatch
+from runplane.runtimes.kubernetes.rest import RestApi
 from runplane.spec.function import Function
 from testbed import cluster as tb_cluster
 from testbed import kube, topology
@@ -37,16 +43,22 @@ Predicate = Callable[[RunEvent], bool]
 
 
 class Recorder:
-    """The runtime's listener: keeps every event and lets a test wait for one."""
+    """Reads the runtime's events (as the service does), keeps them, lets a test wait for one."""
 
     def __init__(self) -> None:
         self.events: list[RunEvent] = []
         self._changed = threading.Condition()
 
-    def __call__(self, event: RunEvent) -> None:
-        with self._changed:
-            self.events.append(event)
-            self._changed.notify_all()
+    def read(self, runtime: KubernetesRuntime) -> threading.Thread:
+        async def consume() -> None:
+            async for event in runtime.events():
+                with self._changed:
+                    self.events.append(event)
+                    self._changed.notify_all()
+
+        reader = threading.Thread(target=lambda: asyncio.run(consume()), daemon=True)
+        reader.start()
+        return reader
 
     def of(self, uid: str) -> list[RunEvent]:
         with self._changed:
@@ -92,12 +104,15 @@ def runtime(
     testbed_cluster: TestbedCluster, settings: Settings, recorder: Recorder
 ) -> Iterator[KubernetesRuntime]:
     rt = KubernetesRuntime(
-        settings, recorder, api=testbed_cluster.api, instance=INSTANCE, grace_period_seconds=5
+        settings, api=testbed_cluster.api, instance=INSTANCE, grace_period_seconds=5
     )
-    assert rt.wait_synced(10), "the runtime's watch never listed the namespace"
+    reader = recorder.read(rt)
+    assert rt.watch.wait_synced(10), "the runtime's watch never listed the namespace"
     yield rt
     rt.close()
+    reader.join(10)
     assert not rt.watch.running
+    assert not reader.is_alive(), "the event stream must end with close()"
 
 
 def new_uid() -> str:
@@ -108,17 +123,40 @@ def job(name: str, **requests: Any) -> Function:
     return runplane.new_function(name, image=IMAGE).with_requests(**(requests or {"cpu": "100m"}))
 
 
-def rendered(
+def request(
     fn: Function,
     settings: Settings,
     uid: str,
     attempt: int = 1,
     annotations: dict[str, str] | None = None,
-) -> Rendered:
+) -> RunRequest:
+    """A run of ``fn`` as the runtime gets it; kwok runs no code, so the call is empty."""
     out = render(fn, settings, run=RunRef(uid, attempt))
     if annotations:
         out.manifests[0]["metadata"]["annotations"] = dict(annotations)
-    return out
+    invocation = Invocation(
+        uid=uid,
+        attempt=attempt,
+        project=fn.metadata.project,
+        function=fn.metadata.name,
+        handler="handler",
+        code="",
+        filename="job.py",
+    )
+    return RunRequest(invocation, out.manifests, priority=0, submitted=time.time())
+
+
+def pod_names(tb: TestbedCluster, uid: str) -> list[str]:
+    """The run's pods as the API server has them now."""
+    pods = tb.core.list_namespaced_pod(tb.namespace, label_selector=f"{names.RUN_UID}={uid}")
+    return sorted(p.metadata.name for p in pods.items if p.metadata)
+
+
+def wait_gone(tb: TestbedCluster, uid: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while pod_names(tb, uid):
+        assert time.monotonic() < deadline, f"pods of run {uid} still exist"
+        time.sleep(0.1)
 
 
 def group_of(tb: TestbedCluster, node: str) -> str:
@@ -140,7 +178,7 @@ def lost_spot_run(
         .with_preemption_mode("constrain")
         .with_node_selection(node_selector={"kubernetes.io/hostname": node})
     )
-    runtime.submit(rendered(fn, settings, uid))
+    runtime.launch(request(fn, settings, uid))
     pod = tb.wait_pod(f"lost-{uid[:16]}-1", lambda p: kube.pod_status(p).phase == "Running")
     assert kube.node_name(pod) == node
     tb.delete_node(node)
@@ -189,23 +227,26 @@ def test_preemption_mode_lands_on_expected_group(
 ) -> None:
     uids = [new_uid() for _ in range(3)]
     for uid in uids:
-        runtime.submit(rendered(job(f"mode-{mode}").with_preemption_mode(mode), settings, uid))
+        runtime.launch(request(job(f"mode-{mode}").with_preemption_mode(mode), settings, uid))
     for uid in uids:
         running = recorder.wait(uid, state(RunState.RUNNING), what="running")
-        assert running.condition == "running" and running.node
+        assert running.condition == "running"
+        assert running.node
         assert group_of(testbed_cluster, running.node) in groups
         pending = [e for e in recorder.of(uid) if e.state is RunState.PENDING]
-        assert pending and pending[0].condition == "pending_not_scheduled"
+        assert pending
+        assert pending[0].condition == "pending_not_scheduled"
 
 
 def test_impossible_request_reports_the_scheduler_message(
     runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
 ) -> None:
     uid = new_uid()
-    runtime.submit(rendered(job("huge", cpu=1000), settings, uid))
+    runtime.launch(request(job("huge", cpu=1000), settings, uid))
     event = recorder.wait(uid, lambda e: e.reason == "Unschedulable", what="Unschedulable")
     assert (event.state, event.condition) == (RunState.PENDING, "pending_not_scheduled")
-    assert event.message.startswith("0/") and "Insufficient cpu" in event.message
+    assert event.message.startswith("0/")
+    assert "Insufficient cpu" in event.message
     assert not event.node
 
 
@@ -214,10 +255,11 @@ def test_image_pull_backoff(
 ) -> None:
     uid = new_uid()
     fn = runplane.new_function("bad-image", image="registry.example/does-not-exist:1")
-    runtime.submit(rendered(fn, settings, uid))
+    runtime.launch(request(fn, settings, uid))
     event = recorder.wait(uid, lambda e: e.condition == "image_pull_backoff", what="backing off")
     assert (event.state, event.reason) == (RunState.PENDING, "ImagePullBackOff")
-    assert "registry.example/does-not-exist:1" in event.message and event.node
+    assert "registry.example/does-not-exist:1" in event.message
+    assert event.node
 
 
 # -- ends ---------------------------------------------------------------------------------
@@ -227,8 +269,8 @@ def test_stage_driven_run_completes(
     runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
 ) -> None:
     uid = new_uid()
-    runtime.submit(
-        rendered(job("short"), settings, uid, annotations={"runplane.io/test-duration": "2s"})
+    runtime.launch(
+        request(job("short"), settings, uid, annotations={"runplane.io/test-duration": "2s"})
     )
     done = recorder.wait(uid, state(RunState.COMPLETED), what="completed")
     assert (done.reason, done.exit_code) == ("Completed", 0)
@@ -244,7 +286,7 @@ def test_oom_killed_run(runtime: KubernetesRuntime, recorder: Recorder, settings
         "runplane.io/test-exit-code": "137",
         "runplane.io/test-reason": "OOMKilled",
     }
-    runtime.submit(rendered(job("oom"), settings, uid, annotations=notes))
+    runtime.launch(request(job("oom"), settings, uid, annotations=notes))
     event = recorder.wait(uid, state(RunState.ERROR), what="error")
     assert (event.reason, event.exit_code) == ("OOMKilled", 137)
 
@@ -264,7 +306,7 @@ def test_system_pod_preempts_a_run(
         fn = job("victim", cpu=group.allocatable_cpu).with_node_selection(
             node_selector={"kubernetes.io/hostname": node}
         )
-        runtime.submit(rendered(fn, settings, uid))
+        runtime.launch(request(fn, settings, uid))
         recorder.wait(uid, state(RunState.RUNNING), what="running")
         make_pod(
             "krt-core-service",
@@ -276,7 +318,12 @@ def test_system_pod_preempts_a_run(
         assert event.reason == "Preempted"
         assert event.message.startswith("PreemptionByScheduler")
         assert event.node == node
-        time.sleep(1.5)  # the pod's Failed and DELETED observations follow: no second end
+        # The pod's Failed and DELETED observations follow; once a later run's first event has
+        # come through the same watch, they have been seen too. Neither is a second end.
+        wait_gone(tb, uid)
+        barrier = new_uid()
+        runtime.launch(request(job("barrier"), settings, barrier))
+        recorder.wait(barrier, lambda e: True, what="reported")
         assert [e.state for e in recorder.of(uid)].count(RunState.ERROR) == 1
     finally:
         tb.delete_node(node)
@@ -289,29 +336,26 @@ def test_abort_deletes_the_pod_and_reports_aborted(
     settings: Settings,
 ) -> None:
     uid = new_uid()
-    (name,) = runtime.submit(rendered(job("long"), settings, uid))
+    runtime.launch(request(job("long"), settings, uid))
     recorder.wait(uid, state(RunState.RUNNING), what="running")
-    assert runtime.holds(uid)
+    assert runtime.existing()[uid] == pod_names(testbed_cluster, uid)
     assert runtime.abort(uid, "ThresholdExceeded", "running for too long")
     aborting = recorder.wait(uid, state(RunState.ABORTING), what="aborting")
     aborted = recorder.wait(uid, state(RunState.ABORTED), what="aborted")
     assert (aborting.reason, aborted.reason) == ("ThresholdExceeded", "ThresholdExceeded")
     assert aborted.message == "running for too long"
     assert not any(e.state is RunState.ERROR for e in recorder.of(uid))
-    deadline = time.monotonic() + 15
-    while runtime.pods(uid):
-        assert time.monotonic() < deadline, f"pod {name} still exists after the abort"
-        time.sleep(0.1)
-    assert not runtime.abort(uid), "nothing left to abort"
+    wait_gone(testbed_cluster, uid)
+    assert not runtime.abort(uid, "Aborted", ""), "nothing left to abort"
 
 
 def test_abort_of_a_pending_run(
     runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
 ) -> None:
     uid = new_uid()
-    runtime.submit(rendered(job("never-fits", cpu=1000), settings, uid))
+    runtime.launch(request(job("never-fits", cpu=1000), settings, uid))
     recorder.wait(uid, lambda e: e.reason == "Unschedulable", what="Unschedulable")
-    assert runtime.abort(uid)
+    assert runtime.abort(uid, "Aborted", "by the test")
     recorder.wait(uid, state(RunState.ABORTED), what="aborted")
 
 
@@ -322,9 +366,12 @@ def test_someone_else_deleting_the_pod_is_an_error(
     settings: Settings,
 ) -> None:
     uid = new_uid()
-    (name,) = runtime.submit(rendered(job("deleted"), settings, uid))
+    run = request(job("deleted"), settings, uid)
+    runtime.launch(run)
     recorder.wait(uid, state(RunState.RUNNING), what="running")
-    testbed_cluster.core.delete_namespaced_pod(name, testbed_cluster.namespace)
+    testbed_cluster.core.delete_namespaced_pod(
+        run.pod["metadata"]["name"], testbed_cluster.namespace
+    )
     event = recorder.wait(uid, state(RunState.ERROR), what="error")
     assert event.reason == "PodDeleted"
 
@@ -332,26 +379,33 @@ def test_someone_else_deleting_the_pod_is_an_error(
 # -- idempotency --------------------------------------------------------------------------
 
 
-def test_submitting_the_same_attempt_twice_makes_one_pod(
-    runtime: KubernetesRuntime, recorder: Recorder, settings: Settings
+def test_launching_the_same_attempt_twice_makes_one_pod(
+    testbed_cluster: TestbedCluster,
+    runtime: KubernetesRuntime,
+    recorder: Recorder,
+    settings: Settings,
 ) -> None:
     uid = new_uid()
-    run = rendered(job("twice"), settings, uid)
-    results: list[list[str]] = []
-    threads = [threading.Thread(target=lambda: results.append(runtime.submit(run))) for _ in "ab"]
+    run = request(job("twice"), settings, uid)
+    failures: list[BaseException] = []
+
+    def launch() -> None:
+        try:
+            runtime.launch(run)
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=launch) for _ in "ab"]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert results[0] == results[1] == [f"twice-{uid[:16]}-1"]
-    assert runtime.submit(run) == results[0]
-    assert len(runtime.pods(uid)) == 1
+    runtime.launch(run)
+    assert failures == []
+    assert pod_names(testbed_cluster, uid) == [f"twice-{uid[:16]}-1"]
     recorder.wait(uid, state(RunState.RUNNING), what="running")
-    runtime.submit(rendered(job("twice"), settings, uid, attempt=2))
-    assert sorted(p["metadata"]["name"] for p in runtime.pods(uid)) == [
-        f"twice-{uid[:16]}-1",
-        f"twice-{uid[:16]}-2",
-    ]
+    runtime.launch(request(job("twice"), settings, uid, attempt=2))
+    assert pod_names(testbed_cluster, uid) == [f"twice-{uid[:16]}-1", f"twice-{uid[:16]}-2"]
 
 
 def test_a_foreign_pod_with_the_same_name_is_a_conflict(
@@ -360,7 +414,7 @@ def test_a_foreign_pod_with_the_same_name_is_a_conflict(
     uid = new_uid()
     make_pod(f"clash-{uid[:16]}-1")
     with pytest.raises(ConflictError, match="already exists"):
-        runtime.submit(rendered(job("clash"), settings, uid))
+        runtime.launch(request(job("clash"), settings, uid))
 
 
 def test_secrets_are_created_refreshed_and_never_taken_over(
@@ -373,13 +427,13 @@ def test_secrets_are_created_refreshed_and_never_taken_over(
         for value in ("one", "two"):
             fn = job("with-secret")
             fn.hold_secret(secret, {"token": value})
-            runtime.submit(rendered(fn, settings, new_uid()))
+            runtime.launch(request(fn, settings, new_uid()))
             data = core.read_namespaced_secret(secret, ns).data or {}
             assert base64.b64decode(data["token"]).decode() == value
         other = job("other-function")
         other.hold_secret(secret, {"token": "stolen"})
         with pytest.raises(ConflictError, match="will not overwrite"):
-            runtime.submit(rendered(other, settings, new_uid()))
+            runtime.launch(request(other, settings, new_uid()))
     finally:
         core.delete_namespaced_secret(secret, ns)
 
@@ -393,7 +447,7 @@ def test_watch_resumes_after_a_disconnect_without_relisting(
     lists, watches = runtime.watch.stats.lists, runtime.watch.stats.watches
     runtime.watch.interrupt()
     uid = new_uid()
-    runtime.submit(rendered(job("after-drop"), settings, uid))
+    runtime.launch(request(job("after-drop"), settings, uid))
     recorder.wait(uid, state(RunState.RUNNING), what="running")
     assert runtime.watch.stats.watches > watches
     assert runtime.watch.stats.lists == lists, "a dropped connection must resume, not re-list"
@@ -441,7 +495,8 @@ def test_watch_survives_410_gone(uncached_cluster: tb_cluster.Cluster) -> None:
         core.create_namespaced_pod(namespace, body)
 
     before = core.list_namespaced_pod(namespace).metadata
-    assert before is not None and before.resource_version
+    assert before is not None
+    assert before.resource_version
     create("made-in-the-gap-1")
     create("made-in-the-gap-2")
     compact_etcd(uncached_cluster)
@@ -459,12 +514,13 @@ def test_watch_survives_410_gone(uncached_cluster: tb_cluster.Cluster) -> None:
             assert arrived.wait_for(lambda: any(n == name for _, n in seen), timeout=15), seen
 
     watch = PodWatch(
-        api, namespace, names.RUN_UID, handler, resource_version=before.resource_version
+        RestApi(api), namespace, names.RUN_UID, handler, resource_version=before.resource_version
     )
     watch.start()
     try:
         wait_for("made-in-the-gap-2")
-        assert watch.stats.expired == 1 and watch.stats.lists == 1
+        assert watch.stats.expired == 1
+        assert watch.stats.lists == 1
         assert ("ADDED", "made-in-the-gap-1") in seen
         create("made-after")
         wait_for("made-after")
@@ -472,7 +528,8 @@ def test_watch_survives_410_gone(uncached_cluster: tb_cluster.Cluster) -> None:
     finally:
         began = time.monotonic()
         watch.stop()
-        assert not watch.running and time.monotonic() - began < 3
+        assert not watch.running
+        assert time.monotonic() - began < 3
 
 
 # -- node loss (last: its clock started at module setup) ----------------------------------

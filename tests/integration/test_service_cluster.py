@@ -14,8 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import runplane
+from runplane import names
 from runplane.config import load_settings
-from runplane.runtimes.kubernetes import names
 from runplane.service.api import create_app
 from runplane.service.server import Server
 from testbed import serve, topology
@@ -79,7 +79,7 @@ def lost_spot_run(
     uid = submit(client, fn)
     wait(client, uid, {"running"})
     testbed_cluster.delete_node(node)
-    yield uid
+    return uid
 
 
 @pytest.fixture(scope="module")
@@ -105,15 +105,30 @@ def submit(client: TestClient, fn: runplane.Function, **body: Any) -> str:
     return str(answer.json()["uid"])
 
 
-def wait(client: TestClient, uid: str, states: set[str], timeout: float = 60) -> dict[str, Any]:
+def wait(
+    client: TestClient, uid: str, states: set[str], timeout: float = 60, reason: str = ""
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     run: dict[str, Any] = {}
     while time.monotonic() < deadline:
         run = client.get(f"/api/v1/runs/{uid}", headers=TOKEN).json()
-        if run["state"] in states:
+        if run["state"] in states and run["reason"].startswith(reason):
             return run
         time.sleep(0.1)
     raise AssertionError(f"run {uid} stayed {run.get('state')}: {run.get('status_text')}")
+
+
+def wait_pod_phase(tb: TestbedCluster, uid: str, phase: str, timeout: float = 60) -> None:
+    """Until the run's pod is in ``phase`` as the API server has it (not as runplane does)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = tb.core.list_namespaced_pod(
+            topology.RUNS_NAMESPACE, label_selector=f"{names.RUN_UID}={uid}"
+        ).items
+        if pods and all(p.status and p.status.phase == phase for p in pods):
+            return
+        assert time.monotonic() < deadline, f"the pod of run {uid} never reached {phase}"
+        time.sleep(0.1)
 
 
 def node_group(testbed_cluster: TestbedCluster, node: str) -> str:
@@ -231,7 +246,7 @@ def test_a_restart_loses_nothing_and_duplicates_nothing(
             "spec": {"containers": [{"name": "main", "image": IMAGE}]},
         },
     )
-    time.sleep(5)  # "finishing" completes while nobody watches
+    wait_pod_phase(testbed_cluster, finishing, "Succeeded")  # while nobody watches
 
     restarted = Server(load_settings())
     try:
@@ -327,7 +342,7 @@ def test_high_priority_starts_first_and_evicts_nothing(client, testbed_cluster, 
         blocker = submit(client, pinned("blocker", "4s", "medium"))
         wait(client, blocker, {"running"})
         low = submit(client, pinned("low", "1s", "low"))
-        time.sleep(1)
+        wait(client, low, {"pending"}, reason="Unschedulable")  # queued behind the blocker
         high = submit(client, pinned("high", "1s", "high"))
         runs = {
             uid: wait(client, uid, {"completed", "error", "aborted"}, timeout=90)
@@ -372,7 +387,7 @@ def test_sigkill_of_the_service_loses_and_duplicates_nothing(
         time.sleep(0.1)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
-    time.sleep(4)  # the run finishes while the service is dead
+    wait_pod_phase(testbed_cluster, uid, "Succeeded")  # while the service is dead
     process, url = start()
     try:
         deadline = time.monotonic() + 30
@@ -425,3 +440,13 @@ def test_a_run_on_a_deleted_spot_node_is_recorded_preempted(client, lost_spot_ru
     assert run["state"] == "error", (run["reason"], run["status_text"], run["transitions"])
     assert run["reason"] == "Preempted"
     assert run["attempts"][0]["reason"] == "Preempted"
+
+
+def test_a_run_the_cluster_refuses_ends_in_error(server, client, code_file, make_pod):
+    uid = uuid.uuid4().hex
+    make_pod(f"clash-{uid[:16]}-1")  # the run's pod name, taken by a pod that is not the run's
+    server.runs.submit(job(code_file, name="clash"), uid=uid)
+    run = wait(client, uid, {"error"})
+    assert run["reason"] == "LaunchFailed"
+    assert run["status_text"].startswith("the kubernetes runtime could not start the run: pod ")
+    assert "already exists" in run["status_text"]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from testbed import cluster as tb_cluster
 from testbed import kube, topology
 from testbed.pytest_plugin import TestbedCluster, pod_manifest
 
@@ -101,7 +102,7 @@ def orphaned_spot_pod(testbed_cluster: TestbedCluster) -> Iterator[Future[client
     outcome = pool.submit(
         tb.wait_pod, "on-reclaimed-spot", disrupted_failed, 150, "Failed+DisruptionTarget by PodGC"
     )
-    time.sleep(0.5)  # let the watch open before the node goes
+    # The wait lists, then watches from the list's version: it sees what follows the delete.
     tb.core.delete_node(node)
     yield outcome
     pool.shutdown(wait=False, cancel_futures=True)
@@ -133,7 +134,8 @@ def test_pod_without_toleration_never_lands_on_tainted_groups(
     make_pod("spot-no-toleration", nodeSelector={topology.LIFECYCLE_LABEL: topology.SPOT})
     pod = testbed_cluster.wait_pod("spot-no-toleration", unschedulable, what="Unschedulable")
     text = message(pod, "PodScheduled")
-    assert "untolerated taint" in text and "didn't match Pod's node affinity" in text
+    assert "untolerated taint" in text
+    assert "didn't match Pod's node affinity" in text
 
 
 def test_gpu_pod_lands_on_gpu_node(testbed_cluster: TestbedCluster, make_pod: MakePod) -> None:
@@ -147,9 +149,11 @@ def test_oversized_pod_stays_pending_with_scheduler_reason(
 ) -> None:
     make_pod("too-big", cpu="1000")
     pod = testbed_cluster.wait_pod("too-big", unschedulable, what="Unschedulable")
-    assert phase(pod) == "Pending" and not node_of(pod)
+    assert phase(pod) == "Pending"
+    assert not node_of(pod)
     text = message(pod, "PodScheduled")
-    assert text.startswith("0/") and "Insufficient cpu" in text
+    assert text.startswith("0/")
+    assert "Insufficient cpu" in text
 
 
 def test_high_priority_pending_pod_goes_first_and_evicts_nothing(
@@ -168,15 +172,20 @@ def test_high_priority_pending_pod_goes_first_and_evicts_nothing(
     tb.wait_pod("waiting-low", unschedulable, what="Unschedulable")
     make_pod("waiting-high", cpu=whole_node, priorityClassName="high", nodeSelector=selector)
     tb.wait_pod("waiting-high", unschedulable, what="Unschedulable")
-    time.sleep(6)  # both past their scheduling backoff, parked as unschedulable
+    # Both must be past their scheduling back-off, parked as unschedulable, so that freed room
+    # goes to the queue in priority order; no API object says when a back-off ends, so wait out
+    # the longest one the testbed's scheduler allows.
+    time.sleep(tb_cluster.SCHEDULER_MAX_BACKOFF_SECONDS + 1)
     tb.core.delete_namespaced_pod(fillers[0], tb.namespace, grace_period_seconds=0)
     high = tb.wait_pod("waiting-high", running, timeout=30, what="Running")
     assert node_of(high) == group.node_names()[0]
     low = tb.read_pod("waiting-low")
-    assert not node_of(low) and unschedulable(low)
+    assert not node_of(low)
+    assert unschedulable(low)
     for name in fillers[1:]:
         pod = tb.read_pod(name)
-        assert phase(pod) == "Running" and kube.pod_condition(pod, "DisruptionTarget") is None
+        assert phase(pod) == "Running"
+        assert kube.pod_condition(pod, "DisruptionTarget") is None
 
 
 def test_system_pod_preempts_user_pod(testbed_cluster: TestbedCluster, make_pod: MakePod) -> None:

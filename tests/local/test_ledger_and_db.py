@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 from runplane.placement import Node
 from runplane.runtimes.local.ledger import Claim, Ledger
@@ -46,13 +49,23 @@ def test_capacity_a_higher_claim_will_take_is_not_given_away(tmp_path):
 
 
 def test_claims_of_dead_processes_are_dropped(tmp_path):
+    # Another process takes the whole machine and dies holding it.
+    other = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_ledger_and_db import claim, ledger
+        from pathlib import Path
+        book = ledger(Path({str(tmp_path)!r}))
+        book.wait(claim("orphan", 1, 1.0, 2000))
+        assert [g.uid for g in book.grant(["orphan"])] == ["orphan"]
+    """)
+    subprocess.run([sys.executable, "-c", other], check=True)
     book = ledger(tmp_path)
-    book.wait(claim("orphan", 1, 1.0, 2000))
-    book._connection.execute("UPDATE claims SET granted = 1, owner_pid = 999999999")
+    assert book.occupied().requested == {"cpu": 2000}
     book.wait(claim("next", 1, 2.0, 2000))
     assert [g.uid for g in book.grant(["next"])] == ["next"]
-    rows = book._connection.execute("SELECT uid FROM claims").fetchall()
-    assert rows == [("next",)]
+    book.release("next")
+    assert book.occupied().requested == {}, "the dead process's claim is gone for good"
 
 
 def test_cores_spread_and_gpus_are_exclusive(tmp_path):
@@ -62,10 +75,11 @@ def test_cores_spread_and_gpus_are_exclusive(tmp_path):
     book.wait(claim("three", 1, 3.0, 1000, cores=1, gpus=1))
     grants = {g.uid: g for g in book.grant(["one", "two", "three"])}
     assert set(grants) == {"one", "two"}  # three GPUs, three asked for before "three"
-    assert grants["one"].gpu_ids == ("0", "1") and grants["two"].gpu_ids == ("2",)
+    assert grants["one"].gpu_ids == ("0", "1")
+    assert grants["two"].gpu_ids == ("2",)
     assert {grants["one"].cpu_ids, grants["two"].cpu_ids} == {(0,), (1,)}
-    stored = book._connection.execute("SELECT gpu_ids FROM claims WHERE uid='one'").fetchone()
-    assert json.loads(stored[0]) == ["0", "1"]
+    elsewhere = ledger(tmp_path, cpu=4000, gpus=("0", "1", "2"))  # as another process sees it
+    assert elsewhere.occupied().requested == {"cpu": 2000, "nvidia.com/gpu": 3}
 
 
 def test_models_match_the_migrations(tmp_path):

@@ -6,8 +6,7 @@ import time
 
 import pytest
 
-from runplane.errors import InvalidValueError, NotFoundError
-from runplane.service.records import RunFinishedError
+from runplane.errors import InvalidValueError, NotFoundError, RunFinishedError
 
 SLEEP = """
 import time
@@ -41,7 +40,7 @@ def test_results_artifacts_and_usage(service, make_function, tmp_path):
             return {{"epochs": epochs, "rate": rate, "tags": tags, "type": type(epochs).__name__}}
     """)
     fn.with_requests(cpu="500m", mem="64Mi")
-    uid = service.submit(fn, params={"epochs": "3", "tags": '["a", "b"]'})
+    uid = service.submit(fn, params={"epochs": "3", "tags": '["a", "b"]'}).uid
     record = service.wait(uid, timeout=30)
     assert record.state == "completed", record.status_text
     assert record.results == {
@@ -56,7 +55,9 @@ def test_results_artifacts_and_usage(service, make_function, tmp_path):
     times = [t.at for t in record.transitions]
     assert times == sorted(times)
     (attempt,) = record.attempts
-    assert attempt.exit_code == 0 and attempt.process_id and attempt.node
+    assert attempt.exit_code == 0
+    assert attempt.process_id
+    assert attempt.node
     assert record.peak_memory_bytes > 5 * 2**20
     assert record.cpu_seconds > 0
     assert record.requests == {"cpu": "500m", "memory": "64Mi"}
@@ -69,7 +70,7 @@ def test_handler_exception_is_an_error_with_its_message(service, make_function):
         def handler(context):
             raise ValueError("bad data in row 7")
     """)
-    record = service.wait(service.submit(fn), timeout=30)
+    record = service.wait(service.submit(fn).uid, timeout=30)
     assert record.state == "error"
     assert record.reason == "Error"
     assert record.status_text == "ValueError: bad data in row 7"
@@ -89,7 +90,7 @@ def test_memory_limit_kills_and_records_oomkilled(service, make_function):
             return {"survived": True}
     """)
     fn.with_requests(mem="100Mi").with_limits(mem="200Mi")
-    record = service.wait(service.submit(fn), timeout=60)
+    record = service.wait(service.submit(fn).uid, timeout=60)
     assert record.state == "error"
     assert record.reason == "OOMKilled"
     assert record.attempts[0].exit_code == 137
@@ -118,7 +119,7 @@ def test_cpu_limit_confines_to_one_core(service, make_function):
             return {"wall": time.time() - start}
     """)
     fn.with_limits(cpu=1)
-    record = service.wait(service.submit(fn), timeout=60)
+    record = service.wait(service.submit(fn).uid, timeout=60)
     assert record.state == "completed", record.status_text
     # Two busy processes, one core: CPU time cannot exceed wall time by more than noise.
     assert record.cpu_seconds <= record.results["wall"] * 1.15, (record.cpu_seconds, record.results)
@@ -127,8 +128,8 @@ def test_cpu_limit_confines_to_one_core(service, make_function):
 
 def test_runs_that_do_not_fit_together_run_one_after_the_other(service, make_function):
     fn = make_function(SLEEP).with_requests(cpu="1500m", mem="64Mi")
-    first = service.submit(fn, params={"seconds": 1})
-    second = service.submit(fn, params={"seconds": 1})
+    first = service.submit(fn, params={"seconds": 1}).uid
+    second = service.submit(fn, params={"seconds": 1}).uid
     a, b = (service.wait(uid, timeout=30) for uid in (first, second))
     assert a.state == b.state == "completed"
     assert a.results["end"] <= b.results["start"] or b.results["end"] <= a.results["start"]
@@ -138,30 +139,32 @@ def test_runs_that_do_not_fit_together_run_one_after_the_other(service, make_fun
 
 def test_small_runs_run_together(service, make_function):
     fn = make_function(SLEEP).with_requests(cpu="500m", mem="64Mi")
-    first = service.submit(fn, params={"seconds": 1})
-    second = service.submit(fn, params={"seconds": 1})
+    first = service.submit(fn, params={"seconds": 1}).uid
+    second = service.submit(fn, params={"seconds": 1}).uid
     a, b = (service.wait(uid, timeout=30) for uid in (first, second))
-    assert a.results["start"] < b.results["end"] and b.results["start"] < a.results["end"]
+    assert a.results["start"] < b.results["end"]
+    assert b.results["start"] < a.results["end"]
 
 
 def test_high_priority_queued_later_starts_first(service, make_function):
     blocker = make_function(SLEEP, name="blocker").with_requests(cpu=2)
-    hold = service.submit(blocker, params={"seconds": 1.5})
+    hold = service.submit(blocker, params={"seconds": 1.5}).uid
     wait_for(lambda: service.store.get(hold).state == "running")
     work = make_function(SLEEP, name="work").with_requests(cpu=2)
-    low = service.submit(work.with_priority_class("low"), params={"seconds": 0.2})
-    time.sleep(0.2)
-    high = service.submit(work.with_priority_class("high"), params={"seconds": 0.2})
+    low = service.submit(work.with_priority_class("low"), params={"seconds": 0.2}).uid
+    wait_for(lambda: service.store.get(low).reason == "Unschedulable")  # queued behind "hold"
+    high = service.submit(work.with_priority_class("high"), params={"seconds": 0.2}).uid
     records = {uid: service.wait(uid, timeout=30) for uid in (hold, low, high)}
     assert all(r.state == "completed" for r in records.values())
     assert records[high].started_at < records[low].started_at
     assert records[low].created_at < records[high].created_at
-    assert records[low].priority_class == "low" and records[high].priority_class == "high"
+    assert records[low].priority_class == "low"
+    assert records[high].priority_class == "high"
 
 
 def test_constrain_mode_pends_with_the_scheduler_reason(service, make_function):
     fn = make_function(SLEEP).with_preemption_mode("constrain")
-    uid = service.submit(fn)
+    uid = service.submit(fn).uid
     record = wait_for(lambda: (r := service.store.get(uid)).status_text and r)
     assert record.state == "pending"
     assert record.reason == "Unschedulable"
@@ -177,7 +180,7 @@ def test_constrain_mode_pends_with_the_scheduler_reason(service, make_function):
 
 
 def test_gpu_request_on_a_machine_without_gpus_pends_with_reason(service, make_function):
-    uid = service.submit(make_function(SLEEP).with_limits(gpus=1))
+    uid = service.submit(make_function(SLEEP).with_limits(gpus=1)).uid
     record = wait_for(lambda: (r := service.store.get(uid)).status_text and r)
     assert record.status_text.startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
     assert (
@@ -190,7 +193,7 @@ def test_gpu_request_on_a_machine_without_gpus_pends_with_reason(service, make_f
 def test_running_threshold_aborts_with_status_text(service, make_function):
     fn = make_function(SLEEP)
     start = time.monotonic()
-    uid = service.submit(fn, params={"seconds": 30}, state_thresholds={"running": "1s"})
+    uid = service.submit(fn, params={"seconds": 30}, state_thresholds={"running": "1s"}).uid
     record = service.wait(uid, timeout=30)
     assert time.monotonic() - start < 10
     assert record.state == "aborted"
@@ -201,7 +204,7 @@ def test_running_threshold_aborts_with_status_text(service, make_function):
 
 def test_pending_threshold_counts_from_entering_the_state(service, make_function):
     fn = make_function(SLEEP).set_state_thresholds({"pending_not_scheduled": "1s"})
-    uid = service.submit(fn.with_limits(gpus=1))
+    uid = service.submit(fn.with_limits(gpus=1)).uid
     record = service.wait(uid, timeout=30)
     assert record.state == "aborted"
     assert record.status_text.startswith(
@@ -214,9 +217,9 @@ def test_pending_threshold_counts_from_entering_the_state(service, make_function
 
 def test_abort_running_and_pending(service, make_function):
     fn = make_function(SLEEP).with_requests(cpu=2)
-    running = service.submit(fn, params={"seconds": 30})
+    running = service.submit(fn, params={"seconds": 30}).uid
     wait_for(lambda: service.store.get(running).state == "running")
-    pending = service.submit(fn, params={"seconds": 30})
+    pending = service.submit(fn, params={"seconds": 30}).uid
     wait_for(lambda: service.store.get(pending).status_text.startswith("0/1"))
     assert service.wait(service.abort(pending).uid, timeout=10).state == "aborted"
     record = service.wait(service.abort(running).uid, timeout=10)
@@ -247,7 +250,7 @@ def test_environment_secrets_and_gpus_reach_the_process(monkeypatch, make_functi
                         "cuda": os.environ["CUDA_VISIBLE_DEVICES"]}
         """)
         fn.set_env("PLAIN", "value").set_env_from_secret("TOKEN", "creds", "token").gpus(1)
-        record = service.wait(service.submit(fn), timeout=30)
+        record = service.wait(service.submit(fn).uid, timeout=30)
         assert record.results == {"plain": "value", "secret_ok": True, "cuda": "0"}
         assert "s3cret" not in str(record)
     finally:
@@ -274,7 +277,7 @@ def test_volumes_map_to_local_directories(monkeypatch, make_function, tmp_path):
                 return {"context": via_context, "link": via_link}
         """)
         fn.apply(runplane.mount_pvc("data-claim", "data", "/data"))
-        record = service.wait(service.submit(fn), timeout=30)
+        record = service.wait(service.submit(fn).uid, timeout=30)
         assert record.results == {"context": "hello", "link": "hello"}
         unmapped = make_function("def handler(context):\n    pass\n", name="other")
         unmapped.apply(runplane.mount_pvc("other-claim", "other", "/other"))
@@ -326,3 +329,72 @@ def test_unknown_priority_class_is_refused_before_recording(service, make_functi
     with pytest.raises(InvalidValueError, match="valid priority classes are low, medium, high"):
         service.submit(make_function(SLEEP).with_priority_class("urgent"))
     assert service.store.list_runs() == []
+
+
+def test_logs_come_in_chunks_and_a_split_character_arrives_whole(service, make_function):
+    # One ASCII byte, then two-byte characters: the 1 MiB chunk boundary falls inside one.
+    fn = make_function("""
+        import sys
+
+        def handler(context):
+            sys.stdout.write("a" + "é" * 600_000)
+    """)
+    record = service.wait(service.submit(fn).uid, timeout=60)
+    assert record.state == "completed", record.status_text
+    first, offset = service.logs(record.uid)
+    assert len(first) == offset == 1 << 20
+    rest, end = service.logs(record.uid, offset)
+    assert end == offset + len(rest) == 1 + 2 * 600_000
+    assert service.logs(record.uid, end) == (b"", end)
+    from runplane.client import RunHandle
+
+    assert RunHandle(service, record.uid).logs() == "a" + "é" * 600_000
+
+
+def test_usage_while_running_and_after(service, make_function):
+    fn = make_function("""
+        import time
+
+        def handler(context):
+            hold = bytearray(40 * 2**20)
+            end = time.time() + 30
+            while time.time() < end:
+                pass
+    """)
+    uid = service.submit(fn).uid
+    live = wait_for(lambda: (u := service.usage(uid)).cpu_seconds > 0.2 and u)
+    assert live.peak_memory_bytes > 40 * 2**20
+    record = service.wait(service.abort(uid).uid, timeout=10)
+    assert service.usage(uid) == record.usage
+    assert record.usage.cpu_seconds >= live.cpu_seconds
+
+
+def test_the_hint_follows_the_configured_spot_labels(monkeypatch, make_function):
+    monkeypatch.setenv("RUNPLANE_PREEMPTIBLE_NODES_PRESET", "eks")
+    from runplane.config import load_settings
+    from runplane.service.embedded import EmbeddedService
+
+    service = EmbeddedService(load_settings())
+    try:
+        uid = service.submit(make_function(SLEEP).with_preemption_mode("constrain")).uid
+        record = wait_for(lambda: (r := service.store.get(uid)).status_text and r)
+        assert "preemption mode 'constrain' needs spot nodes; this machine is on-demand" in (
+            record.status_text
+        )
+        assert "eks.amazonaws.com/capacityType" in record.status_text
+        service.abort(uid)
+    finally:
+        service.close()
+
+
+def test_the_machine_as_a_node_shows_what_runs_hold(service, make_function):
+    (idle,) = service.runtime.nodes()
+    assert idle.free["cpu"] == idle.allocatable["cpu"] == 2000
+    uid = service.submit(
+        make_function(SLEEP).with_requests(cpu="1500m"), params={"seconds": 30}
+    ).uid
+    wait_for(lambda: service.store.get(uid).state == "running")
+    (busy,) = service.runtime.nodes()
+    assert busy.free["cpu"] == 500
+    assert service.runtime.existing()[uid][0].startswith("process ")
+    service.wait(service.abort(uid).uid, timeout=10)

@@ -140,7 +140,7 @@ def test_killed_executor_is_recovered_on_next_start(tmp_path):
         import runplane
 
         fn = runplane.code_to_function("again", filename=str(fn_path), handler="handler")
-        uid = restarted.submit(fn.with_requests(cpu=2), params={"seconds": 0.1})
+        uid = restarted.submit(fn.with_requests(cpu=2), params={"seconds": 0.1}).uid
         assert restarted.wait(uid, timeout=30).state == "completed"
     finally:
         restarted.close()
@@ -184,7 +184,8 @@ def test_cli_run_runs_get_and_logs(tmp_path):
     assert "peak memory" in done.stdout
     table = cli("runs")
     assert table.returncode == 0
-    assert "train" in table.stdout and "completed" in table.stdout
+    assert "train" in table.stdout
+    assert "completed" in table.stdout
     uid = table.stdout.splitlines()[1].split()[0]
     detail = yaml.safe_load(cli("get", "run", uid, check=True).stdout)
     assert detail["state"] == "completed"

@@ -25,17 +25,25 @@ TOKENS = (
 
 
 def database_urls() -> list[str]:
-    urls = ["sqlite"]
-    if os.environ.get("RUNPLANE_TEST_POSTGRES_URL"):
-        urls.append("postgresql")
-    return urls
+    """Every test of the service runs on SQLite and on PostgreSQL; ``RUNPLANE_TEST_POSTGRES=skip``
+    is the only way to leave PostgreSQL out (CI never sets it)."""
+    if os.environ.get("RUNPLANE_TEST_POSTGRES") == "skip":
+        return ["sqlite"]
+    return ["sqlite", "postgresql"]
 
 
 @pytest.fixture(params=database_urls())
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'service.db'}"
-    return _fresh_postgres_database(os.environ["RUNPLANE_TEST_POSTGRES_URL"])
+    url = os.environ.get("RUNPLANE_TEST_POSTGRES_URL")
+    if not url:
+        pytest.fail(
+            "RUNPLANE_TEST_POSTGRES_URL is not set: start a PostgreSQL with "
+            '`eval "$(bash scripts/postgres.sh start)"` (scripts/test.sh does), or set '
+            "RUNPLANE_TEST_POSTGRES=skip to run the service tests on SQLite only"
+        )
+    return _fresh_postgres_database(url)
 
 
 def _fresh_postgres_database(url: str) -> str:
@@ -55,7 +63,7 @@ def _fresh_postgres_database(url: str) -> str:
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database: str) -> Iterator[Server]:
     for name in list(os.environ):
-        if name.startswith("RUNPLANE_") and name != "RUNPLANE_TEST_POSTGRES_URL":
+        if name.startswith("RUNPLANE_") and not name.startswith("RUNPLANE_TEST_POSTGRES"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("RUNPLANE_CONFIG", str(tmp_path / "absent.yaml"))
     monkeypatch.setenv("RUNPLANE_LOCAL__HOME", str(tmp_path / "home"))

@@ -38,7 +38,33 @@ def test_submit_run_wait_and_read_back(client, function_dict):
     listed = client.get("/api/v1/runs", headers=USER, params={"state": "completed"}).json()
     assert [r["uid"] for r in listed] == [uid]
     assert client.get("/api/v1/runs", headers=USER, params={"project": "other"}).json() == []
-    assert client.get(f"/api/v1/runs/{uid}/logs", headers=USER).status_code == 200
+    unknown = client.get("/api/v1/runs", headers=USER, params={"state": "finished"})
+    assert unknown.status_code == 422
+    assert unknown.json()["message"].startswith("state: 'finished' is not valid; run states are")
+    usage = client.get(f"/api/v1/runs/{uid}/usage", headers=USER).json()
+    assert usage == {
+        "peak_memory_bytes": run["peak_memory_bytes"],
+        "cpu_seconds": run["cpu_seconds"],
+    }
+
+
+def test_logs_are_read_from_an_offset(client, function_dict):
+    printer = function_dict(
+        "def handler(context):\n    print('first line')\n    print('second line')\n",
+        name="printer",
+    )
+    uid = client.post("/api/v1/runs", headers=USER, json={"function": printer}).json()["uid"]
+    wait_state(client, uid, {"completed"})
+    whole = client.get(f"/api/v1/runs/{uid}/logs", headers=USER)
+    assert whole.content == b"first line\nsecond line\n"
+    assert whole.headers["X-Runplane-Next-Offset"] == str(len(whole.content))
+    rest = client.get(f"/api/v1/runs/{uid}/logs", headers=USER, params={"offset": 11})
+    assert rest.content == b"second line\n"
+    assert rest.headers["X-Runplane-Next-Offset"] == str(len(whole.content))
+    assert (
+        client.get(f"/api/v1/runs/{uid}/logs", headers=USER, params={"offset": -1}).status_code
+        == 422
+    )
 
 
 def test_abort_is_idempotent_until_finished(client, function_dict):
@@ -174,11 +200,12 @@ def test_schedules_fire_once_per_due_time(client, server, function_dict):
         schedule["id"]
     ]
     later = schedule["last_fired_at"] + 600
-    first = server.schedules.fire_due(later, server._fire)
-    again = server.schedules.fire_due(later, server._fire)
-    assert len(first) == 1 and again == []
+    first = server.schedules.fire_due(later, server.fire)
+    again = server.schedules.fire_due(later, server.fire)
+    assert len(first) == 1
+    assert again == []
     # A fire repeated after a crash (run started, last_fired_at not yet saved) starts nothing.
-    assert server._fire(server.schedules.list_schedules()[0], first[0]) is False
+    assert server.fire(server.schedules.list_schedules()[0], first[0]) is False
     run = wait_state(client, first[0], {"completed"})
     assert run["results"] == {"double": 8}
     assert client.delete(f"/api/v1/schedules/{schedule['id']}", headers=USER).status_code == 204
@@ -206,14 +233,14 @@ def test_schedules_survive_a_restart_without_double_firing(server, function_dict
         role="user",
     )
     now = record.last_fired_at + 120
-    fired = server.schedules.fire_due(now, server._fire)
+    fired = server.schedules.fire_due(now, server.fire)
     from runplane.config import load_settings
     from runplane.service.server import Server
 
     server.close()
     restarted = Server(load_settings())
     try:
-        assert restarted.schedules.fire_due(now, restarted._fire) == []
+        assert restarted.schedules.fire_due(now, restarted.fire) == []
         assert len(fired) == 1
         assert restarted.runs.store.get(fired[0]).name == "job"
     finally:
@@ -228,8 +255,16 @@ def test_fire_uid_is_deterministic_per_schedule_and_due_time():
 def test_cluster_summary(client):
     summary = client.get("/api/v1/cluster", headers=USER).json()
     assert summary["runtime"] == "local"
+    assert summary["capabilities"] == {
+        "gpus": False,
+        "preemption": False,
+        "node_labels": False,
+        "deploy": False,
+        "durable": False,
+    }
     (node,) = summary["nodes"]
     assert node["allocatable"]["cpu"] == 2000
+    assert node["free"]["cpu"] == 2000
 
 
 def test_deploy_needs_a_cluster(client, function_dict):

@@ -66,10 +66,12 @@ def test_cli_against_the_service(service_url, tmp_path):
 
     done = cli("run", str(script), "--handler", "train", "--param", "epochs=3", "--cpu", "1")
     assert done.returncode == 0, done.stderr
-    assert "completed (Completed)" in done.stdout and "epochs=3" in done.stdout
+    assert "completed (Completed)" in done.stdout
+    assert "epochs=3" in done.stdout
     assert "remote epochs 3" in done.stderr
     table = cli("runs")
-    assert "train" in table.stdout and "completed" in table.stdout
+    assert "train" in table.stdout
+    assert "completed" in table.stdout
     uid = table.stdout.splitlines()[1].split()[0]
     assert "remote epochs 3" in cli("logs", uid).stdout
     assert cli("get", "run", uid).returncode == 0
@@ -164,7 +166,8 @@ def test_schedules_from_the_cli_and_the_sdk(service_url, tmp_path):
     )
     assert sdk.stdout.strip() == "0 * * * *", sdk.stderr
     listed = cli("schedule", "list").stdout
-    assert "nightly" in listed and "hourly" in listed
+    assert "nightly" in listed
+    assert "hourly" in listed
     assert cli("schedule", "delete", schedule_id).returncode == 0
     assert "nightly" not in cli("schedule", "list").stdout
     bad = cli("schedule", "create", str(script), "--handler", "handler", "--cron", "often")

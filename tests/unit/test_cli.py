@@ -130,7 +130,7 @@ def test_secret_values_are_redacted_in_printed_manifests():
     import runplane
     from runplane.cli.main import _redacted
     from runplane.config import load_settings
-    from runplane.render import render
+    from runplane.rendering import render
 
     fn = runplane.new_function("t").apply(runplane.mount_v3io(access_key="TOPSECRET"))
     printed = yaml.safe_dump_all([_redacted(m) for m in render(fn, load_settings()).manifests])

@@ -91,7 +91,8 @@ def test_bad_quantities_at_the_call(fn, call, message):
     with pytest.raises(InvalidValueError) as caught:
         call(fn)
     assert str(caught.value).startswith(message)
-    assert fn.spec.resources.requests == {} and fn.spec.resources.limits == {}
+    assert fn.spec.resources.requests == {}
+    assert fn.spec.resources.limits == {}
 
 
 def test_node_selection_parts_replace_independently(fn):
@@ -257,7 +258,8 @@ def test_mount_pvc_configmap_secret(fn):
 def test_reapplying_the_same_mount_is_a_no_op(fn):
     mount = runplane.mount_pvc(pvc_name="data-claim", volume_name="data", volume_mount_path="/data")
     fn.apply(mount).apply(mount)
-    assert len(fn.spec.volumes) == 1 and len(fn.spec.volume_mounts) == 1
+    assert len(fn.spec.volumes) == 1
+    assert len(fn.spec.volume_mounts) == 1
 
 
 def test_duplicate_volume_names_and_paths_are_refused(fn):
@@ -388,7 +390,7 @@ def test_bad_function_names_and_kinds():
     with pytest.raises(InvalidValueError) as caught:
         runplane.new_function("t", kind="mpijob")
     assert str(caught.value) == (
-        "kind: 'mpijob' is not valid; allowed kinds are job, serving, local (example: kind='job')"
+        "kind: 'mpijob' is not valid; allowed kinds are job, serving (example: kind='job')"
     )
     with pytest.raises(InvalidValueError, match="a function needs a name"):
         runplane.new_function()
@@ -468,7 +470,8 @@ def test_import_function_errors(tmp_path):
 def test_new_function_from_command(tmp_path):
     fn = runplane.new_function(command="train_model.py", image="python:3.12", handler="train")
     assert fn.metadata.name == "train-model"
-    assert fn.spec.command == "train_model.py" and fn.spec.image == "python:3.12"
+    assert fn.spec.command == "train_model.py"
+    assert fn.spec.image == "python:3.12"
 
 
 def test_platforms_alias_matches_documents():

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from runplane.runtimes.events import RunState
-from runplane.runtimes.kubernetes import names, pod_to_event
+from runplane import names
+from runplane.runs import RunState
+from runplane.runtimes.kubernetes import pod_to_event
+from runplane.runtimes.kubernetes.tracker import RunTracker
 from runplane.runtimes.kubernetes.watch import Backoff, PodWatch
 
 UID = "0123456789abcdef0123"
@@ -146,7 +148,8 @@ def test_scheduled_and_starting_is_pending_scheduled() -> None:
 
 def test_node_name_without_scheduler_counts_as_scheduled() -> None:
     event = pod_to_event(pod(node="gpu-0"))
-    assert event is not None and event.condition == "pending_scheduled"
+    assert event is not None
+    assert event.condition == "pending_scheduled"
 
 
 def test_config_error_stays_pending_scheduled_with_its_reason() -> None:
@@ -185,7 +188,8 @@ def test_init_container_pull_failure_counts_too() -> None:
     p = pod(node="n1", conditions=[scheduled("True")])
     p["status"]["initContainerStatuses"] = waiting("ImagePullBackOff", "no such image")
     event = pod_to_event(p)
-    assert event is not None and event.condition == "image_pull_backoff"
+    assert event is not None
+    assert event.condition == "image_pull_backoff"
 
 
 # -- running and ends ---------------------------------------------------------------------
@@ -223,7 +227,8 @@ def test_plain_failure_names_the_exit_code() -> None:
 def test_termination_message_wins() -> None:
     containers = terminated(1, "Error", message="ValueError: bad input\n")
     event = pod_to_event(pod("Failed", containers=containers))
-    assert event is not None and event.message == "ValueError: bad input"
+    assert event is not None
+    assert event.message == "ValueError: bad input"
 
 
 def test_main_container_explains_the_end_over_sidecars() -> None:
@@ -232,7 +237,8 @@ def test_main_container_explains_the_end_over_sidecars() -> None:
         *terminated(137, "OOMKilled"),
     ]
     event = pod_to_event(pod("Failed", containers=containers))
-    assert event is not None and (event.reason, event.exit_code) == ("OOMKilled", 137)
+    assert event is not None
+    assert (event.reason, event.exit_code) == ("OOMKilled", 137)
 
 
 def test_pod_level_failure_without_container_status() -> None:
@@ -273,7 +279,8 @@ def test_disruption_is_preempted(cause: str, text: str, phase: str) -> None:
 def test_completed_before_disruption_stays_completed() -> None:
     p = pod("Succeeded", conditions=[disruption("DeletionByPodGC", "gone")])
     event = pod_to_event(p, deleted=True)
-    assert event is not None and event.state is RunState.COMPLETED
+    assert event is not None
+    assert event.state is RunState.COMPLETED
 
 
 def test_deleted_while_running_is_an_error() -> None:
@@ -286,7 +293,8 @@ def test_deleted_while_running_is_an_error() -> None:
 def test_being_deleted_by_someone_is_reported_at_once() -> None:
     p = pod("Running", node="n1", deletionTimestamp=T3, deletionGracePeriodSeconds=30)
     event = pod_to_event(p)
-    assert event is not None and event.reason == "PodDeleted"
+    assert event is not None
+    assert event.reason == "PodDeleted"
 
 
 def test_failure_caused_by_a_delete_is_a_deletion() -> None:
@@ -298,7 +306,8 @@ def test_failure_caused_by_a_delete_is_a_deletion() -> None:
         deletionGracePeriodSeconds=5,
     )
     event = pod_to_event(p, deleted=True)
-    assert event is not None and event.reason == "PodDeleted"
+    assert event is not None
+    assert event.reason == "PodDeleted"
 
 
 def test_failure_before_a_later_delete_keeps_its_reason() -> None:
@@ -309,12 +318,14 @@ def test_failure_before_a_later_delete_keeps_its_reason() -> None:
         deletionGracePeriodSeconds=0,
     )
     event = pod_to_event(p, deleted=True)
-    assert event is not None and (event.reason, event.exit_code) == ("OOMKilled", 137)
+    assert event is not None
+    assert (event.reason, event.exit_code) == ("OOMKilled", 137)
 
 
 def test_deleted_while_pending_is_an_error() -> None:
     event = pod_to_event(pod(), deleted=True)
-    assert event is not None and (event.state, event.reason) == (RunState.ERROR, "PodDeleted")
+    assert event is not None
+    assert (event.state, event.reason) == (RunState.ERROR, "PodDeleted")
 
 
 def test_abort_annotation_means_aborting_then_aborted() -> None:
@@ -341,7 +352,8 @@ def test_abort_wins_over_preemption() -> None:
     notes = {names.ABORT_REASON: "Aborted"}
     p = pod("Failed", annotations=notes, conditions=[disruption("DeletionByPodGC", "gone")])
     event = pod_to_event(p)
-    assert event is not None and event.state is RunState.ABORTED
+    assert event is not None
+    assert event.state is RunState.ABORTED
 
 
 def test_unknown_phase_says_nothing() -> None:
@@ -350,7 +362,8 @@ def test_unknown_phase_says_nothing() -> None:
 
 def test_bad_attempt_label_defaults_to_one() -> None:
     event = pod_to_event(pod(labels={names.RUN_UID: UID, names.ATTEMPT: "x"}))
-    assert event is not None and event.attempt == 1
+    assert event is not None
+    assert event.attempt == 1
 
 
 # -- the watch loop, against a scripted API -----------------------------------------------
@@ -419,14 +432,13 @@ def listing(version: str, *pods: dict[str, Any]) -> dict[str, Any]:
 def run_watch(rest: FakeRest, **kwargs: Any) -> tuple[PodWatch, list[tuple[str, str]]]:
     seen: list[tuple[str, str]] = []
     watch = PodWatch(
-        object(),  # type: ignore[arg-type]
+        rest,
         "ns",
         names.RUN_UID,
         lambda kind, p: seen.append((kind, p["metadata"]["name"])),
         backoff=Backoff(0.01, 0.02),
         **kwargs,
     )
-    watch._rest = rest  # type: ignore[assignment]
     watch.start()
     assert rest.done.wait(5), "the watch never reached the end of its script"
     watch.stop()
@@ -465,7 +477,8 @@ def test_watch_relists_on_410_and_reports_what_vanished() -> None:
         ("MODIFIED", "b"),
         ("ADDED", "c"),
     ]
-    assert watch.stats.expired == 1 and watch.stats.lists == 2
+    assert watch.stats.expired == 1
+    assert watch.stats.lists == 2
     assert rest.watched_from == ["10", "30"]
 
 
@@ -498,8 +511,7 @@ def test_a_failing_handler_does_not_stop_the_watch() -> None:
         calls.append(p["metadata"]["name"])
         raise RuntimeError("consumer bug")
 
-    watch = PodWatch(object(), "ns", names.RUN_UID, handler)  # type: ignore[arg-type]
-    watch._rest = rest  # type: ignore[assignment]
+    watch = PodWatch(rest, "ns", names.RUN_UID, handler)
     watch.start()
     assert rest.done.wait(5)
     began = time.monotonic()
@@ -508,55 +520,47 @@ def test_a_failing_handler_does_not_stop_the_watch() -> None:
     assert calls == ["a", "b"]
 
 
-# -- the runtime's event stream (no API calls) --------------------------------------------
+# -- from observations to events (no API calls) ------------------------------------------
 
 
-def quiet_runtime(events: list[Any]) -> Any:
-    from runplane.config import Settings
-    from runplane.runtimes.kubernetes import KubernetesRuntime
-
-    settings = Settings(namespace="runs")
-    return KubernetesRuntime(settings, events.append, api=object(), watch=False)  # type: ignore[arg-type]
-
-
-def test_runtime_passes_each_change_once_and_nothing_after_the_end() -> None:
+def test_each_change_is_published_once_and_nothing_after_the_end() -> None:
     events: list[Any] = []
-    runtime = quiet_runtime(events)
-    runtime._observe("ADDED", obj("a", "1"))
-    runtime._observe("MODIFIED", obj("a", "2"))  # same state: a label or IP change
-    runtime._observe("MODIFIED", obj("a", "3", "Succeeded"))
-    runtime._observe("DELETED", obj("a", "4", "Succeeded"))
+    tracker = RunTracker(events.append)
+    tracker.observe("ADDED", obj("a", "1"))
+    tracker.observe("MODIFIED", obj("a", "2"))  # same state: a label or IP change
+    tracker.observe("MODIFIED", obj("a", "3", "Succeeded"))
+    tracker.observe("DELETED", obj("a", "4", "Succeeded"))
     assert [e.state for e in events] == [RunState.RUNNING, RunState.COMPLETED]
 
 
-def test_runtime_reports_a_vanished_pod_as_unknown_end() -> None:
+def test_a_vanished_pod_is_an_unknown_end() -> None:
     events: list[Any] = []
-    runtime = quiet_runtime(events)
-    runtime._observe("ADDED", obj("a", "1"))
-    runtime._observe("VANISHED", obj("a", "1"))
-    assert events[-1].reason == "PodDeleted" and "unknown" in events[-1].message
+    tracker = RunTracker(events.append)
+    tracker.observe("ADDED", obj("a", "1"))
+    tracker.observe("VANISHED", obj("a", "1"))
+    assert events[-1].reason == "PodDeleted"
+    assert "unknown" in events[-1].message
 
 
-def test_runtime_turns_whatever_ends_an_aborting_run_into_aborted() -> None:
+def test_whatever_ends_an_aborting_run_is_its_abort() -> None:
     events: list[Any] = []
-    runtime = quiet_runtime(events)
-    runtime._aborting[UID] = (
-        "ThresholdExceeded",
-        "too long",
-    )  # the annotation could not be written
-    runtime._observe("MODIFIED", obj("a", "1"))
-    runtime._observe("DELETED", obj("a", "2"))
+    tracker = RunTracker(events.append)
+    tracker.abort(UID, "ThresholdExceeded", "too long")  # the annotation could not be written
+    tracker.observe("MODIFIED", obj("a", "1"))
+    tracker.observe("DELETED", obj("a", "2"))
+    tracker.observe("ADDED", obj("b", "3"))  # a later pod of the run is not part of the abort
     assert [(e.state, e.reason) for e in events] == [
         (RunState.ABORTING, "ThresholdExceeded"),
         (RunState.ABORTED, "ThresholdExceeded"),
+        (RunState.RUNNING, "Running"),
     ]
-    assert UID not in runtime._aborting
 
 
 def test_results_come_from_the_entry_points_termination_message() -> None:
     summary = json.dumps({"results": {"accuracy": 0.93}})
     done = pod_to_event(pod("Succeeded", containers=terminated(0, "Completed", message=summary)))
-    assert done is not None and done.results == {"accuracy": 0.93}
+    assert done is not None
+    assert done.results == {"accuracy": 0.93}
     failed = pod_to_event(pod("Failed", containers=terminated(1, "Error", message=summary)))
     assert failed is not None
     assert failed.results == {"accuracy": 0.93}

@@ -6,7 +6,7 @@ import pytest
 
 import runplane
 from runplane.config import load_settings
-from runplane.render import render
+from runplane.rendering import render
 from runplane.spec import QoSClass, qos_class
 
 from .conftest import assert_valid_manifests

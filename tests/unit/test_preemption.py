@@ -8,7 +8,7 @@ import runplane
 from runplane.config import load_settings
 from runplane.errors import ConflictError
 from runplane.placement import evaluate
-from runplane.render import render
+from runplane.rendering import render
 
 from .cluster import GPU_TOLERATION, LIFECYCLE, reference_nodes
 from .conftest import assert_valid_manifests

@@ -7,7 +7,7 @@ import pytest
 import runplane
 from runplane.config import load_settings
 from runplane.errors import ConflictError, InvalidValueError, PolicyError
-from runplane.render import RunRef, render
+from runplane.rendering import RunRef, render
 
 from .conftest import assert_valid_manifests
 
@@ -199,7 +199,8 @@ def test_v3io_access_key_renders_as_a_referenced_secret():
         "flexVolume": {"driver": "v3io/fuse", "secretRef": {"name": "training-data-v3io"}},
     }
     assert "XYZ123.." not in str(pod)
-    assert secret["kind"] == "Secret" and secret["stringData"] == {"accessKey": "XYZ123.."}
+    assert secret["kind"] == "Secret"
+    assert secret["stringData"] == {"accessKey": "XYZ123.."}
 
 
 def test_auto_mount_applies_unless_disabled_or_taken():
@@ -235,7 +236,8 @@ def test_serving_fixed_replicas():
     }
     assert result.pod_spec["restartPolicy"] == "Always"
     env = {e["name"]: e["value"] for e in container(result)["env"]}
-    assert env["RUNPLANE_HTTP_WORKERS"] == "8" and env["RUNPLANE_HTTP_WORKER_TIMEOUT"] == "10"
+    assert env["RUNPLANE_HTTP_WORKERS"] == "8"
+    assert env["RUNPLANE_HTTP_WORKER_TIMEOUT"] == "10"
     assert service["spec"]["ports"] == [
         {"name": "http", "port": 80, "targetPort": "http", "protocol": "TCP"}
     ]
@@ -282,11 +284,6 @@ def test_replicas_on_a_job_are_refused():
         render(fn, load_settings())
 
 
-def test_local_kind_renders_like_a_job():
-    fn = runplane.new_function("training", kind="local")
-    assert rendered(fn).manifests[0]["kind"] == "Pod"
-
-
 def test_everything_at_once_is_schema_valid(tmp_path):
     fn = runplane.new_function("everything", project="p", labels={"team": "ml"})
     fn.with_requests(mem="1G", cpu="500m").with_limits(mem="1G", cpu=1, gpus=1)
@@ -319,9 +316,9 @@ def test_everything_at_once_is_schema_valid(tmp_path):
 
 
 def test_priority_classes_never_evict_except_system():
-    from runplane.render.cluster import priority_classes
+    from runplane.rendering.cluster import priority_classes
 
-    manifests = priority_classes(load_settings())
+    manifests = priority_classes(load_settings().priority_classes)
     assert_valid_manifests(manifests)
     policies = {m["metadata"]["name"]: (m["value"], m["preemptionPolicy"]) for m in manifests}
     assert policies == {

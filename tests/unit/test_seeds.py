@@ -17,7 +17,7 @@ import runplane
 from runplane.config import load_settings
 from runplane.errors import ConflictError, InvalidValueError, NotFoundError
 from runplane.placement import evaluate
-from runplane.render import render
+from runplane.rendering import render
 
 from .cluster import reference_nodes
 from .conftest import assert_valid_manifests
@@ -96,7 +96,7 @@ def test_requests_and_limits(func):
 def test_mpijob_example_with_a_supported_kind(tmp_path):
     code = tmp_path / "training.py"
     code.write_text("def train(context):\n    pass\n")
-    with pytest.raises(InvalidValueError, match="allowed kinds are job, serving, local"):
+    with pytest.raises(InvalidValueError, match="allowed kinds are job, serving "):
         runplane.code_to_function(
             filename=str(code),
             name="training",

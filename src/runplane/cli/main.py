@@ -2,23 +2,41 @@
 
 from __future__ import annotations
 
+import logging
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
-from runplane.cli.options import apply_resource_options, resource_options
+from runplane.cli.options import apply_resource_options, load_function, resource_options
+from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
+from runplane.cli.service import deploy_command, schedule_group
 from runplane.errors import RunplaneError
 
 REDACTED = "<redacted>"
 
 
+def configure_logging(verbose: bool) -> None:
+    """What runplane's modules log, on stderr: the one logging setup of a runplane command.
+
+    The SDK configures nothing (a library leaves that to the program using it); a command
+    shows warnings, and with ``--verbose`` everything.
+    """
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("runplane")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    logger.propagate = False
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="runplane")
 @click.option("--api", metavar="URL", help="Use the runplane service at URL (RUNPLANE_API).")
-def cli(api: str | None) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Log what runplane does, not only warnings.")
+def cli(api: str | None, verbose: bool) -> None:
     """Run Python functions as jobs and services with explicit, correct resources."""
+    configure_logging(verbose)
     if api:
         import os
 
@@ -26,20 +44,6 @@ def cli(api: str | None) -> None:
 
         os.environ["RUNPLANE_API"] = api
         current.cache_clear()
-
-
-def load_function(source: str, name: str | None, handler: str | None, kind: str | None) -> Any:
-    """A function from an exported YAML/JSON file or from a Python file."""
-    from runplane.spec import code_to_function, import_function
-
-    if Path(source).suffix == ".py":
-        return code_to_function(
-            name=name or "", filename=source, handler=handler or "", kind=kind or "job"
-        )
-    fn = import_function(source)
-    if handler:
-        fn.spec.handler = handler
-    return fn
 
 
 def _redacted(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -53,7 +57,7 @@ def _redacted(manifest: dict[str, Any]) -> dict[str, Any]:
 @click.argument("source")
 @click.option("--name", help="Function name (default: the file name).")
 @click.option("--handler", help="Function in the file to run.")
-@click.option("--kind", type=click.Choice(["job", "serving", "local"]), help="Function kind.")
+@click.option("--kind", type=click.Choice(["job", "serving"]), help="Function kind.")
 @resource_options
 def render(
     source: str, name: str | None, handler: str | None, kind: str | None, **options: Any
@@ -65,10 +69,11 @@ def render(
     """
     import yaml
 
-    from runplane.render import render as render_function
+    from runplane.config import current
+    from runplane.rendering import render as render_function
 
     fn = apply_resource_options(load_function(source, name, handler, kind), options)
-    rendered = render_function(fn)
+    rendered = render_function(fn, current())
     click.echo(
         yaml.safe_dump_all([_redacted(m) for m in rendered.manifests], sort_keys=False), nl=False
     )
@@ -96,7 +101,19 @@ def serve(host: str | None, port: int | None) -> None:
             'RUNPLANE_SERVICE__TOKENS=\'[{"token": "<secret>", "user": "me", '
             '"role": "admin"}]\''
         )
+    service_log = logging.getLogger("runplane.serve")
+    if not service_log.isEnabledFor(logging.INFO):  # a service says what it is doing
+        logging.getLogger("runplane").setLevel(logging.INFO)
     server = Server(settings)
+    found = server.reconciliation
+    service_log.info(
+        "runs execute on the %s runtime; at start %d run(s) were launched again, %d were lost, "
+        "%d unknown run(s) had objects",
+        server.runs.runtime.name,
+        len(found.resubmitted),
+        len(found.lost),
+        len(found.orphans),
+    )
     try:
         uvicorn.run(
             create_app(server),
@@ -108,23 +125,16 @@ def serve(host: str | None, port: int | None) -> None:
         server.close()
 
 
-def _register() -> None:
-    from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
-    from runplane.cli.service import deploy_command, schedule_group
-
-    for command in (
-        run_command,
-        runs_command,
-        get_group,
-        logs_command,
-        abort_command,
-        schedule_group,
-        deploy_command,
-    ):
-        cli.add_command(command)
-
-
-_register()
+for _command in (
+    run_command,
+    runs_command,
+    get_group,
+    logs_command,
+    abort_command,
+    schedule_group,
+    deploy_command,
+):
+    cli.add_command(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,15 +1,31 @@
-"""Resource and placement flags shared by the commands that build a function from a file."""
+"""Building a function from a file and flags, shared by the commands that run or deploy one."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
 
+from runplane import names
 from runplane.errors import InvalidValueError
 from runplane.spec.function import Function
 from runplane.spec.quantity import parse_quantity
+
+
+def load_function(source: str, name: str | None, handler: str | None, kind: str | None) -> Function:
+    """A function from an exported YAML/JSON file or from a Python file."""
+    from runplane.spec import code_to_function, import_function
+
+    if Path(source).suffix == ".py":
+        return code_to_function(
+            name=name or "", filename=source, handler=handler or "", kind=kind or "job"
+        )
+    fn = import_function(source)
+    if handler:
+        fn.spec.handler = handler
+    return fn
 
 
 def parse_pairs(flag: str, pairs: Sequence[str], example: str) -> dict[str, str]:
@@ -29,7 +45,7 @@ RESOURCE_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--limit-cpu", help="CPU limit."),
     click.option("--limit-memory", help="Memory limit."),
     click.option("--gpus", type=int, help="GPUs (request = limit)."),
-    click.option("--gpu-type", default="nvidia.com/gpu", show_default=True),
+    click.option("--gpu-type", default=names.GPU, show_default=True),
     click.option(
         "--node-selector",
         multiple=True,

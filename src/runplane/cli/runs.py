@@ -1,4 +1,5 @@
-"""``runplane run``, ``runs``, ``get run``, ``logs`` and ``abort`` on the embedded default."""
+"""``runplane run``, ``runs``, ``get run``, ``logs`` and ``abort``: on the embedded default, or on
+the service ``RUNPLANE_API`` / ``--api`` names."""
 
 from __future__ import annotations
 
@@ -9,14 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from runplane.cli.options import apply_resource_options, parse_pairs, resource_options
+from runplane.cli.options import (
+    apply_resource_options,
+    load_function,
+    parse_pairs,
+    resource_options,
+)
+from runplane.runs import RunState
 
 if TYPE_CHECKING:
-    from runplane.service.records import RunRecord
+    from runplane.client import Backend
+    from runplane.runs import RunRecord
 
 
-def _service() -> Any:
-    """The embedded default, or the service named by ``RUNPLANE_API`` / ``--api``."""
+def _service() -> Backend:
     from runplane.client import backend
 
     return backend()
@@ -36,13 +43,13 @@ def _mebibytes(amount: int) -> str:
 
 
 STATE_STYLE = {
-    "completed": "green",
-    "error": "red",
-    "aborted": "yellow",
-    "running": "cyan",
-    "pending": "magenta",
-    "aborting": "yellow",
-    "created": "white",
+    RunState.COMPLETED: "green",
+    RunState.ERROR: "red",
+    RunState.ABORTED: "yellow",
+    RunState.RUNNING: "cyan",
+    RunState.PENDING: "magenta",
+    RunState.ABORTING: "yellow",
+    RunState.CREATED: "white",
 }
 
 
@@ -51,7 +58,7 @@ def _summary(record: RunRecord) -> Any:
 
     table = Table.grid(padding=(0, 2))
     table.add_row("run", record.uid)
-    style = STATE_STYLE.get(record.state, "white")
+    style = STATE_STYLE[record.state]
     table.add_row(
         "state", f"[{style}]{record.state}[/]" + (f" ({record.reason})" if record.reason else "")
     )
@@ -104,8 +111,6 @@ def run_command(
     """
     from rich.console import Console
 
-    from runplane.cli.main import load_function
-
     fn = apply_resource_options(load_function(source, name, handler, None), options)
     service = _service()
     uid = service.submit(
@@ -113,7 +118,7 @@ def run_command(
         params=parse_pairs("--param", params, "--param epochs=3"),
         state_thresholds=parse_pairs("--threshold", thresholds, "--threshold running='1 min'"),
         source_dir=str(Path(source).resolve().parent),
-    )
+    ).uid
     console = Console(stderr=True)
     try:
         record = _follow(service, uid, console)
@@ -121,10 +126,10 @@ def run_command(
         service.abort(uid)
         record = service.wait(uid, timeout=30)
     Console().print(_summary(record))
-    sys.exit(0 if record.state == "completed" else 1)
+    sys.exit(0 if record.state is RunState.COMPLETED else 1)
 
 
-def _follow(service: Any, uid: str, console: Any) -> RunRecord:
+def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
     """Show state, reason and elapsed time (live on a terminal, as lines otherwise), and the
     run's output as it comes."""
     from rich.live import Live
@@ -140,7 +145,7 @@ def _follow(service: Any, uid: str, console: Any) -> RunRecord:
         for record, chunk in follow(service, uid):
             if chunk:
                 live.console.print(chunk, end="", markup=False, highlight=False)
-            style = STATE_STYLE.get(record.state, "white")
+            style = STATE_STYLE[record.state]
             elapsed = _duration(time.time() - record.created_at)
             if console.is_terminal:
                 live.update(
@@ -181,7 +186,7 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
         table.add_column(column)
     for record in service.list_runs(project=project, states=states, limit=limit):
         end = record.ended_at or time.time()
-        style = STATE_STYLE.get(record.state, "white")
+        style = STATE_STYLE[record.state]
         table.add_row(
             record.uid[:12],
             record.project,
@@ -208,13 +213,15 @@ def get_group() -> None:
 @click.argument("uid")
 def get_run(uid: str) -> None:
     """Show a run: its state, transitions, attempts, results and usage."""
-    import dataclasses
-
     import yaml
 
-    record = _service().get(uid)
-    data = dataclasses.asdict(record)
+    service = _service()
+    record = service.get(uid)
+    data = record.to_json()
     data.pop("function")
+    if not record.finished:
+        usage = service.usage(record.uid)
+        data["peak_memory_bytes"], data["cpu_seconds"] = usage.peak_memory_bytes, usage.cpu_seconds
     for transition in data["transitions"]:
         transition["at"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(transition["at"]))
     click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
@@ -226,11 +233,13 @@ def get_run(uid: str) -> None:
 def logs_command(uid: str, follow: bool) -> None:
     """Print a run's output."""
     from runplane.client import follow as follow_run
+    from runplane.client import output
 
     service = _service()
     uid = service.get(uid).uid  # a unique prefix is accepted; refuse an unknown one here
     if not follow:
-        sys.stdout.write(service.logs(uid))
+        for text in output(service, uid):
+            sys.stdout.write(text)
         return
     for _, chunk in follow_run(service, uid, interval=0.2):
         sys.stdout.write(chunk)

@@ -7,7 +7,12 @@ from typing import Any
 
 import click
 
-from runplane.cli.options import apply_resource_options, parse_pairs, resource_options
+from runplane.cli.options import (
+    apply_resource_options,
+    load_function,
+    parse_pairs,
+    resource_options,
+)
 
 
 def _api(what: str) -> Any:
@@ -39,8 +44,6 @@ def schedule_create(
     **options: Any,
 ) -> None:
     """Run a function from SOURCE on a cron schedule."""
-    from runplane.cli.main import load_function
-
     fn = apply_resource_options(load_function(source, name, handler, None), options)
     record = _api("a schedule").schedule(
         fn,
@@ -77,8 +80,6 @@ def schedule_delete(schedule_id: str) -> None:
 @resource_options
 def deploy_command(source: str, handler: str | None, name: str | None, **options: Any) -> None:
     """Deploy a serving function (Deployment, Service, autoscaler) through the service."""
-    from runplane.cli.main import load_function
-
     fn = apply_resource_options(load_function(source, name, handler, "serving"), options)
     answer = _api("deploying a serving function").deploy(fn)
     click.echo(f"{answer['namespace']}: " + ", ".join(answer["applied"]))

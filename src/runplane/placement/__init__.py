@@ -1,6 +1,15 @@
 """Would a pod fit a node, and if not, why - in kube-scheduler's own words."""
 
 from runplane.placement.evaluate import Evaluation, evaluate, refusals
-from runplane.placement.model import Node, PodRequirements, Taint, pod_requests
+from runplane.placement.model import Node, NodeSummary, PodRequirements, Taint, pod_requests
 
-__all__ = ["Evaluation", "Node", "PodRequirements", "Taint", "evaluate", "pod_requests", "refusals"]
+__all__ = [
+    "Evaluation",
+    "Node",
+    "NodeSummary",
+    "PodRequirements",
+    "Taint",
+    "evaluate",
+    "pod_requests",
+    "refusals",
+]

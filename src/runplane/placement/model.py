@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runplane import names
 from runplane.spec.quantity import millicores, parse_quantity, whole_bytes
 
 #: Pods per node when a node does not say (the kubelet's default ``maxPods``).
@@ -56,7 +57,7 @@ class Node:
         cpu: Any = "4",
         memory: Any = "16Gi",
         gpus: int = 0,
-        gpu_type: str = "nvidia.com/gpu",
+        gpu_type: str = names.GPU,
         labels: Mapping[str, str] | None = None,
         taints: Iterable[Taint] = (),
         pods: int = DEFAULT_MAX_PODS,
@@ -104,6 +105,30 @@ class Node:
         for name, amount in requests.items():
             self.requested[name] = self.requested.get(name, 0) - amount
         self.pod_count -= 1
+
+    def summary(self) -> NodeSummary:
+        return NodeSummary(
+            name=self.name,
+            group=self.labels.get(names.NODE_GROUP, ""),
+            labels=dict(self.labels),
+            taints=[{"key": t.key, "value": t.value, "effect": t.effect} for t in self.taints],
+            allocatable=dict(self.allocatable),
+            free={resource: self.free(resource) for resource in self.allocatable}
+            | {"pods": self.allocatable.get("pods", 0) - self.pod_count},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSummary:
+    """A node as users see it: its group, labels, taints, what it can hold and what is free
+    (in placement's units: millicores, bytes, whole devices)."""
+
+    name: str
+    group: str
+    labels: dict[str, str]
+    taints: list[dict[str, str]]
+    allocatable: dict[str, int]
+    free: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)

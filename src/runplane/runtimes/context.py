@@ -13,30 +13,26 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs a run's start more than it is worth at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    from runplane.runtimes.invocation import Invocation
 
 
 class Context:
-    def __init__(
-        self,
-        uid: str,
-        project: str,
-        name: str,
-        parameters: dict[str, Any],
-        inputs: dict[str, str],
-        run_dir: Path,
-        mounts: dict[str, str],
-    ) -> None:
-        self.uid = uid
-        self.project = project
-        self.name = name
-        self.parameters = dict(parameters)
-        self.inputs = dict(inputs)
+    def __init__(self, invocation: Invocation, run_dir: Path, mounts: dict[str, str]) -> None:
+        self.uid = invocation.uid
+        self.project = invocation.project
+        self.name = invocation.function
+        self.parameters = dict(invocation.params)
+        self.inputs = dict(invocation.inputs)
         self.artifact_path = str(run_dir / "artifacts")
         self._events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
         self._mounts = mounts
         self.results: dict[str, Any] = {}
-        self.logger = logging.getLogger(f"runplane.{name}")
+        self.logger = logging.getLogger(f"runplane.{self.name}")
         if not self.logger.handlers:
             handler = logging.StreamHandler(sys.stdout)
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))

@@ -1,14 +1,13 @@
 """The entry point of a run's container on Kubernetes: ``python -m runplane.runtimes.entry``.
 
-Everything arrives in the environment the renderer and the Kubernetes runtime set: the code
-(``RUNPLANE_EXEC_CODE``, base64), the handler, parameters and inputs (JSON). Results go to the
-run's event file and, summarised, to the termination message, where the runtime reads them
-from the pod status (Kubernetes keeps at most 4096 bytes there).
+The invocation (code, handler, converted parameters) arrives in the environment, written by
+:meth:`Invocation.to_env` when the run was prepared. Results go to the run's event file and,
+summarised, to the termination message, where the runtime reads them from the pod status
+(Kubernetes keeps at most 4096 bytes there).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -21,37 +20,16 @@ MESSAGE_LIMIT = 4096
 
 
 def main() -> int:
+    from runplane import names
     from runplane.runtimes.context import Context
     from runplane.runtimes.execute import call_handler
+    from runplane.runtimes.invocation import Invocation
 
-    env = os.environ
-    code = base64.b64decode(env["RUNPLANE_EXEC_CODE"]).decode("utf-8")
-    params = json.loads(env.get("RUNPLANE_PARAMS", "{}"))
-    inputs = json.loads(env.get("RUNPLANE_INPUTS", "{}"))
-    run_dir = Path(env.get("RUNPLANE_RUN_DIR") or tempfile.mkdtemp(prefix="runplane-"))
-    context = Context(
-        env.get("RUNPLANE_RUN_UID", ""),
-        env.get("RUNPLANE_PROJECT", ""),
-        env.get("RUNPLANE_FUNCTION", ""),
-        params,
-        inputs,
-        run_dir,
-        json.loads(env.get("RUNPLANE_MOUNTS", "{}")),
-    )
-    from runplane.spec.handler import read_signature
-
-    handler = env["RUNPLANE_HANDLER"]
-    filename = env.get("RUNPLANE_FILENAME", "handler.py")
-    signature = read_signature(code, handler, filename)
-    exit_code = call_handler(
-        context,
-        code,
-        filename,
-        Path(filename).stem or "handler",
-        handler,
-        signature.takes_context,
-        {**params, **inputs},
-    )
+    invocation = Invocation.from_env(os.environ)
+    run_dir = Path(os.environ.get("RUNPLANE_RUN_DIR") or tempfile.mkdtemp(prefix="runplane-"))
+    mounts = json.loads(os.environ.get(names.ENV_MOUNTS, "{}"))
+    context = Context(invocation, run_dir, mounts)
+    exit_code = call_handler(context, invocation)
     summary = json.dumps({"results": context.results})
     if len(summary.encode()) <= MESSAGE_LIMIT:
         with contextlib.suppress(OSError):  # outside a container the event file has it all

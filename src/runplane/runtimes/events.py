@@ -1,37 +1,21 @@
-"""What a runtime reports about a run: one event type for every backend.
+"""What a runtime reports about a run, and the channel the reports travel through.
 
-The service layer turns events into run records; runtimes never touch the database.
+Runtimes observe runs from their own threads (a process supervisor, a watch on the API
+server); the service reads their observations as one asynchronous stream, in order. Runtimes
+never touch the database: the service turns events into records.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-
-class RunState(StrEnum):
-    CREATED = "created"
-    PENDING = "pending"
-    RUNNING = "running"
-    ABORTING = "aborting"
-    COMPLETED = "completed"
-    ERROR = "error"
-    ABORTED = "aborted"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (RunState.COMPLETED, RunState.ERROR, RunState.ABORTED)
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """What a run really used, observed while it ran."""
-
-    peak_memory_bytes: int = 0
-    cpu_seconds: float = 0.0
+from runplane.runs import Condition, RunState, Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +25,12 @@ class RunEvent:
     ``state`` is where the run is now; ``reason`` is a short machine word (``Unschedulable``,
     ``OOMKilled``, ``Error``); ``message`` is the human text, e.g. the scheduler's
     ``0/1 nodes are available: ...``. ``condition`` is the finer state that state thresholds
-    watch: ``pending_scheduled``, ``pending_not_scheduled``, ``image_pull_backoff`` or
-    ``running`` (empty when none applies).
+    watch, when one applies. ``at`` is when the source says the change happened.
     """
 
     uid: str
     state: RunState
-    condition: str = ""
+    condition: Condition | None = None
     reason: str = ""
     message: str = ""
     attempt: int = 1
@@ -60,4 +43,63 @@ class RunEvent:
     at: float = field(default_factory=time.time)
 
 
-Listener = Callable[[RunEvent], None]
+class EventChannel:
+    """Events from any thread to one asynchronous reader, in the order they were published.
+
+    Publishing never blocks and never waits for the reader: what arrives before the reader
+    starts, or while it is busy, is buffered. Closing ends the reader's iteration once it has
+    read everything published before the close.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buffer: deque[RunEvent] = deque()
+        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
+        self._closed = False
+        self._reading = False
+
+    def publish(self, event: RunEvent) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._buffer.append(event)
+            self._wake()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._wake()
+
+    def _wake(self) -> None:
+        """Called with the lock held."""
+        if self._waiter is not None:
+            loop, future = self._waiter
+            self._waiter = None
+            loop.call_soon_threadsafe(_resolve, future)
+
+    async def read(self) -> AsyncIterator[RunEvent]:
+        """Every event, until the channel is closed; one reader per channel."""
+        with self._lock:
+            if self._reading:
+                raise RuntimeError("a runtime's events have one reader")
+            self._reading = True
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                if self._buffer:
+                    event = self._buffer.popleft()
+                elif self._closed:
+                    return
+                else:
+                    future = loop.create_future()
+                    self._waiter = (loop, future)
+                    event = None
+            if event is None:
+                await future
+            else:
+                yield event
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -9,22 +9,25 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
 import pydantic
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from runplane import __version__
 from runplane.errors import InvalidValueError, RunplaneError
+from runplane.placement import NodeSummary
+from runplane.rendering import render
+from runplane.runs import RunRecord, TransitionRecord, Usage
+from runplane.runtimes.contract import Capabilities
 from runplane.service.catalog import StoredFunction
-from runplane.service.records import RunRecord, TransitionRecord
 from runplane.service.schedules import ScheduleRecord
 from runplane.service.server import Server
+from runplane.service.wire import API, NEXT_OFFSET
 from runplane.spec.function import Function
 
-API = "/api/v1"
 _NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Name = Annotated[str, pydantic.StringConstraints(pattern=_NAME, max_length=63)]
 PathName = Annotated[str, Path(pattern=_NAME, max_length=63)]
@@ -54,6 +57,12 @@ class RunSubmission(pydantic.BaseModel):
 
 class ScheduleSubmission(RunSubmission):
     schedule: str = pydantic.Field(max_length=128)
+
+
+class ClusterOut(pydantic.BaseModel):
+    runtime: str
+    capabilities: Capabilities
+    nodes: list[NodeSummary]
 
 
 class ErrorOut(pydantic.BaseModel):
@@ -97,7 +106,7 @@ Admin = Annotated[Principal, Depends(admin)]
 
 
 def create_app(server: Server) -> FastAPI:
-    app = FastAPI(title="runplane", version=__version__, responses=ERRORS)
+    app = FastAPI(title="runplane", version=version("runplane"), responses=ERRORS)
     app.state.tokens = {
         t.token.get_secret_value(): Principal(t.user, t.role)
         for t in server.base_settings.service.tokens
@@ -137,7 +146,7 @@ def create_app(server: Server) -> FastAPI:
 
     @app.get(f"{API}/health")
     def health() -> dict[str, str]:
-        return {"status": "ok", "version": __version__}
+        return {"status": "ok", "version": app.version}
 
     @app.get(f"{API}/projects")
     def projects(_: User) -> list[str]:
@@ -168,7 +177,7 @@ def create_app(server: Server) -> FastAPI:
 
     @app.post(f"{API}/runs", status_code=201)
     def submit_run(body: RunSubmission, who: User) -> RunRecord:
-        return server.runs.submit_record(
+        return server.runs.submit(
             function_of(body),
             params=body.params,
             inputs=body.inputs,
@@ -183,12 +192,11 @@ def create_app(server: Server) -> FastAPI:
         state: Annotated[list[str] | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     ) -> list[RunRecord]:
-        records = server.runs.store.list_runs(project=project, states=state or (), limit=limit)
-        return records
+        return server.runs.list_runs(project=project, states=state or (), limit=limit)
 
     @app.get(f"{API}/runs/{{uid}}")
     def get_run(uid: Uid, _: User) -> RunRecord:
-        return server.runs.store.get(uid)
+        return server.runs.get(uid)
 
     @app.post(f"{API}/runs/{{uid}}/abort")
     def abort_run(uid: Uid, _: User) -> RunRecord:
@@ -196,13 +204,25 @@ def create_app(server: Server) -> FastAPI:
 
     @app.get(f"{API}/runs/{{uid}}/events")
     def run_events(uid: Uid, _: User) -> list[TransitionRecord]:
-        return server.runs.store.get(uid).transitions
+        return server.runs.get(uid).transitions
 
-    @app.get(f"{API}/runs/{{uid}}/logs", response_class=PlainTextResponse)
-    def run_logs(uid: Uid, _: User) -> str:
-        record = server.runs.store.get(uid)
-        path = server.settings.local.home / "runs" / record.uid / "output.log"
-        return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    @app.get(
+        f"{API}/runs/{{uid}}/logs",
+        response_class=Response,
+        responses={200: {"content": {"application/octet-stream": {}}}},
+    )
+    def run_logs(uid: Uid, _: User, offset: Annotated[int, Query(ge=0, le=2**53)] = 0) -> Response:
+        """The run's output from byte ``offset``, in chunks: the next read starts at the
+        offset in the ``X-Runplane-Next-Offset`` header."""
+        chunk, next_offset = server.runs.logs(uid, offset)
+        return Response(
+            chunk, media_type="application/octet-stream", headers={NEXT_OFFSET: str(next_offset)}
+        )
+
+    @app.get(f"{API}/runs/{{uid}}/usage")
+    def run_usage(uid: Uid, _: User) -> Usage:
+        """What the run used: so far while it runs, in all once it ended."""
+        return server.runs.usage(uid)
 
     @app.post(f"{API}/deployments", status_code=201)
     def deploy(body: RunSubmission, who: User) -> dict[str, Any]:
@@ -216,8 +236,6 @@ def create_app(server: Server) -> FastAPI:
     @app.post(f"{API}/schedules", status_code=201)
     def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleRecord:
         fn = function_of(body)
-        from runplane.render import render
-
         render(fn, server.settings, role=who.role)  # refuse now what would fail at each fire
         record = server.schedules.create(
             project=fn.metadata.project,
@@ -251,7 +269,10 @@ def create_app(server: Server) -> FastAPI:
         return server.update_defaults(body, who.user).function_defaults.model_dump(mode="json")
 
     @app.get(f"{API}/cluster")
-    def cluster(_: User) -> dict[str, Any]:
-        return {"runtime": server.runs.runtime_name, "nodes": server.nodes()}
+    def cluster(_: User) -> ClusterOut:
+        runtime = server.runs.runtime
+        return ClusterOut(
+            runtime=runtime.name, capabilities=runtime.capabilities, nodes=server.nodes()
+        )
 
     return app

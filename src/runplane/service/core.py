@@ -1,39 +1,40 @@
 """The run service: from a function to an honest run record, whatever runtime executes it.
 
-It renders a function, checks everything that can be checked, records the run, hands it to a
-runtime, and keeps the record honest from the runtime's events. Its monitor aborts runs that
-stay too long in a state (state thresholds) and acts on aborts other processes request.
+It prepares a run (:func:`~runplane.runtimes.request.build_request`), lets the runtime check
+it, records it, launches it, and keeps the record honest from the runtime's events. Its
+monitor aborts runs that stay too long in a condition (state thresholds) and acts on aborts
+other processes request. At start it makes the records agree with what the runtime has.
 """
 
 from __future__ import annotations
 
-import base64
-import queue
+import asyncio
+import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
 
 from runplane.config import Settings
-from runplane.errors import InvalidValueError
-from runplane.render import RunRef, effective_resources, render
-from runplane.runtimes.base import RunRequest, Runtime
-from runplane.runtimes.events import Listener, RunEvent
-from runplane.service.records import RunRecord, RunStore
+from runplane.runs import LIVE, RunRecord, RunState, Usage
+from runplane.runtimes.contract import RunRequest, Runtime
+from runplane.runtimes.events import RunEvent
+from runplane.runtimes.request import build_request
+from runplane.service.records import RunStore
 from runplane.service.thresholds import ThresholdClocks
-from runplane.spec.function import Function, FunctionKind
-from runplane.spec.handler import bind_parameters, read_signature
+from runplane.spec.function import Function
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
+
+log = logging.getLogger(__name__)
 
 _ABORT_POLL = 0.2
 #: Events written in one transaction at most.
 _BATCH = 256
-LIVE_STATES = ("created", "pending", "running", "aborting")
 
 
 def process_alive(pid: int, started: float) -> bool:
@@ -47,74 +48,81 @@ def process_alive(pid: int, started: float) -> bool:
 THIS_PROCESS = (psutil.Process().pid, psutil.Process().create_time())
 
 
-def _code_of(fn: Function) -> tuple[str, str]:
-    if fn.spec.build.source:
-        code = base64.b64decode(fn.spec.build.source).decode("utf-8")
-        return code, fn.spec.build.filename or f"{fn.metadata.name}.py"
-    if fn.spec.command:
-        path = Path(fn.spec.command)
-        if not path.is_file():
-            raise InvalidValueError(
-                "spec.command",
-                fn.spec.command,
-                "the file must exist here",
-                "new_function(command='train.py')",
-            )
-        return path.read_text(encoding="utf-8"), path.name
-    raise InvalidValueError(
-        "function",
-        fn.metadata.name,
-        "a function needs code to run",
-        "code_to_function('training', filename='train.py', handler='train')",
-    )
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """What a start found: runs launched again, runs whose executor or pod was gone, and
+    objects of runs this service does not know."""
+
+    resubmitted: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+
+
+async def _bursts(events: AsyncIterator[RunEvent], limit: int) -> AsyncIterator[list[RunEvent]]:
+    """Events grouped as they arrive: each burst is what came while the previous one was
+    being handled (a watch delivers them in bursts; one transaction each is far cheaper)."""
+    queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for event in events:
+                queue.put_nowait(event)
+        finally:
+            queue.put_nowait(None)
+
+    task = asyncio.create_task(pump())
+    ended = False
+    while not ended:
+        first = await queue.get()
+        if first is None:
+            break
+        burst = [first]
+        while len(burst) < limit and not queue.empty():
+            item = queue.get_nowait()
+            if item is None:
+                ended = True
+                break
+            burst.append(item)
+        yield burst
+    await task
 
 
 class RunService:
     """Runs functions on one runtime and keeps their records.
 
-    ``executor`` identifies the process that owns the runs (pid and start time) when they die
-    with it, as local runs do; runs on a cluster outlive the service and have none.
+    Runs of a runtime that is not durable die with this process, so each names it as its
+    executor; runs on a cluster outlive the service and are watched again after a restart.
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: RunStore,
-        runtime: Callable[[Listener], Runtime],
-        runtime_name: str,
-        executor: tuple[int, float] | None,
-    ) -> None:
+    def __init__(self, settings: Settings, store: RunStore, runtime: Runtime) -> None:
         self.settings = settings
         self.store = store
-        self.runtime_name = runtime_name
-        self.executor = executor
+        self.runtime = runtime
+        durable = runtime.capabilities.durable
+        self.executor = None if durable else THIS_PROCESS
         self._condition = threading.Condition()
         self._clocks = ThresholdClocks()
         self._finished: dict[str, threading.Event] = {}
         self._closed = False
-        for record in store.list_runs(states=LIVE_STATES, limit=100_000):
-            if record.runtime == runtime_name and executor is None:
-                # Runs that outlive the service (on a cluster) are watched again after a
-                # restart; their thresholds are re-armed before the first event arrives.
-                self._clocks.track(record.uid, threshold_seconds(record.thresholds))
-                self._finished[record.uid] = threading.Event()
-        self._events: queue.SimpleQueue[RunEvent | None] = queue.SimpleQueue()
+        lost = [] if durable else store.mark_lost(process_alive)
+        if durable:
+            # Their thresholds are re-armed before the first event arrives.
+            for record in store.list_runs(states=LIVE, limit=100_000):
+                if record.runtime == runtime.name:
+                    self._clocks.track(record.uid, threshold_seconds(record.thresholds))
+                    self._finished[record.uid] = threading.Event()
         self._recorder = threading.Thread(
-            target=self._record, name="runplane-recorder", daemon=True
+            target=lambda: asyncio.run(self._record()), name="runplane-recorder", daemon=True
         )
         self._recorder.start()
-        self.runtime = runtime(self._on_event)
         self._aborts = ThreadPoolExecutor(max_workers=8, thread_name_prefix="runplane-abort")
         self._monitor = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
         self._monitor.start()
+        self.reconciliation = self._reconcile() if durable else Reconciliation(lost=lost)
 
     # -- submitting -----------------------------------------------------------------------
 
-    def submit(self, fn: Function, *args: Any, **kwargs: Any) -> str:
-        """Check, record and queue a run; returns its uid (see :meth:`submit_record`)."""
-        return self.submit_record(fn, *args, **kwargs).uid
-
-    def submit_record(
+    def submit(
         self,
         fn: Function,
         params: Mapping[str, Any] | None = None,
@@ -124,140 +132,143 @@ class RunService:
         role: str | None = None,
         uid: str | None = None,
     ) -> RunRecord:
-        """Check, record and queue a run; returns its record. Nothing is recorded on error.
+        """Check, record and launch a run; returns its record. Nothing is recorded on a user
+        error.
 
         A caller that must not start a run twice (a schedule firing again after a crash)
-        passes a deterministic ``uid``; a uid already recorded raises :class:`RunExistsError`.
+        passes a deterministic ``uid``; a uid already recorded raises ``RunExistsError``.
         """
-        run_inputs = {str(k): str(v) for k, v in (inputs or {}).items()}
         uid = uid or uuid.uuid4().hex
-        request, fn_thresholds = self._request(fn, uid, params or {}, run_inputs, role, source_dir)
-        run_thresholds = check_thresholds("run(state_thresholds=...)", state_thresholds or {})
+        request = build_request(
+            fn,
+            self.settings,
+            uid=uid,
+            params=params,
+            inputs={str(k): str(v) for k, v in (inputs or {}).items()},
+            role=role,
+            source_dir=source_dir,
+        )
         thresholds = {
             **self.settings.function_defaults.state_thresholds,
-            **fn_thresholds,
-            **run_thresholds,
+            **fn.spec.state_thresholds,
+            **check_thresholds("run(state_thresholds=...)", state_thresholds or {}),
         }
-        prepared = self.runtime.prepare(request)
-        requests, limits, _ = effective_resources(fn, self.settings)
+        self.runtime.check(request)
         record = self.store.create(
             uid=uid,
             project=fn.metadata.project,
             name=fn.metadata.name,
-            runtime=self.runtime_name,
+            runtime=self.runtime.name,
             function=fn.to_dict(),
-            params=request.params,
-            inputs=run_inputs,
+            params=request.invocation.params,
+            inputs=request.invocation.inputs,
             thresholds=thresholds,
             priority_class=request.pod_spec["priorityClassName"],
-            requests={k: str(v) for k, v in requests.items()},
-            limits={k: str(v) for k, v in limits.items()},
+            requests=request.requests,
+            limits=request.limits,
             executor=self.executor,
         )
         with self._condition:
             self._clocks.track(uid, threshold_seconds(thresholds))
             self._finished[uid] = threading.Event()
-        self.runtime.submit(prepared)
+        self._launch(request)
         return record
 
-    def _request(
-        self,
-        fn: Function,
-        uid: str,
-        params: Mapping[str, Any],
-        inputs: dict[str, str],
-        role: str | None,
-        source_dir: str,
-    ) -> tuple[RunRequest, dict[str, Any]]:
-        """Everything a runtime needs for one attempt, checked; no state is touched."""
-        if fn.kind is FunctionKind.SERVING:
-            raise InvalidValueError(
-                "kind",
-                fn.kind.value,
-                "serving functions are deployed, not run; use a job",
-                "code_to_function(..., kind='job')",
+    def _launch(self, request: RunRequest) -> None:
+        """Hand a recorded run to the runtime; if it cannot take it, the run ends ``error``
+        with the runtime's reason rather than staying ``created``."""
+        try:
+            self.runtime.launch(request)
+        except Exception as error:
+            log.warning("run %s could not be launched: %s", request.uid, error)
+            self._write(
+                [
+                    RunEvent(
+                        uid=request.uid,
+                        state=RunState.ERROR,
+                        reason="LaunchFailed",
+                        message=f"the {self.runtime.name} runtime could not start the run: {error}",
+                    )
+                ]
             )
-        code, filename = _code_of(fn)
-        if not fn.spec.handler:
-            raise InvalidValueError(
-                "handler",
-                "",
-                "a run needs the handler to call",
-                "code_to_function(..., handler='train')",
-            )
-        signature = read_signature(code, fn.spec.handler, filename)
-        bound = bind_parameters(signature, {**params, **inputs})
-        bound = {k: v for k, v in bound.items() if k not in inputs}
-        rendered = render(fn, self.settings, run=RunRef(uid), role=role)
-        priority_class = rendered.pod_spec["priorityClassName"]
-        request = RunRequest(
-            uid=uid,
-            project=fn.metadata.project,
-            function=fn.metadata.name,
-            pod_spec=rendered.pod_spec,
-            code=code,
-            filename=filename,
-            handler=fn.spec.handler,
-            takes_context=signature.takes_context,
-            params=bound,
-            inputs=inputs,
-            priority=self.settings.priority_classes.values.get(priority_class, 0),
-            submitted=time.time(),
-            source_dir=source_dir,
-            manifests=rendered.manifests,
-        )
-        return request, dict(fn.spec.state_thresholds)
 
-    def resubmit(self, record: RunRecord) -> None:
-        """Hand a recorded run to the runtime again (same uid and attempt, so a runtime with
-        deterministic names makes no second copy): for runs recorded but never started."""
-        fn = Function.from_dict(record.function)
-        request, _ = self._request(fn, record.uid, record.params, dict(record.inputs), None, "")
-        self.runtime.submit(self.runtime.prepare(request))
+    def _reconcile(self) -> Reconciliation:
+        """Make the records and a durable runtime agree after a start (or a crash).
+
+        What exists is reported by the runtime's own events (a run that finished while the
+        service was down gets its final state then). Runs recorded but never launched are
+        launched again (same attempt: never a second pod); runs with nothing left are finished
+        as ``error``; objects of runs unknown here are reported, and deleted when
+        ``service.orphan_pods`` says so.
+        """
+        existing = self.runtime.existing()
+        resubmitted, lost = [], []
+        for record in self.store.list_runs(states=LIVE, limit=100_000):
+            if record.runtime != self.runtime.name or record.uid in existing:
+                continue
+            if record.state is RunState.CREATED:
+                fn = Function.from_dict(record.function)
+                request = build_request(
+                    fn, self.settings, uid=record.uid, params=record.params, inputs=record.inputs
+                )
+                self._launch(request)
+                resubmitted.append(record.uid)
+            else:
+                self._write(
+                    [
+                        RunEvent(
+                            uid=record.uid,
+                            state=RunState.ERROR,
+                            reason="PodLost",
+                            message="the run's pod no longer exists (deleted while the service "
+                            "was down); how the run ended is unknown",
+                        )
+                    ]
+                )
+                lost.append(record.uid)
+        orphans = [uid for uid in existing if uid and not self.store.exists(uid)]
+        delete = self.settings.service.orphan_pods == "delete"
+        for uid in orphans:
+            log.warning(
+                "objects of unknown run %s: %s%s",
+                uid,
+                ", ".join(existing[uid]),
+                " - deleting" if delete else "",
+            )
+            if delete:
+                self.runtime.abort(uid, "Orphan", "a pod of a run unknown to the service")
+        return Reconciliation(resubmitted, lost, orphans)
 
     # -- events and thresholds ------------------------------------------------------------
 
-    def _on_event(self, event: RunEvent) -> None:
-        """Runtimes call this from their own threads; the recorder thread writes."""
-        self._events.put(event)
+    async def _record(self) -> None:
+        """Write the runtime's events in order, a burst per transaction, until it closes."""
+        async for burst in _bursts(self.runtime.events(), _BATCH):
+            self._write(burst)
 
-    def _record(self) -> None:
-        """Write events in order, a burst per transaction, then start or stop their clocks."""
-        while True:
-            first = self._events.get()
-            if first is None:
-                return
-            batch = [first]
-            while len(batch) < _BATCH:
-                try:
-                    item = self._events.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    self._events.put(None)  # stop after this batch
-                    break
-                batch.append(item)
-            try:
-                applied = self.store.apply_many(batch)
-            except Exception as error:  # keep recording; a broken batch is retried one by one
-                print(f"runplane: recording events failed: {error}", flush=True)
-                applied = [self._apply_alone(event) for event in batch]
-            with self._condition:
-                for event, ok in zip(batch, applied, strict=True):
-                    if not ok:
-                        continue
-                    self._clocks.observe(event)
-                    if event.state.terminal:
-                        finished = self._finished.pop(event.uid, None)
-                        if finished is not None:
-                            finished.set()
-                self._condition.notify()
+    def _write(self, events: list[RunEvent]) -> None:
+        """Record events, then start or stop their threshold clocks and wake their waiters."""
+        try:
+            applied = self.store.apply_many(events)
+        except Exception:  # keep recording; a broken burst is retried one event at a time
+            log.exception("recording %d events failed; recording them one by one", len(events))
+            applied = [self._apply_alone(event) for event in events]
+        with self._condition:
+            for event, recorded in zip(events, applied, strict=True):
+                if not recorded:
+                    continue
+                self._clocks.observe(event)
+                if event.state.terminal:
+                    finished = self._finished.pop(event.uid, None)
+                    if finished is not None:
+                        finished.set()
+            self._condition.notify()
 
     def _apply_alone(self, event: RunEvent) -> bool:
         try:
             return self.store.apply(event)
-        except Exception as error:
-            print(f"runplane: event of run {event.uid} not recorded: {error}", flush=True)
+        except Exception:
+            log.exception("the event of run %s was not recorded: %s", event.uid, event)
             return False
 
     def _watch(self) -> None:
@@ -301,19 +312,16 @@ class RunService:
     ) -> list[RunRecord]:
         return self.store.list_runs(project=project, states=states, limit=limit)
 
-    def logs(self, uid: str, offset: int = 0) -> str:
-        """The run's output from byte ``offset`` on (empty if it wrote nothing yet)."""
+    def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
+        """The run's output from byte ``offset`` (a bounded chunk), and the next offset."""
+        return self.runtime.logs(self.store.get(uid).uid, offset)
+
+    def usage(self, uid: str) -> Usage:
+        """What the run used: the final figures once it ended, the runtime's so far before."""
         record = self.store.get(uid)
-        runtime_logs = getattr(self.runtime, "logs", None)
-        if runtime_logs is not None:  # the run's output lives where it ran (a pod)
-            text: str = runtime_logs(record.uid)
-            return text.encode()[offset:].decode("utf-8", errors="replace")
-        path = self.settings.local.home / "runs" / record.uid / "output.log"
-        if not path.exists():
-            return ""
-        with path.open("rb") as stream:
-            stream.seek(offset)
-            return stream.read().decode("utf-8", errors="replace")
+        if record.finished:
+            return record.usage
+        return self.runtime.usage(record.uid) or record.usage
 
     def wait(self, uid: str, timeout: float | None = None) -> RunRecord:
         with self._condition:
@@ -334,6 +342,5 @@ class RunService:
             self._condition.notify_all()
         self._monitor.join(timeout=10)
         self._aborts.shutdown(wait=True)
-        self.runtime.close()
-        self._events.put(None)  # record everything the runtime reported, then stop
+        self.runtime.close()  # its event stream ends once everything it reported is read
         self._recorder.join(timeout=30)

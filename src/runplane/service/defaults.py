@@ -9,18 +9,19 @@ import pydantic
 from sqlalchemy import Engine
 
 from runplane.config import FunctionDefaults, Settings
-from runplane.errors import InvalidValueError, RunplaneError
+from runplane.errors import InvalidValueError
 from runplane.service.db import session_factory
 from runplane.service.db.models import ServiceSetting
 
 _KEY = "function_defaults"
 
 
-def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``patch`` laid over it, nested mappings merged key by key."""
     merged = dict(base)
     for key, value in patch.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = merge(merged[key], value)
         else:
             merged[key] = value
     return merged
@@ -28,15 +29,13 @@ def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
 
 def apply_overrides(settings: Settings, overrides: dict[str, Any]) -> Settings:
     """``settings`` with ``overrides`` merged into its function defaults, validated."""
-    merged = _merge(settings.function_defaults.model_dump(mode="json"), overrides)
+    merged = merge(settings.function_defaults.model_dump(mode="json"), overrides)
     try:
         defaults = FunctionDefaults.model_validate(merged)
     except pydantic.ValidationError as error:
         first = error.errors(include_url=False)[0]
         field = "function_defaults." + ".".join(str(p) for p in first["loc"])
         raise InvalidValueError(field, first.get("input"), first["msg"]) from None
-    except RunplaneError:
-        raise
     return settings.model_copy(update={"function_defaults": defaults})
 
 

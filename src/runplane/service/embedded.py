@@ -12,7 +12,7 @@ from pathlib import Path
 
 from runplane.config import Settings
 from runplane.runtimes.local.runtime import LocalRuntime
-from runplane.service.core import THIS_PROCESS, RunService, process_alive
+from runplane.service.core import RunService
 from runplane.service.db import connect, sqlite_url
 from runplane.service.records import RunStore
 
@@ -20,26 +20,15 @@ from runplane.service.records import RunStore
 class EmbeddedService(RunService):
     def __init__(self, settings: Settings) -> None:
         store = RunStore(connect(sqlite_url(settings.local.home / "runplane.db")))
-        store.mark_lost(process_alive)
-        super().__init__(
-            settings,
-            store,
-            lambda listener: LocalRuntime(settings, listener),
-            runtime_name="local",
-            executor=THIS_PROCESS,
-        )
+        super().__init__(settings, store, LocalRuntime(settings))
 
 
 _services: dict[Path, EmbeddedService] = {}
 _services_lock = threading.Lock()
 
 
-def embedded(settings: Settings | None = None) -> EmbeddedService:
-    """The process's embedded service for the configured runplane home."""
-    if settings is None:
-        from runplane.config import current
-
-        settings = current()
+def embedded(settings: Settings) -> EmbeddedService:
+    """The process's embedded service for the runplane home of ``settings``."""
     home = settings.local.home
     with _services_lock:
         service = _services.get(home)

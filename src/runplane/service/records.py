@@ -1,132 +1,68 @@
-"""Run records: created once, then changed only by runtime events, aborts and recovery.
+"""The run store: run records as tables, created once, then changed only by runtime events,
+aborts and recovery.
 
 A record is written in the same transaction as its first transition, so a run is either fully
-recorded or not at all; a terminal state is final, so a late or repeated event cannot reopen a
-finished run.
+recorded or not at all. Which changes an event may make is the run model's rule
+(:meth:`RunState.may_become`), applied here to every event.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import load_only, selectinload
 
-from runplane.errors import NotFoundError, RunplaneError
-from runplane.runtimes.events import RunEvent, RunState
+from runplane.errors import NotFoundError, RunExistsError, RunFinishedError
+from runplane.runs import TERMINAL, AttemptRecord, RunRecord, RunState, TransitionRecord
+from runplane.runtimes.events import RunEvent
 from runplane.service.db import session_factory
 from runplane.service.db.models import Artifact, Attempt, Run, Transition
 
-TERMINAL = {state.value for state in RunState if state.terminal}
+TERMINAL_STATES = [state.value for state in TERMINAL]
 #: What recording an event reads of a run: not its function snapshot or parameters.
 _EVENT_COLUMNS = load_only(Run.state, Run.results, Run.started_at, Run.state_since)
 
 
-class RunExistsError(RunplaneError):
-    """A run with this uid is already recorded."""
-
-    http_status = 409
-
-
-class RunFinishedError(RunplaneError):
-    """An action that needs a live run was asked of a finished one."""
-
-    http_status = 409
-
-
-@dataclass(frozen=True, slots=True)
-class TransitionRecord:
-    state: str
-    reason: str
-    message: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptRecord:
-    number: int
-    node: str
-    process_id: int | None
-    started_at: float | None
-    ended_at: float | None
-    exit_code: int | None
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """A run as stored: a plain snapshot, safe to pass to any client."""
-
-    uid: str
-    project: str
-    name: str
-    runtime: str
-    state: str
-    reason: str
-    status_text: str
-    params: dict[str, Any]
-    inputs: dict[str, Any]
-    thresholds: dict[str, Any]
-    priority_class: str
-    requests: dict[str, Any]
-    limits: dict[str, Any]
-    results: dict[str, Any]
-    peak_memory_bytes: int
-    cpu_seconds: float
-    created_at: float
-    updated_at: float
-    state_since: float
-    started_at: float | None
-    ended_at: float | None
-    function: dict[str, Any] = field(repr=False)
-    transitions: list[TransitionRecord] = field(default_factory=list)
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def finished(self) -> bool:
-        return self.state in TERMINAL
-
-    @classmethod
-    def of(cls, run: Run) -> RunRecord:
-        return cls(
-            uid=run.uid,
-            project=run.project,
-            name=run.name,
-            runtime=run.runtime,
-            state=run.state,
-            reason=run.reason,
-            status_text=run.status_text,
-            params=run.params,
-            inputs=run.inputs,
-            thresholds=run.thresholds,
-            priority_class=run.priority_class,
-            requests=run.requests,
-            limits=run.limits,
-            results=run.results,
-            peak_memory_bytes=run.peak_memory_bytes,
-            cpu_seconds=run.cpu_seconds,
-            created_at=run.created_at,
-            updated_at=run.updated_at,
-            state_since=run.state_since,
-            started_at=run.started_at,
-            ended_at=run.ended_at,
-            function=run.function,
-            transitions=[
-                TransitionRecord(t.state, t.reason, t.message, t.at) for t in run.transitions
-            ],
-            attempts=[
-                AttemptRecord(
-                    a.number, a.node, a.process_id, a.started_at, a.ended_at, a.exit_code, a.reason
-                )
-                for a in run.attempts
-            ],
-            artifacts=[{"key": a.key, "path": a.path, "size": a.size} for a in run.artifacts],
-        )
+def record_of(run: Run) -> RunRecord:
+    """The run model's record of a row and its children."""
+    return RunRecord(
+        uid=run.uid,
+        project=run.project,
+        name=run.name,
+        runtime=run.runtime,
+        state=RunState(run.state),
+        reason=run.reason,
+        status_text=run.status_text,
+        params=run.params,
+        inputs=run.inputs,
+        thresholds=run.thresholds,
+        priority_class=run.priority_class,
+        requests=run.requests,
+        limits=run.limits,
+        results=run.results,
+        peak_memory_bytes=run.peak_memory_bytes,
+        cpu_seconds=run.cpu_seconds,
+        created_at=run.created_at,
+        updated_at=run.updated_at,
+        state_since=run.state_since,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        function=run.function,
+        transitions=[
+            TransitionRecord(RunState(t.state), t.reason, t.message, t.at) for t in run.transitions
+        ],
+        attempts=[
+            AttemptRecord(
+                a.number, a.node, a.process_id, a.started_at, a.ended_at, a.exit_code, a.reason
+            )
+            for a in run.attempts
+        ],
+        artifacts=[{"key": a.key, "path": a.path, "size": a.size} for a in run.artifacts],
+    )
 
 
 class RunStore:
@@ -187,7 +123,7 @@ class RunStore:
                 )
         except IntegrityError:
             raise RunExistsError(f"run {uid} is already recorded") from None
-        return RunRecord.of(run)
+        return record_of(run)
 
     def _load(self, session: Any, uid: str) -> Run:
         run = session.get(
@@ -209,7 +145,7 @@ class RunStore:
 
     def get(self, uid: str) -> RunRecord:
         with self._sessions() as session:
-            return RunRecord.of(self._load(session, self._resolve(session, uid)))
+            return record_of(self._load(session, self._resolve(session, uid)))
 
     def _resolve(self, session: Any, uid: str) -> str:
         """Full uids pass through; a unique prefix of at least 6 characters is accepted too."""
@@ -223,7 +159,7 @@ class RunStore:
         return uid
 
     def list_runs(
-        self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+        self, project: str | None = None, states: Iterable[str] = (), limit: int = 50
     ) -> list[RunRecord]:
         query = (
             select(Run)
@@ -238,9 +174,10 @@ class RunStore:
         if project:
             query = query.where(Run.project == project)
         if states:
-            query = query.where(Run.state.in_(list(states)))
+            wanted = [RunState.named("state", state).value for state in states]
+            query = query.where(Run.state.in_(wanted))
         with self._sessions() as session:
-            return [RunRecord.of(run) for run in session.scalars(query)]
+            return [record_of(run) for run in session.scalars(query)]
 
     def apply(self, event: RunEvent) -> bool:
         """Record what a runtime reported; ``False`` if the run had already finished."""
@@ -268,7 +205,7 @@ class RunStore:
 
     def _apply(self, session: Any, event: RunEvent) -> bool:
         run = session.get(Run, event.uid, options=[_EVENT_COLUMNS])
-        if run is None or run.state in TERMINAL:
+        if run is None or not RunState(run.state).may_become(event.state):
             return False
         state = event.state.value
         entered = state != run.state
@@ -325,17 +262,17 @@ class RunStore:
         """Flag a run for its owner to abort; a finished run answers with a clear error."""
         with self._sessions.begin() as session:
             run = self._load(session, self._resolve(session, uid))
-            if run.state in TERMINAL:
+            if RunState(run.state).terminal:
                 raise RunFinishedError(
                     f"run {run.uid} already finished ({run.state}); only pending or running "
                     "runs can be aborted"
                 )
             run.abort_requested = True
-            return RunRecord.of(run)
+            return record_of(run)
 
     def abort_requests(self, executor_pid: int) -> list[str]:
         query = select(Run.uid).where(
-            Run.abort_requested, Run.executor_pid == executor_pid, Run.state.not_in(TERMINAL)
+            Run.abort_requested, Run.executor_pid == executor_pid, Run.state.not_in(TERMINAL_STATES)
         )
         with self._sessions() as session:
             return list(session.scalars(query))
@@ -351,7 +288,7 @@ class RunStore:
         now = time.time()
         with self._sessions.begin() as session:
             runs = session.scalars(
-                select(Run).where(Run.state.not_in(TERMINAL), Run.executor_pid.is_not(None))
+                select(Run).where(Run.state.not_in(TERMINAL_STATES), Run.executor_pid.is_not(None))
             )
             for run in runs:
                 if alive(run.executor_pid or 0, run.executor_started or 0.0):

@@ -10,13 +10,11 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from runplane.runs import Condition
 from runplane.runtimes.events import RunEvent
 
-#: The conditions a runtime reports in ``RunEvent.condition`` that thresholds watch.
-CONDITIONS = ("pending_scheduled", "pending_not_scheduled", "image_pull_backoff", "running")
 
-
-def breach_text(condition: str, last_message: str) -> str:
+def breach_text(condition: Condition, last_message: str) -> str:
     """The status text of a run aborted by a threshold, with the last scheduler/kubelet reason."""
     text = f"Run aborted due to exceeded state threshold: {condition}"
     return f"{text} (last reason: {last_message})" if last_message else text
@@ -25,7 +23,7 @@ def breach_text(condition: str, last_message: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Breach:
     uid: str
-    condition: str
+    condition: Condition
     last_message: str
 
     @property
@@ -38,9 +36,9 @@ class ThresholdClocks:
 
     def __init__(self) -> None:
         self._limits: dict[str, Mapping[str, float]] = {}
-        self._current: dict[str, tuple[str, float]] = {}
+        self._current: dict[str, tuple[Condition | None, float]] = {}
         self._last_message: dict[str, str] = {}
-        self._heap: list[tuple[float, str, str, float]] = []
+        self._heap: list[tuple[float, str, Condition, float]] = []
 
     def track(self, uid: str, seconds: Mapping[str, float]) -> None:
         """Watch ``uid`` with these limits per condition (negative: never)."""
@@ -58,8 +56,10 @@ class ThresholdClocks:
         if current is not None and current[0] == event.condition:
             return  # same condition: its clock keeps running from when it was entered
         self._current[event.uid] = (event.condition, event.at)
+        if event.condition is None:
+            return
         limit = self._limits[event.uid].get(event.condition, -1)
-        if event.condition and limit >= 0:
+        if limit >= 0:
             heapq.heappush(self._heap, (event.at + limit, event.uid, event.condition, event.at))
 
     def next_deadline(self) -> float | None:

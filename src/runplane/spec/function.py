@@ -15,6 +15,7 @@ from typing import Any
 
 import pydantic
 
+from runplane import hooks, names
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.spec import env as environment
 from runplane.spec.base import SpecModel, translate
@@ -22,7 +23,6 @@ from runplane.spec.labels import check_dns_label, check_label_key, check_labels
 from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import (
     COMPUTE,
-    DEFAULT_GPU_TYPE,
     Resources,
     check_gpu_count,
     check_gpu_type,
@@ -41,12 +41,10 @@ from runplane.spec.volumes import Mount, Volume, add_volume
 
 
 class FunctionKind(StrEnum):
-    """``job`` runs to completion; ``serving`` is a long-running HTTP service; ``local`` is a
-    job that always runs on this machine, whatever cluster is configured."""
+    """``job`` runs to completion; ``serving`` is a long-running HTTP service."""
 
     JOB = "job"
     SERVING = "serving"
-    LOCAL = "local"
 
 
 def check_kind(kind: object) -> FunctionKind:
@@ -309,7 +307,7 @@ class Function(SpecModel):
         mem: Any = None,
         cpu: Any = None,
         gpus: Any = None,
-        gpu_type: str = DEFAULT_GPU_TYPE,
+        gpu_type: str = names.GPU,
         patch: bool = False,
     ) -> Function:
         """Set the most the function may use; GPUs are requested equal to their limit."""
@@ -323,7 +321,7 @@ class Function(SpecModel):
             limits = {k: v for k, v in limits.items() if k in COMPUTE or k == gpu_type}
         return self._replace("resources", limits=limits)
 
-    def gpus(self, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> Function:
+    def gpus(self, gpus: int, gpu_type: str = names.GPU) -> Function:
         """Set the GPU count, keeping CPU and memory limits."""
         return self.with_limits(gpus=gpus, gpu_type=gpu_type, patch=True)
 
@@ -463,21 +461,18 @@ class Function(SpecModel):
         (a cron expression, "Schedule for later") the service stores a schedule instead and
         its record is returned.
         """
-        from runplane import client  # the client layer, loaded on first run
-
-        if schedule is not None:
-            return client.api_backend("a schedule").schedule(
-                self, schedule, params, state_thresholds
-            )
-        return client.run_function(
-            self, params=params, inputs=inputs, state_thresholds=state_thresholds, watch=watch
+        return hooks.client().run(
+            self,
+            params=params,
+            inputs=inputs,
+            state_thresholds=state_thresholds,
+            watch=watch,
+            schedule=schedule,
         )
 
     def deploy(self) -> Any:
         """Deploy a serving function (Deployment, Service, autoscaler) through the service."""
-        from runplane import client
-
-        return client.api_backend("deploying a serving function").deploy(self)
+        return hooks.client().deploy(self)
 
     # -- thresholds and serving -------------------------------------------------------------------
 

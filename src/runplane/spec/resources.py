@@ -20,8 +20,6 @@ from runplane.spec.base import SpecModel
 from runplane.spec.labels import check_label_key
 from runplane.spec.quantity import QuantityInput, parse_quantity
 
-#: The GPU resource name used when the user names none, as in the documents.
-DEFAULT_GPU_TYPE = "nvidia.com/gpu"
 #: Resources that follow request/limit semantics; everything else is an extended resource.
 COMPUTE = ("cpu", "memory")
 _KIND = {"cpu": "cpu", "memory": "memory"}

@@ -10,23 +10,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from runplane.errors import InvalidValueError
+from runplane.runs import Condition
 from runplane.spec.durations import parse_duration
 
 ThresholdValue = str | int
 
-#: The states a threshold can be set for, with the documents' defaults.
+#: The conditions a threshold can be set for, with the documents' defaults.
 DEFAULT_THRESHOLDS: dict[str, ThresholdValue] = {
-    "pending_scheduled": "1h",
-    "pending_not_scheduled": -1,
-    "image_pull_backoff": "1h",
-    "running": "24h",
+    Condition.PENDING_SCHEDULED.value: "1h",
+    Condition.PENDING_NOT_SCHEDULED.value: -1,
+    Condition.IMAGE_PULL_BACKOFF.value: "1h",
+    Condition.RUNNING.value: "24h",
 }
-#: Other names users write for a state.
-ALIASES = {"executing": "running"}
 
 
 def check_thresholds(field: str, thresholds: object) -> dict[str, ThresholdValue]:
-    """Validated thresholds keyed by canonical state name, values as written."""
+    """Validated thresholds keyed by canonical condition name, values as written."""
     if not isinstance(thresholds, Mapping):
         raise InvalidValueError(
             field,
@@ -36,16 +35,9 @@ def check_thresholds(field: str, thresholds: object) -> dict[str, ThresholdValue
         )
     checked: dict[str, ThresholdValue] = {}
     for state, value in thresholds.items():
-        canonical = ALIASES.get(state, state) if isinstance(state, str) else state
-        if canonical not in DEFAULT_THRESHOLDS:
-            raise InvalidValueError(
-                f"{field} state",
-                state,
-                "allowed states are " + ", ".join([*DEFAULT_THRESHOLDS, *ALIASES]),
-                "{'running': '1 min'}",
-            )
+        condition = Condition.named(f"{field} state", state)
         parse_duration(f"{field}[{state!r}]", value)
-        checked[canonical] = value if isinstance(value, str) else int(value)
+        checked[condition.value] = value if isinstance(value, str) else int(value)
     return checked
 
 

@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from runplane.runtimes.events import RunEvent, RunState
-from runplane.runtimes.kubernetes import names
+from runplane import names
+from runplane.runs import Condition, RunState
+from runplane.runtimes.events import RunEvent
 
 #: Container waiting reasons that mean the image cannot be pulled (state ``image_pull_backoff``).
 PULL_BACKOFF = frozenset({"ImagePullBackOff", "ErrImagePull"})
@@ -218,7 +219,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
             pod,
             RunState.RUNNING,
             started,
-            condition="running",
+            condition=Condition.RUNNING,
             reason="Running",
             message=f"running on {node}" if node else "running",
         )
@@ -240,7 +241,7 @@ def _pending(
                 pod,
                 RunState.PENDING,
                 None,  # a waiting state has no timestamp; the observation time is the best
-                condition="image_pull_backoff",
+                condition=Condition.IMAGE_PULL_BACKOFF,
                 reason=item["reason"],
                 message=item.get("message") or f"cannot pull image {item.get('image', '')!r}",
             )
@@ -252,7 +253,7 @@ def _pending(
             pod,
             RunState.PENDING,
             _timestamp(scheduled.get("lastTransitionTime")) or created,
-            condition="pending_not_scheduled",
+            condition=Condition.PENDING_NOT_SCHEDULED,
             reason=scheduled.get("reason") or "Pending",
             message=scheduled.get("message") or "waiting for the scheduler",
         )
@@ -261,7 +262,7 @@ def _pending(
         pod,
         RunState.PENDING,
         _timestamp(scheduled.get("lastTransitionTime")) or created,
-        condition="pending_scheduled",
+        condition=Condition.PENDING_SCHEDULED,
         reason=starting["reason"] if starting else "Scheduled",
         message=(starting or {}).get("message") or f"scheduled on {node}, starting",
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import urllib3
 from kubernetes import client
@@ -40,13 +40,31 @@ def object_path(api_version: str, kind: str, namespace: str, name: str) -> str:
     return f"{prefix}/namespaces/{namespace}/{plural}/{name}"
 
 
+class Requests(Protocol):
+    """What the watch needs of the API: JSON answers, and a GET read as it streams."""
+
+    def json(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        body: object = None,
+        content_type: str = ...,
+        timeout: Timeout = None,
+    ) -> dict[str, Any]: ...
+
+    def stream(
+        self, path: str, query: Mapping[str, Any], timeout: Timeout = None
+    ) -> urllib3.BaseHTTPResponse: ...
+
+
 class RestApi:
     """The few core/v1 calls the runtime makes, on raw JSON."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
 
-    def _send(
+    def send(
         self,
         method: str,
         path: str,
@@ -82,7 +100,7 @@ class RestApi:
         content_type: str = JSON,
         timeout: Timeout = None,
     ) -> dict[str, Any]:
-        response = self._send(method, path, query, body, content_type, timeout)
+        response = self.send(method, path, query, body, content_type, timeout)
         response.read()
         return cast(dict[str, Any], json.loads(response.data or b"{}"))
 
@@ -90,7 +108,7 @@ class RestApi:
         self, path: str, query: Mapping[str, Any], timeout: Timeout = None
     ) -> urllib3.BaseHTTPResponse:
         """A GET whose body is read as it arrives (a watch)."""
-        response = self._send("GET", path, query, timeout=timeout)
+        response = self.send("GET", path, query, timeout=timeout)
         return cast(urllib3.BaseHTTPResponse, response.response)
 
 

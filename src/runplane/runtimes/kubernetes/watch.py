@@ -34,10 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import urllib3
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from runplane.runtimes.kubernetes.rest import RestApi, pods_path
+from runplane.runtimes.kubernetes.rest import Requests, pods_path
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +105,7 @@ class PodWatch:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        rest: Requests,
         namespace: str,
         label_selector: str,
         handler: Handler,
@@ -118,7 +117,7 @@ class PodWatch:
         backoff: Backoff | None = None,
         name: str = "runplane-pod-watch",
     ) -> None:
-        self._rest = RestApi(api)
+        self._rest = rest
         self.namespace = namespace
         self.label_selector = label_selector
         self._handler = handler

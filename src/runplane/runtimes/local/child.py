@@ -30,33 +30,16 @@ def main(run_dir: Path) -> int:
     _die_with_executor(spec["executor_pid"])
     if spec.get("cpu_ids") and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, spec["cpu_ids"])
-    work = run_dir / "work"
-    os.chdir(work)
+    os.chdir(run_dir / "work")
     if spec.get("source_dir"):
         sys.path.insert(0, spec["source_dir"])
 
     from runplane.runtimes.context import Context
     from runplane.runtimes.execute import call_handler
+    from runplane.runtimes.invocation import Invocation
 
-    context = Context(
-        spec["uid"],
-        spec["project"],
-        spec["function"],
-        spec["params"],
-        spec["inputs"],
-        run_dir,
-        spec["mounts"],
-    )
-    arguments = {**spec["params"], **spec["inputs"]}
-    return call_handler(
-        context,
-        spec["code"],
-        spec["filename"],
-        spec["module"],
-        spec["handler"],
-        spec["takes_context"],
-        arguments,
-    )
+    invocation = Invocation.from_json(spec["invocation"])
+    return call_handler(Context(invocation, run_dir, spec["mounts"]), invocation)
 
 
 if __name__ == "__main__":

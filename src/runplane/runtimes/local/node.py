@@ -15,11 +15,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from runplane import names
 from runplane.config import Settings
 from runplane.placement import Node
 from runplane.placement.model import DEFAULT_MAX_PODS, resource_amount
 
-GPU_RESOURCE = "nvidia.com/gpu"
 #: Linux reports "no limit" as a huge number; anything above this is no limit.
 _UNLIMITED = 1 << 60
 
@@ -124,5 +124,5 @@ def local_node(settings: Settings, capacity: LocalCapacity | None = None) -> Nod
         "pods": DEFAULT_MAX_PODS,
     }
     if capacity.gpu_ids:
-        allocatable[GPU_RESOURCE] = len(capacity.gpu_ids)
+        allocatable[names.GPU] = len(capacity.gpu_ids)
     return Node(name=NODE_NAME, labels=node_labels(settings), allocatable=allocatable)

@@ -1,6 +1,6 @@
 """(Function, Settings) -> Kubernetes objects as plain dicts; pure and deterministic."""
 
-from runplane.render.lints import Lint
-from runplane.render.manifests import Rendered, RunRef, effective_resources, render
+from runplane.rendering.lints import Lint
+from runplane.rendering.manifests import Rendered, RunRef, effective_resources, render
 
 __all__ = ["Lint", "Rendered", "RunRef", "effective_resources", "render"]

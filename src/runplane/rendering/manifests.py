@@ -11,16 +11,16 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
+from runplane import names
 from runplane.config import Settings
 from runplane.errors import ConflictError, InvalidValueError
-from runplane.render.lints import Effective, Lint, lint
-from runplane.render.policy import check_priority_class, check_reserved_groups
-from runplane.render.preemption import apply_preemption_mode
-from runplane.spec.function import Function, FunctionKind
+from runplane.rendering.lints import Effective, Lint, lint
+from runplane.rendering.policy import check_priority_class, check_reserved_groups
+from runplane.rendering.preemption import apply_preemption_mode
+from runplane.spec.function import Function, FunctionKind, FunctionSpec
 from runplane.spec.quantity import format_quantity, parse_quantity
 from runplane.spec.resources import COMPUTE, QoSClass, gpu_entries, qos_class
 
-LABEL_PREFIX = "runplane.io/"
 #: The module the container runs; it reads the RUNPLANE_* variables below.
 ENTRYPOINT = ["python", "-m", "runplane.runtimes.entry"]
 
@@ -90,16 +90,16 @@ def _selector(function: Function, settings: Settings) -> dict[str, str]:
 def _env(function: Function, run: RunRef | None) -> list[dict[str, Any]]:
     spec = function.spec
     system = {
-        "RUNPLANE_PROJECT": function.metadata.project,
-        "RUNPLANE_FUNCTION": function.metadata.name,
+        names.ENV_PROJECT: function.metadata.project,
+        names.ENV_FUNCTION: function.metadata.name,
     }
     if spec.handler:
-        system["RUNPLANE_HANDLER"] = spec.handler
+        system[names.ENV_HANDLER] = spec.handler
     if spec.build.source:
-        system["RUNPLANE_EXEC_CODE"] = spec.build.source
+        system[names.ENV_CODE] = spec.build.source
     if run is not None:
-        system["RUNPLANE_RUN_UID"] = run.uid
-        system["RUNPLANE_ATTEMPT"] = str(run.attempt)
+        system[names.ENV_RUN_UID] = run.uid
+        system[names.ENV_ATTEMPT] = str(run.attempt)
     own = {item["name"] for item in spec.env}
     user: list[dict[str, Any]] = _copy(spec.env)
     return [{"name": k, "value": v} for k, v in system.items() if k not in own] + user
@@ -128,12 +128,12 @@ def _volumes(function: Function, settings: Settings) -> tuple[list[Any], list[An
 def _labels(function: Function, run: RunRef | None) -> dict[str, str]:
     labels = {
         **function.metadata.labels,
-        f"{LABEL_PREFIX}project": function.metadata.project,
-        f"{LABEL_PREFIX}function": function.metadata.name,
+        names.PROJECT: function.metadata.project,
+        names.FUNCTION: function.metadata.name,
     }
     if run is not None:
-        labels[f"{LABEL_PREFIX}run-uid"] = run.uid
-        labels[f"{LABEL_PREFIX}attempt"] = str(run.attempt)
+        labels[names.RUN_UID] = run.uid
+        labels[names.ATTEMPT] = str(run.attempt)
     return labels
 
 
@@ -215,26 +215,15 @@ def _secrets(
     ]
 
 
-def _serving(
-    function: Function, settings: Settings, pod: dict[str, Any], labels: dict[str, str]
-) -> list[dict[str, Any]]:
-    spec = function.spec
-    name = function.metadata.name
-    namespace = settings.namespace
-    selector = {key: labels[key] for key in (f"{LABEL_PREFIX}project", f"{LABEL_PREFIX}function")}
-    http = spec.http
-    container = pod["containers"][0]
-    container["ports"] = [{"name": "http", "containerPort": settings.serving.port}]
-    container["env"].append(
-        {"name": "RUNPLANE_HTTP_WORKERS", "value": str(http.workers if http else 1)}
-    )
-    if http and http.worker_timeout:
-        container["env"].append(
-            {"name": "RUNPLANE_HTTP_WORKER_TIMEOUT", "value": str(http.worker_timeout)}
-        )
-    pod["restartPolicy"] = "Always"
-    autoscaled = spec.min_replicas is not None or spec.max_replicas is not None
-    if autoscaled and spec.max_replicas is None:
+def _replicas(spec: FunctionSpec) -> tuple[int, tuple[int, int] | None]:
+    """The Deployment's replica count, and the autoscaler's (min, max) range when it has one.
+
+    A fixed ``replicas`` inside the range is where the autoscaler starts; the spec already
+    guarantees min <= max.
+    """
+    if spec.min_replicas is None and spec.max_replicas is None:
+        return (spec.replicas if spec.replicas is not None else 1), None
+    if spec.max_replicas is None:
         raise InvalidValueError(
             "spec.max_replicas",
             None,
@@ -242,18 +231,29 @@ def _serving(
             "spec.min_replicas = 1; spec.max_replicas = 4",
         )
     minimum = spec.min_replicas or 1
-    if autoscaled:
-        assert spec.max_replicas is not None
-        if minimum > spec.max_replicas:
-            raise ConflictError(
-                "spec.max_replicas",
-                f"max_replicas {spec.max_replicas} is below min_replicas {minimum}",
-            )
-        replicas = min(
-            max(spec.replicas if spec.replicas is not None else minimum, minimum), spec.max_replicas
+    start = spec.replicas if spec.replicas is not None else minimum
+    return min(max(start, minimum), spec.max_replicas), (minimum, spec.max_replicas)
+
+
+def _serving(
+    function: Function, settings: Settings, pod: dict[str, Any], labels: dict[str, str]
+) -> list[dict[str, Any]]:
+    spec = function.spec
+    name = function.metadata.name
+    namespace = settings.namespace
+    selector = {key: labels[key] for key in (names.PROJECT, names.FUNCTION)}
+    http = spec.http
+    container = pod["containers"][0]
+    container["ports"] = [{"name": "http", "containerPort": settings.serving.port}]
+    container["env"].append(
+        {"name": names.ENV_HTTP_WORKERS, "value": str(http.workers if http else 1)}
+    )
+    if http and http.worker_timeout:
+        container["env"].append(
+            {"name": names.ENV_HTTP_WORKER_TIMEOUT, "value": str(http.worker_timeout)}
         )
-    else:
-        replicas = spec.replicas if spec.replicas is not None else 1
+    pod["restartPolicy"] = "Always"
+    replicas, scaling = _replicas(spec)
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -281,7 +281,8 @@ def _serving(
         },
     }
     manifests = [deployment, service]
-    if autoscaled:
+    if scaling is not None:
+        minimum, maximum = scaling
         manifests.append(
             {
                 "apiVersion": "autoscaling/v2",
@@ -290,7 +291,7 @@ def _serving(
                 "spec": {
                     "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
                     "minReplicas": minimum,
-                    "maxReplicas": spec.max_replicas,
+                    "maxReplicas": maximum,
                     "metrics": [
                         {
                             "type": "Resource",
@@ -312,19 +313,15 @@ def _serving(
 
 def render(
     function: Function,
-    settings: Settings | None = None,
+    settings: Settings,
     run: RunRef | None = None,
     role: str | None = None,
 ) -> Rendered:
     """The Kubernetes objects for ``function`` under ``settings``, with QoS class and lints.
 
-    A ``job`` (or ``local``) becomes a Pod; a ``serving`` function a Deployment, a Service and,
-    when autoscaled, a HorizontalPodAutoscaler. Policy and consistency errors are raised here.
+    A ``job`` becomes a Pod; a ``serving`` function a Deployment, a Service and, when
+    autoscaled, a HorizontalPodAutoscaler. Policy and consistency errors are raised here.
     """
-    if settings is None:
-        from runplane.config import current
-
-        settings = current()
     spec = function.spec
     if function.kind is not FunctionKind.SERVING and any(
         value is not None for value in (spec.replicas, spec.min_replicas, spec.max_replicas)

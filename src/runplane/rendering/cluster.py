@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from runplane.config import Settings
+from runplane import names
+from runplane.config import PriorityClasses
 
 #: Spacing between generated values of classes the configuration gives no value for.
 _STEP = 1000
 
 
-def priority_classes(settings: Settings) -> list[dict[str, Any]]:
+def priority_classes(classes: PriorityClasses) -> list[dict[str, Any]]:
     """PriorityClass objects for every configured user and system class."""
-    classes = settings.priority_classes
     manifests = []
     for index, name in enumerate(classes.valid, start=1):
         manifests.append(
@@ -43,7 +43,7 @@ def _priority_class(name: str, value: int, policy: str, description: str) -> dic
     return {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "runplane"}},
+        "metadata": {"name": name, "labels": {names.MANAGED_BY: names.MANAGER}},
         "value": value,
         "preemptionPolicy": policy,
         "globalDefault": False,

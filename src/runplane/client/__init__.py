@@ -1,0 +1,175 @@
+"""The SDK's and CLI's thin client: the embedded default, or a service when ``RUNPLANE_API``
+is set, behind one interface, and the handle a run returns."""
+
+from __future__ import annotations
+
+import codecs
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from runplane.config import Settings, current
+from runplane.errors import InvalidValueError
+from runplane.runs import RunRecord, Usage
+from runplane.spec.function import Function
+
+if TYPE_CHECKING:
+    from runplane.client.remote import ApiBackend
+
+
+class Backend(Protocol):
+    """Where runs go: the embedded service in this process, or a remote one."""
+
+    def submit(
+        self,
+        fn: Function,
+        params: Mapping[str, Any] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        state_thresholds: Mapping[str, Any] | None = None,
+        source_dir: str = "",
+    ) -> RunRecord: ...
+
+    def get(self, uid: str) -> RunRecord: ...
+
+    def wait(self, uid: str, timeout: float | None = None) -> RunRecord: ...
+
+    def abort(self, uid: str) -> RunRecord: ...
+
+    def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]: ...
+
+    def usage(self, uid: str) -> Usage: ...
+
+    def list_runs(
+        self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+    ) -> list[RunRecord]: ...
+
+
+def backend(settings: Settings | None = None) -> Backend:
+    """The service runs go to: ``RUNPLANE_API`` when set, else this machine."""
+    settings = settings or current()
+    if settings.api:
+        from runplane.client.remote import ApiBackend
+
+        token = settings.token.get_secret_value() if settings.token else ""
+        return ApiBackend(settings.api, token)
+    from runplane.service.embedded import embedded
+
+    return embedded(settings)
+
+
+def api_backend(what: str) -> ApiBackend:
+    """The service, for what only a service can do (schedules, deployments)."""
+    from runplane.client.remote import ApiBackend
+
+    service = backend()
+    if not isinstance(service, ApiBackend):
+        raise InvalidValueError(
+            "RUNPLANE_API",
+            None,
+            f"{what} needs the runplane service (`runplane serve`); set RUNPLANE_API and "
+            "RUNPLANE_TOKEN",
+            "RUNPLANE_API=http://127.0.0.1:8470",
+        )
+    return service
+
+
+class RunHandle:
+    """A submitted run: its state, results and logs, and the means to wait for or abort it."""
+
+    def __init__(self, service: Backend, uid: str) -> None:
+        self.service = service
+        self.uid = uid
+
+    def __repr__(self) -> str:
+        return f"<RunHandle {self.uid} {self.state()}>"
+
+    @property
+    def record(self) -> RunRecord:
+        return self.service.get(self.uid)
+
+    def state(self) -> str:
+        return self.record.state.value
+
+    @property
+    def status_text(self) -> str:
+        return self.record.status_text
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The results the handler logged or returned."""
+        return self.record.results
+
+    results = outputs
+
+    def wait(self, timeout: float | None = None) -> RunRecord:
+        """Block until the run finishes (or ``timeout`` seconds pass); returns the record."""
+        return self.service.wait(self.uid, timeout)
+
+    def logs(self) -> str:
+        """Everything the run has written so far."""
+        return "".join(output(self.service, self.uid))
+
+    def abort(self) -> RunRecord:
+        return self.service.abort(self.uid)
+
+
+def run(
+    fn: Function,
+    params: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    state_thresholds: Mapping[str, Any] | None = None,
+    watch: bool = True,
+    schedule: str | None = None,
+) -> Any:
+    """Run ``fn`` where runs go (see :func:`backend`) and return its :class:`RunHandle`; with
+    ``watch`` wait, printing its output. With ``schedule`` (cron) store a schedule instead."""
+    if schedule is not None:
+        return api_backend("a schedule").schedule(fn, schedule, params, state_thresholds)
+    service = backend()
+    main = sys.modules.get("__main__")
+    source_dir = str(Path(getattr(main, "__file__", "") or ".").resolve().parent)
+    record = service.submit(fn, params, inputs, state_thresholds, source_dir=source_dir)
+    handle = RunHandle(service, record.uid)
+    if watch:
+        for _, text in follow(service, record.uid, interval=0.2):
+            if text:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+    return handle
+
+
+def deploy(fn: Function) -> dict[str, Any]:
+    """Deploy a serving function through the service."""
+    return api_backend("deploying a serving function").deploy(fn)
+
+
+def output(service: Backend, uid: str, offset: int = 0) -> Iterator[str]:
+    """The run's output from byte ``offset`` as text, in chunks, to its current end."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while True:
+        chunk, offset = service.logs(uid, offset)
+        if not chunk:
+            yield decoder.decode(b"", final=True)
+            return
+        yield decoder.decode(chunk)
+
+
+def follow(service: Backend, uid: str, interval: float = 0.1) -> Iterator[tuple[RunRecord, str]]:
+    """Each tick, the run's record and the output written since the previous tick; the last
+    pair is the finished run's. A character split across two reads is decoded whole."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    offset = 0
+    while True:
+        record = service.wait(uid, timeout=interval)
+        text = []
+        while True:
+            chunk, offset = service.logs(uid, offset)
+            if not chunk:
+                break
+            text.append(decoder.decode(chunk))
+        if record.finished:
+            text.append(decoder.decode(b"", final=True))
+        yield record, "".join(text)
+        if record.finished:
+            return

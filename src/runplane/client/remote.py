@@ -1,0 +1,121 @@
+"""A runplane service over HTTP, behaving as the embedded default does."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from runplane.errors import RunplaneError
+from runplane.runs import RunRecord, Usage
+from runplane.service.wire import API, NEXT_OFFSET
+from runplane.spec.function import Function
+
+
+class ApiError(RunplaneError):
+    """The service refused a request; the message is the service's."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.http_status = status
+        super().__init__(message)
+
+
+class ApiBackend:
+    """The service at ``url``, as the holder of ``token``."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self._http = httpx.Client(
+            base_url=url.rstrip("/") + API,
+            timeout=30,
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            answer = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as error:
+            raise ApiError(
+                503, f"the runplane service at {self._http.base_url} cannot be reached: {error}"
+            ) from None
+        if answer.status_code >= 400:
+            try:
+                message = answer.json()["message"]
+            except (ValueError, KeyError, TypeError):
+                message = answer.text or answer.reason_phrase
+            raise ApiError(answer.status_code, message)
+        return answer
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        answer = self._send(method, path, **kwargs)
+        return None if answer.status_code == 204 else answer.json()
+
+    def submit(
+        self,
+        fn: Function,
+        params: Mapping[str, Any] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        state_thresholds: Mapping[str, Any] | None = None,
+        source_dir: str = "",
+    ) -> RunRecord:
+        body = {
+            "function": fn.to_dict(),
+            "params": dict(params or {}),
+            "inputs": {k: str(v) for k, v in (inputs or {}).items()},
+            "state_thresholds": dict(state_thresholds or {}),
+        }
+        return RunRecord.from_json(self._call("POST", "/runs", json=body))
+
+    def get(self, uid: str) -> RunRecord:
+        return RunRecord.from_json(self._call("GET", f"/runs/{uid}"))
+
+    def wait(self, uid: str, timeout: float | None = None) -> RunRecord:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            record = self.get(uid)
+            if record.finished or (deadline is not None and time.monotonic() >= deadline):
+                return record
+            time.sleep(0.2)
+
+    def abort(self, uid: str) -> RunRecord:
+        return RunRecord.from_json(self._call("POST", f"/runs/{uid}/abort"))
+
+    def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
+        answer = self._send("GET", f"/runs/{uid}/logs", params={"offset": offset})
+        return answer.content, int(answer.headers.get(NEXT_OFFSET, offset + len(answer.content)))
+
+    def usage(self, uid: str) -> Usage:
+        return Usage(**self._call("GET", f"/runs/{uid}/usage"))
+
+    def list_runs(
+        self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+    ) -> list[RunRecord]:
+        params: dict[str, Any] = {"limit": limit, "state": list(states)}
+        if project:
+            params["project"] = project
+        return [RunRecord.from_json(item) for item in self._call("GET", "/runs", params=params)]
+
+    def schedule(
+        self,
+        fn: Function,
+        cron: str,
+        params: Mapping[str, Any] | None = None,
+        state_thresholds: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        body = {
+            "function": fn.to_dict(),
+            "schedule": cron,
+            "params": dict(params or {}),
+            "state_thresholds": dict(state_thresholds or {}),
+        }
+        return dict(self._call("POST", "/schedules", json=body))
+
+    def schedules(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/schedules"))
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self._call("DELETE", f"/schedules/{schedule_id}")
+
+    def deploy(self, fn: Function) -> dict[str, Any]:
+        return dict(self._call("POST", "/deployments", json={"function": fn.to_dict()}))

@@ -1,0 +1,36 @@
+"""The client layer, as the layers below it may call it.
+
+The documents put ``run()`` and ``deploy()`` on the function object, yet running a function is
+the client layer's work, and the client depends on ``spec``, never the reverse. So ``Function``
+calls through the one slot here, and the package root (``runplane/__init__.py``), which sits above
+every layer and is imported before any of them, fills it.
+"""
+
+from __future__ import annotations
+
+# Not imported from `typing` at run time: the package root imports this module, and importing
+# typing costs several times what `import runplane` does without it.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    class Client(Protocol):
+        def run(self, function: Any, /, **options: Any) -> Any:
+            """Run ``function`` ("Run now"), or store a schedule for it ("Schedule for later")."""
+
+        def deploy(self, function: Any, /) -> Any:
+            """Deploy a serving function."""
+
+
+_client: Client | None = None
+
+
+def register(client: Client) -> None:
+    global _client
+    _client = client
+
+
+def client() -> Client:
+    if _client is None:  # only when runplane/__init__.py was bypassed
+        raise RuntimeError("runplane's client is not registered: import runplane first")
+    return _client

@@ -1,0 +1,113 @@
+"""What every runtime is given and what it must do: one interface for here and for clusters.
+
+The service calls runtimes only through :class:`Runtime`. What differs between backends is
+declared in :class:`Capabilities`, so callers ask what a runtime can do instead of checking
+which one it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runplane.placement import NodeSummary
+from runplane.runs import Usage
+from runplane.runtimes.events import RunEvent
+from runplane.runtimes.invocation import Invocation
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """One attempt of a run, rendered and checked, ready for any runtime.
+
+    Built once, by :func:`runplane.runtimes.request.build_request`, whichever runtime runs it.
+    ``manifests`` are the rendered objects (the Pod first, carrying the invocation in its
+    environment, then any Secret it needs); runtimes that start processes themselves read the
+    Pod's spec and the invocation instead.
+    """
+
+    invocation: Invocation
+    manifests: list[dict[str, Any]]
+    priority: int
+    submitted: float
+    #: The caller's directory, importable by the handler when it runs on the caller's machine.
+    source_dir: str = ""
+    requests: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def uid(self) -> str:
+        return self.invocation.uid
+
+    @property
+    def attempt(self) -> int:
+        return self.invocation.attempt
+
+    @property
+    def pod(self) -> dict[str, Any]:
+        return self.manifests[0]
+
+    @property
+    def pod_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = self.pod["spec"]
+        return spec
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a runtime can do, for callers that must not branch on its name."""
+
+    #: Runs can be granted GPUs.
+    gpus: bool
+    #: Spot and on-demand capacity exist side by side, so a run can be preempted and the
+    #: preemption mode chooses between them.
+    preemption: bool
+    #: Node labels can be changed while the runtime runs (not only by configuration).
+    node_labels: bool
+    #: Serving functions can be deployed.
+    deploy: bool
+    #: Runs outlive the runtime's process: after a restart they are watched again, not lost.
+    durable: bool
+
+
+class Runtime(Protocol):
+    """A backend that executes runs and reports what happens to them as events."""
+
+    #: The name runs record and configuration uses (``service.runtime``).
+    name: str
+    capabilities: Capabilities
+
+    def check(self, request: RunRequest) -> None:
+        """Raise the user errors this runtime can find before anything is recorded (a volume
+        with no local directory, a missing secret); start nothing."""
+
+    def launch(self, request: RunRequest) -> None:
+        """Start the run, or queue it until it fits; what follows arrives as events."""
+
+    def abort(self, uid: str, reason: str, message: str) -> bool:
+        """Stop a run; ``False`` if this runtime has nothing of it left to stop."""
+
+    def events(self) -> AsyncIterator[RunEvent]:
+        """Every state change of every run this runtime launched or finds, in order, until
+        :meth:`close`; one reader."""
+
+    def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
+        """The run's output from byte ``offset`` on (a bounded chunk), and the offset to ask
+        for next."""
+
+    def usage(self, uid: str) -> Usage | None:
+        """What the running run has used so far; ``None`` when the runtime cannot tell."""
+
+    def nodes(self) -> list[NodeSummary]:
+        """The nodes runs can land on, with what is free on each now."""
+
+    def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Create or update a serving function's objects (when ``capabilities.deploy``)."""
+
+    def existing(self) -> dict[str, list[str]]:
+        """What exists of each run (pods, processes) by run uid, as the backend has it now."""
+
+    def close(self) -> None:
+        """Stop reporting and release what the runtime holds in this process; runs of a
+        durable runtime keep running."""

@@ -1,0 +1,93 @@
+"""From the pod watch's observations to run events: each change reported once, in order.
+
+A watch sees the same pod many times (label changes, IP assignment, a re-list after a
+reconnect); only observations that change what the run's record would say become events, and
+nothing follows a pod's end. While runplane aborts a run, whatever its pod does is part of the
+abort: a pod that was running when the delete arrived ends ``aborted``, not ``error``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from runplane.runs import RunState
+from runplane.runtimes.events import RunEvent
+from runplane.runtimes.kubernetes.pod_events import POD_DELETED, pod_to_event
+from runplane.runtimes.kubernetes.watch import DELETED, VANISHED
+
+log = logging.getLogger(__name__)
+
+
+class RunTracker:
+    """Thread-safe: the watch thread observes, callers' threads abort."""
+
+    def __init__(self, publish: Callable[[RunEvent], None]) -> None:
+        self._publish = publish
+        self._lock = threading.Lock()
+        self._last: dict[str, tuple[Any, ...]] = {}
+        self._finished: set[str] = set()
+        self._aborting: dict[str, tuple[str, str]] = {}
+
+    def observe(self, kind: str, pod: dict[str, Any]) -> None:
+        """A :class:`~runplane.runtimes.kubernetes.watch.PodWatch` handler."""
+        key = str((pod.get("metadata") or {}).get("uid") or "")
+        gone = kind in (DELETED, VANISHED)
+        event = pod_to_event(pod, deleted=gone)
+        if kind == VANISHED and event is not None and event.reason == POD_DELETED:
+            event = replace(
+                event,
+                message=f"pod {pod['metadata'].get('name')} was deleted while runplane was not "
+                "watching; how the run ended is unknown",
+            )
+        self.deliver(key, event, forget=gone)
+
+    def abort(self, uid: str, reason: str, message: str) -> None:
+        """From now on, the run's pods report the abort (until one of them ends)."""
+        with self._lock:
+            self._aborting[uid] = (reason, message)
+
+    def deliver(self, key: str, event: RunEvent | None, forget: bool = False) -> None:
+        """Publish ``event`` of the pod ``key`` unless it repeats the pod's last one or
+        follows its end; ``forget`` drops what is known of a pod that no longer exists."""
+        if event is None:
+            return
+        with self._lock:
+            event = self._as_aborted(event)
+            signature = (event.state, event.condition, event.reason, event.message, event.node)
+            fresh = key not in self._finished and self._last.get(key) != signature
+            if fresh:
+                self._last[key] = signature
+                if event.state.terminal:
+                    self._finished.add(key)
+                    self._aborting.pop(event.uid, None)
+            if forget:
+                self._last.pop(key, None)
+                self._finished.discard(key)
+        if not fresh:
+            return
+        try:
+            self._publish(event)
+        except Exception:  # the watch must go on for the other runs
+            log.exception("publishing run event %s failed", event)
+
+    def _as_aborted(self, event: RunEvent) -> RunEvent:
+        """While a run is being aborted, whatever its pod does is part of the abort (also when
+        the abort annotation could not be written). Called with the lock held."""
+        wanted = self._aborting.get(event.uid)
+        if wanted is None or event.state in (RunState.ABORTING, RunState.ABORTED):
+            return event
+        state = RunState.ABORTED if event.state.terminal else RunState.ABORTING
+        return RunEvent(
+            uid=event.uid,
+            state=state,
+            reason=wanted[0],
+            message=wanted[1],
+            attempt=event.attempt,
+            node=event.node,
+            exit_code=event.exit_code if state is RunState.ABORTED else None,
+            at=event.at,
+        )

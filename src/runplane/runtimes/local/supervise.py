@@ -1,0 +1,203 @@
+"""Watching a run's process tree until it ends: the memory limit, aborts, and the outcome.
+
+One supervisor thread per running run samples the tree's memory every ``poll_interval``; past
+the limit, or on an abort, it kills the whole tree. When the process ends it reads what the
+handler logged (results, artifacts, its error) and reports the run's end as one event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from runplane.runs import RunState, Usage
+from runplane.runtimes.local.launch import LocalRun, spawn
+from runplane.runtimes.local.ledger import Grant
+
+OOM_EXIT_CODE = 137
+
+#: How a supervisor reports: (uid, state, reason, message, **other RunEvent fields).
+Report = Callable[..., None]
+
+
+class ProcessTable:
+    """Who is whose child, from one scan of the process table shared by every supervisor.
+
+    Finding a run's descendants means reading every process's parent; with many runs at once,
+    one scan per tick for all of them is far cheaper than one scan per run.
+    """
+
+    def __init__(self, max_age: float) -> None:
+        self._max_age = max_age
+        self._lock = threading.Lock()
+        self._built = 0.0
+        self._children: dict[int, list[int]] = {}
+
+    def tree(self, root: int) -> list[int]:
+        with self._lock:
+            now = time.monotonic()
+            if now - self._built > self._max_age:
+                children: dict[int, list[int]] = {}
+                for process in psutil.process_iter(["ppid"]):
+                    parent = process.info["ppid"]
+                    if parent:
+                        children.setdefault(parent, []).append(process.pid)
+                self._children, self._built = children, now
+            members, stack = [], [root]
+            while stack:
+                pid = stack.pop()
+                members.append(pid)
+                stack.extend(self._children.get(pid, ()))
+            return members
+
+    def rss(self, root: int) -> int:
+        total = 0
+        for pid in self.tree(root):
+            try:
+                total += psutil.Process(pid).memory_info().rss
+            except psutil.Error:
+                continue
+        return total
+
+    def cpu_seconds(self, root: int) -> float:
+        total = 0.0
+        for pid in self.tree(root):
+            try:
+                times = psutil.Process(pid).cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system + times.children_user + times.children_system
+        return total
+
+    def kill(self, root: int) -> None:
+        members = self.tree(root)
+        with contextlib.suppress(OSError):
+            os.killpg(root, signal.SIGKILL)  # the run is a session leader: its group goes at once
+        for member in members:
+            with contextlib.suppress(OSError):
+                os.kill(member, signal.SIGKILL)
+
+
+class Supervisor:
+    """Runs granted runs to their end on this machine, one thread per run (see :meth:`run`)."""
+
+    def __init__(self, processes: ProcessTable, interval: float, node: str, report: Report):
+        self.processes = processes
+        self.interval = interval
+        self.node = node
+        self.report = report
+
+    def run(self, run: LocalRun, grant: Grant) -> None:
+        """Start the run's process, watch it to its end, and report that end."""
+        if run.abort is not None:  # aborted between the grant and the start
+            self._aborted(run, Usage())
+            return
+        process = run.process = spawn(run, grant)
+        self.report(
+            run.uid,
+            RunState.RUNNING,
+            "Started",
+            f"process {process.pid} on {self.node}",
+            process_id=process.pid,
+        )
+        reason, message, cpu_seconds = "", "", 0.0
+        while True:
+            pid, status, rusage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                process.returncode = os.waitstatus_to_exitcode(status)
+                cpu_seconds = rusage.ru_utime + rusage.ru_stime
+                run.peak_memory = max(run.peak_memory, rusage.ru_maxrss * 1024)
+                break
+            rss = self.processes.rss(process.pid)
+            run.peak_memory = max(run.peak_memory, rss)
+            if run.memory_limit is not None and rss > run.memory_limit:
+                self.processes.kill(process.pid)
+                reason = "OOMKilled"
+                message = (
+                    f"memory use {_mebibytes(rss)} exceeded the limit "
+                    f"{_mebibytes(run.memory_limit)}; the run was killed"
+                )
+            elif run.abort is not None and not reason:
+                self.processes.kill(process.pid)
+                reason = "Aborted"
+            time.sleep(self.interval)
+        usage = Usage(run.peak_memory, cpu_seconds)
+        if reason == "Aborted":
+            self._aborted(run, usage)
+            return
+        returncode = process.returncode
+        exit_code = OOM_EXIT_CODE if reason == "OOMKilled" else _exit_code(returncode)
+        results, artifacts, error = read_events(run.run_dir)
+        if exit_code == 0:
+            state, reason, message = RunState.COMPLETED, "Completed", ""
+        else:
+            state = RunState.ERROR
+            if not reason:
+                reason = "Error" if returncode >= 0 else signal.Signals(-returncode).name
+                message = error or f"the process exited with code {exit_code}"
+        self.report(
+            run.uid,
+            state,
+            reason,
+            message,
+            process_id=process.pid,
+            exit_code=exit_code,
+            usage=usage,
+            results=results,
+            artifacts=artifacts,
+        )
+
+    def _aborted(self, run: LocalRun, usage: Usage) -> None:
+        reason, message = run.abort or ("Aborted", "")
+        results, artifacts, _ = read_events(run.run_dir)
+        self.report(
+            run.uid,
+            RunState.ABORTED,
+            reason,
+            message,
+            process_id=run.process.pid if run.process else None,
+            exit_code=OOM_EXIT_CODE if run.process else None,
+            usage=usage,
+            results=results,
+            artifacts=artifacts,
+        )
+
+
+def _exit_code(returncode: int) -> int:
+    """A process killed by signal N exits as 128 + N, as a container's does."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _mebibytes(amount: int) -> str:
+    return f"{amount / 2**20:.0f}Mi"
+
+
+def read_events(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """Results, artifacts and the last error the handler's context wrote."""
+    results: dict[str, Any] = {}
+    artifacts: list[dict[str, Any]] = []
+    error = ""
+    path = run_dir / "events.jsonl"
+    if not path.exists():
+        return results, artifacts, error
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a kill
+        if event.get("type") == "result":
+            results[event["key"]] = event["value"]
+        elif event.get("type") == "artifact":
+            artifacts.append({k: event[k] for k in ("key", "path", "size")})
+        elif event.get("type") == "error":
+            error = event["message"]
+    return results, artifacts, error

@@ -1,0 +1,38 @@
+"""The runtimes runplane has, by the name configuration gives them (``service.runtime``).
+
+The one place a runtime is chosen by name; everything else asks a runtime what it can do
+(:class:`~runplane.runtimes.contract.Capabilities`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from runplane.config import Settings
+from runplane.runtimes.contract import Runtime
+
+
+def _local(settings: Settings) -> Runtime:
+    from runplane.runtimes.local.runtime import LocalRuntime
+
+    return LocalRuntime(settings)
+
+
+def _kubernetes(settings: Settings) -> Runtime:
+    from runplane.runtimes.kubernetes.runtime import KubernetesRuntime
+
+    service = settings.service
+    return KubernetesRuntime(
+        settings,
+        kubeconfig=service.kubeconfig,
+        context=service.kube_context,
+        instance=service.instance,
+    )
+
+
+RUNTIMES: dict[str, Callable[[Settings], Runtime]] = {"local": _local, "kubernetes": _kubernetes}
+
+
+def create_runtime(settings: Settings) -> Runtime:
+    """The runtime ``settings.service.runtime`` names."""
+    return RUNTIMES[settings.service.runtime](settings)

@@ -1,0 +1,110 @@
+"""From a function and a call to a :class:`RunRequest`: the one place a run is prepared.
+
+Every runtime executes what this builds, so a run here and a run on a cluster get the same
+code, the same converted parameters and the same rendered resources. Everything a user can
+get wrong about the call is refused here, before anything is recorded or started.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from runplane.config import Settings
+from runplane.errors import InvalidValueError
+from runplane.rendering import RunRef, effective_resources, render
+from runplane.runtimes.contract import RunRequest
+from runplane.runtimes.invocation import Invocation
+from runplane.spec.function import Function, FunctionKind
+from runplane.spec.handler import bind_parameters, read_signature
+
+
+def build_request(
+    fn: Function,
+    settings: Settings,
+    *,
+    uid: str,
+    params: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, str] | None = None,
+    role: str | None = None,
+    source_dir: str = "",
+    attempt: int = 1,
+) -> RunRequest:
+    """Everything a runtime needs for one attempt of ``fn``, checked; nothing is started."""
+    if fn.kind is FunctionKind.SERVING:
+        raise InvalidValueError(
+            "kind",
+            fn.kind.value,
+            "serving functions are deployed, not run; use a job",
+            "code_to_function(..., kind='job')",
+        )
+    code, filename = _code_of(fn)
+    if not fn.spec.handler:
+        raise InvalidValueError(
+            "handler",
+            "",
+            "a run needs the handler to call",
+            "code_to_function(..., handler='train')",
+        )
+    run_inputs = {str(key): str(value) for key, value in (inputs or {}).items()}
+    signature = read_signature(code, fn.spec.handler, filename)
+    bound = bind_parameters(signature, {**(params or {}), **run_inputs})
+    invocation = Invocation(
+        uid=uid,
+        attempt=attempt,
+        project=fn.metadata.project,
+        function=fn.metadata.name,
+        handler=fn.spec.handler,
+        code=code,
+        filename=filename,
+        takes_context=signature.takes_context,
+        params={k: v for k, v in bound.items() if k not in run_inputs},
+        inputs=run_inputs,
+    )
+    rendered = render(fn, settings, run=RunRef(uid, attempt), role=role)
+    manifests = rendered.manifests
+    _carry(manifests[0], invocation)
+    requests, limits, _ = effective_resources(fn, settings)
+    priority_class = manifests[0]["spec"]["priorityClassName"]
+    return RunRequest(
+        invocation=invocation,
+        manifests=manifests,
+        priority=settings.priority_classes.values.get(priority_class, 0),
+        submitted=time.time(),
+        source_dir=source_dir,
+        requests={key: str(value) for key, value in requests.items()},
+        limits={key: str(value) for key, value in limits.items()},
+    )
+
+
+def _carry(pod: dict[str, Any], invocation: Invocation) -> None:
+    """Put the invocation in the pod's environment, replacing what rendering wrote of it."""
+    container = pod["spec"]["containers"][0]
+    carried = invocation.to_env()
+    env = [item for item in container.get("env", []) if item["name"] not in carried]
+    container["env"] = [{"name": name, "value": value} for name, value in carried.items()] + env
+
+
+def _code_of(fn: Function) -> tuple[str, str]:
+    if fn.spec.build.source:
+        code = base64.b64decode(fn.spec.build.source).decode("utf-8")
+        return code, fn.spec.build.filename or f"{fn.metadata.name}.py"
+    if fn.spec.command:
+        path = Path(fn.spec.command)
+        if not path.is_file():
+            raise InvalidValueError(
+                "spec.command",
+                fn.spec.command,
+                "the file must exist here",
+                "new_function(command='train.py')",
+            )
+        return path.read_text(encoding="utf-8"), path.name
+    raise InvalidValueError(
+        "function",
+        fn.metadata.name,
+        "a function needs code to run",
+        "code_to_function('training', filename='train.py', handler='train')",
+    )
