@@ -15,6 +15,6 @@ PYTHON=.venv/bin/python bash testbed/ci.sh
 # A real PostgreSQL for the service tests (they also run on SQLite).
 eval "$(bash scripts/postgres.sh start)"
 trap 'bash scripts/postgres.sh stop' EXIT
-# With coverage of this process (runs' own processes are not measured) and its floor, set in
-# pyproject.toml.
+# With coverage of runplane in this process and in every process the tests start (runs, the
+# CLI, runplane serve), and its floor; both set in pyproject.toml.
 .venv/bin/pytest --cov "$@"

@@ -17,15 +17,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from runplane import names
-from runplane.config import PriorityClasses
+from runplane.config import PREEMPTIBLE_PRESETS, SPOT_LABEL, PriorityClasses
 from runplane.rendering.cluster import priority_classes
 from testbed.cluster import KWOK_NODE_ANNOTATION, KWOK_NODE_VALUE
 
 GROUP_LABEL = names.NODE_GROUP
-LIFECYCLE_LABEL = "app.iguazio.com/lifecycle"
-ON_DEMAND = "non-preemptible"
-SPOT = "preemptible"
-RESERVED_TAINT = {"key": "runplane.io/reserved", "value": "system", "effect": "NoSchedule"}
+#: The documents' convention (runplane's default spot preset): one label, two values.
+LIFECYCLE_LABEL = SPOT_LABEL
+ON_DEMAND = PREEMPTIBLE_PRESETS["iguazio"].on_demand_labels[SPOT_LABEL]
+SPOT = PREEMPTIBLE_PRESETS["iguazio"].node_selector[SPOT_LABEL]
+RESERVED_TAINT = {"key": names.RESERVED, "value": "system", "effect": "NoSchedule"}
 SPOT_TAINT = {"key": LIFECYCLE_LABEL, "value": SPOT, "effect": "NoSchedule"}
 GPU_TAINT = {"key": names.GPU, "value": "present", "effect": "NoSchedule"}
 RUNS_NAMESPACE = "runplane-runs"

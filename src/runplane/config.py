@@ -134,7 +134,8 @@ class PriorityClasses(pydantic.BaseModel):
     allowed_roles: dict[str, list[str]] = pydantic.Field(default_factory=dict)
     #: Classes reserved for core services; they may preempt user pods.
     system: list[str] = pydantic.Field(default_factory=lambda: ["runplane-system"])
-    #: The value each class gets when runplane creates it on a cluster that lacks it.
+    #: The value each class gets when runplane creates it on a cluster that lacks it, and
+    #: the order runs are granted on this machine; see :meth:`value_of` for classes not here.
     values: dict[str, int] = pydantic.Field(
         default_factory=lambda: {
             "low": 1000,
@@ -143,6 +144,15 @@ class PriorityClasses(pydantic.BaseModel):
             "runplane-system": 1_000_000,
         }
     )
+
+    def value_of(self, name: str) -> int:
+        """A class's value: the configured one, else by its place among the user classes
+        (1000 apart, in the order ``valid`` lists them), and 1,000,000 for system classes."""
+        if name in self.values:
+            return self.values[name]
+        if name in self.system:
+            return 1_000_000
+        return (self.valid.index(name) + 1) * 1000 if name in self.valid else 0
 
 
 class ReservedNodeGroup(pydantic.BaseModel):

@@ -17,6 +17,8 @@ ATTEMPT = f"{PREFIX}attempt"
 INSTANCE = f"{PREFIX}instance"
 #: The node label that names a node's group (system, on-demand, spot, gpu...).
 NODE_GROUP = f"{PREFIX}node-group"
+#: The taint of nodes reserved for core services (the system group).
+RESERVED = f"{PREFIX}reserved"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "runplane"
 #: Written on a pod just before runplane deletes it, so any watcher (another replica, or this
@@ -41,3 +43,22 @@ ENV_HTTP_WORKERS = "RUNPLANE_HTTP_WORKERS"
 ENV_HTTP_WORKER_TIMEOUT = "RUNPLANE_HTTP_WORKER_TIMEOUT"
 #: The run's volumes as ``{mount path: local directory}`` JSON, where runs execute here.
 ENV_MOUNTS = "RUNPLANE_MOUNTS"
+
+#: Variables runplane sets in every run's container; a function may not set them itself.
+RESERVED_ENV = frozenset(
+    {
+        ENV_PROJECT,
+        ENV_FUNCTION,
+        ENV_HANDLER,
+        ENV_CODE,
+        ENV_RUN_UID,
+        ENV_ATTEMPT,
+        ENV_FILENAME,
+        ENV_TAKES_CONTEXT,
+        ENV_PARAMS,
+        ENV_INPUTS,
+        ENV_HTTP_WORKERS,
+        ENV_HTTP_WORKER_TIMEOUT,
+        ENV_MOUNTS,
+    }
+)

@@ -172,8 +172,9 @@ def test_constrain_mode_pends_with_the_scheduler_reason(service, make_function):
         "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
     )
     assert (
-        "preemption mode 'constrain' needs spot nodes; this machine is on-demand"
-        in record.status_text
+        "This run can never start here: it may run only on spot nodes "
+        "(app.iguazio.com/lifecycle=preemptible), as preemption mode 'constrain' or its own node "
+        "selection asks, and this machine is not one" in record.status_text
     )
     aborted = service.wait(service.abort(uid).uid, timeout=10)
     assert aborted.state == "aborted"
@@ -378,10 +379,9 @@ def test_the_hint_follows_the_configured_spot_labels(monkeypatch, make_function)
     try:
         uid = service.submit(make_function(SLEEP).with_preemption_mode("constrain")).uid
         record = wait_for(lambda: (r := service.store.get(uid)).status_text and r)
-        assert "preemption mode 'constrain' needs spot nodes; this machine is on-demand" in (
+        assert "it may run only on spot nodes (eks.amazonaws.com/capacityType=SPOT)" in (
             record.status_text
         )
-        assert "eks.amazonaws.com/capacityType" in record.status_text
         service.abort(uid)
     finally:
         service.close()

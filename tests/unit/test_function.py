@@ -6,7 +6,7 @@ import pytest
 
 import runplane
 from runplane.errors import ConflictError, InvalidValueError, NotFoundError
-from runplane.spec import Function
+from runplane.spec import Function, FunctionKind
 
 
 @pytest.fixture
@@ -513,3 +513,9 @@ def test_set_env_value_from_sources(fn):
     with pytest.raises(InvalidValueError, match="give either value or value_from"):
         fn.set_env("BOTH", value="1", value_from={"fieldRef": {"fieldPath": "x"}})
     assert [v["name"] for v in fn.spec.env] == ["POD", "CFG"]
+
+
+def test_kind_local_is_read_as_a_job():
+    fn = runplane.Function.from_dict({"kind": "local", "metadata": {"name": "old"}})
+    assert fn.kind is FunctionKind.JOB
+    assert fn.to_dict().get("kind", "job") == "job"  # exported as a job from now on

@@ -70,3 +70,29 @@ def test_format_keeps_what_was_written():
     assert format_quantity(2) == "2"
     assert format_quantity(2.0) == "2"
     assert format_quantity(0.5) == "0.5"
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1Ei", 2**60),
+        ("7Ei", 7 * 2**60),
+        ("1E", 10**18),
+        ("1E2", 100),
+        ("9e18", 9 * 10**18),
+        ("0e99999", 0),
+        ("1e-100", Fraction(1, 10**9)),  # below 1n rounds up to it, as Kubernetes does
+        ("0.0000001e25", 10**18),
+    ],
+)
+def test_large_and_small_quantities_kubernetes_keeps(text, value):
+    assert parse_quantity("mem", text, "memory") == value
+
+
+@pytest.mark.parametrize(
+    "bad", ["8Ei", "1e19", "1e400", "1e10000003", "9" * 30, "1" + "0" * 70, 1e300, 2**63]
+)
+def test_quantities_beyond_kubernetes_are_refused(bad):
+    # Refused from the text alone: the exponent is never computed (no freeze on 1e10000003).
+    with pytest.raises(InvalidValueError, match="at most 9223372036854775807"):
+        parse_quantity("mem", bad, "memory")

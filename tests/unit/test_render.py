@@ -8,6 +8,8 @@ import runplane
 from runplane.config import load_settings
 from runplane.errors import ConflictError, InvalidValueError, PolicyError
 from runplane.rendering import RunRef, render
+from runplane.runtimes.invocation import Invocation
+from runplane.runtimes.request import build_request
 
 from .conftest import assert_valid_manifests
 
@@ -163,26 +165,38 @@ def test_reserved_node_group_is_refused():
 
 def test_environment_and_code_reach_the_container(tmp_path):
     code = tmp_path / "train.py"
-    code.write_text("def train(context):\n    return 1\n")
+    code.write_text("def train(context, epochs: int = 1):\n    return 1\n")
     fn = runplane.code_to_function("training", filename=str(code), handler="train")
     fn.set_env("MY_ENV", "MY_VAL").set_env_from_secret("TOKEN", "creds", "token")
-    fn.set_env("RUNPLANE_PROJECT", "override")
     env = container(rendered(fn, run=RunRef("abc", 1)))["env"]
-    names = [item["name"] for item in env]
-    assert names == [
+    assert [item["name"] for item in env] == [
+        "RUNPLANE_PROJECT",
         "RUNPLANE_FUNCTION",
         "RUNPLANE_HANDLER",
         "RUNPLANE_EXEC_CODE",
-        "RUNPLANE_RUN_UID",
-        "RUNPLANE_ATTEMPT",
         "MY_ENV",
         "TOKEN",
-        "RUNPLANE_PROJECT",
     ]
-    assert env[-2] == {
+    assert env[-1] == {
         "name": "TOKEN",
         "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}},
     }
+    # A run's pod carries the whole invocation, in the names the container's entry reads.
+    request = build_request(fn, load_settings(), uid="f" * 32, params={"epochs": "3"})
+    carried = {item["name"]: item.get("value") for item in request.pod_spec["containers"][0]["env"]}
+    assert Invocation.from_env(carried) == request.invocation
+    assert request.invocation.params == {"epochs": 3}
+    assert carried["MY_ENV"] == "MY_VAL"
+    assert_valid_manifests(request.manifests)
+
+
+def test_runplanes_own_variables_are_not_the_functions_to_set():
+    fn = runplane.new_function("training")
+    for name in ("RUNPLANE_PROJECT", "RUNPLANE_PARAMS", "RUNPLANE_RUN_UID"):
+        with pytest.raises(InvalidValueError, match=f"'{name}' is not valid; runplane sets"):
+            fn.set_env(name, "x")
+    fn.set_env("RUNPLANE_API", "http://service:8470")  # a run may talk to a runplane service
+    assert fn.spec.env == [{"name": "RUNPLANE_API", "value": "http://service:8470"}]
 
 
 def test_v3io_access_key_renders_as_a_referenced_secret():

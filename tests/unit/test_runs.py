@@ -134,11 +134,32 @@ def test_events_published_before_and_while_reading_arrive_in_order() -> None:
         ]
 
 
-def test_a_closed_channel_keeps_nothing_new_and_has_one_reader() -> None:
+def test_a_closed_channel_keeps_nothing_new() -> None:
     channel = EventChannel()
     channel.publish(RunEvent("kept", RunState.PENDING))
     channel.close()
     channel.publish(RunEvent("dropped", RunState.PENDING))
     assert [e.uid for e in read_all(channel)] == ["kept"]
-    with pytest.raises(RuntimeError, match="one reader"):
-        read_all(channel)
+
+
+def test_one_reader_at_a_time_and_a_stopped_reader_loses_nothing() -> None:
+    channel = EventChannel()
+    waiting = threading.Event()
+
+    async def first_reader() -> None:
+        reading = channel.read()
+        task = asyncio.ensure_future(anext(reading))
+        await asyncio.sleep(0)  # the reader is now waiting for an event
+        waiting.set()
+        with pytest.raises(RuntimeError, match="one reader"):
+            await anext(channel.read())
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await reading.aclose()
+
+    asyncio.run(first_reader())  # its loop is closed now
+    assert waiting.is_set()
+    channel.publish(RunEvent("after", RunState.PENDING))  # must not touch the closed loop
+    channel.close()
+    assert [e.uid for e in read_all(channel)] == ["after"]

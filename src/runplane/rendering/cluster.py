@@ -11,18 +11,15 @@ from typing import Any
 from runplane import names
 from runplane.config import PriorityClasses
 
-#: Spacing between generated values of classes the configuration gives no value for.
-_STEP = 1000
-
 
 def priority_classes(classes: PriorityClasses) -> list[dict[str, Any]]:
     """PriorityClass objects for every configured user and system class."""
     manifests = []
-    for index, name in enumerate(classes.valid, start=1):
+    for name in classes.valid:
         manifests.append(
             _priority_class(
                 name,
-                classes.values.get(name, index * _STEP),
+                classes.value_of(name),
                 "Never",
                 f"runplane user class {name}: orders the scheduling queue, never evicts",
             )
@@ -31,7 +28,7 @@ def priority_classes(classes: PriorityClasses) -> list[dict[str, Any]]:
         manifests.append(
             _priority_class(
                 name,
-                classes.values.get(name, 1_000_000),
+                classes.value_of(name),
                 "PreemptLowerPriority",
                 f"runplane system class {name}: core services, may preempt user pods",
             )

@@ -87,7 +87,10 @@ def _selector(function: Function, settings: Settings) -> dict[str, str]:
     return {key: value for key, value in merged.items() if value != ""}
 
 
-def _env(function: Function, run: RunRef | None) -> list[dict[str, Any]]:
+def _env(function: Function) -> list[dict[str, Any]]:
+    """The function's own variables after runplane's: which project and function, and the code
+    a serving pod loads. A run's invocation (its uid, handler, parameters) is added when the
+    run is prepared (``runtimes.request``)."""
     spec = function.spec
     system = {
         names.ENV_PROJECT: function.metadata.project,
@@ -97,12 +100,8 @@ def _env(function: Function, run: RunRef | None) -> list[dict[str, Any]]:
         system[names.ENV_HANDLER] = spec.handler
     if spec.build.source:
         system[names.ENV_CODE] = spec.build.source
-    if run is not None:
-        system[names.ENV_RUN_UID] = run.uid
-        system[names.ENV_ATTEMPT] = str(run.attempt)
-    own = {item["name"] for item in spec.env}
     user: list[dict[str, Any]] = _copy(spec.env)
-    return [{"name": k, "value": v} for k, v in system.items() if k not in own] + user
+    return [{"name": k, "value": v} for k, v in system.items()] + user
 
 
 def _volumes(function: Function, settings: Settings) -> tuple[list[Any], list[Any]]:
@@ -147,7 +146,6 @@ def _pod_metadata(function: Function, labels: dict[str, str]) -> dict[str, Any]:
 def _pod_spec(
     function: Function,
     settings: Settings,
-    run: RunRef | None,
     requests: dict[str, Any],
     limits: dict[str, Any],
     mode: Any,
@@ -177,7 +175,7 @@ def _pod_spec(
         "name": "main",
         "image": spec.image or settings.function_defaults.image,
         "command": [*ENTRYPOINT],
-        "env": _env(function, run),
+        "env": _env(function),
         "resources": resources,
     }
     if spec.command:
@@ -333,7 +331,7 @@ def render(
         )
     requests, limits, gpus = effective_resources(function, settings)
     mode = spec.preemption_mode or settings.function_defaults.preemption_mode
-    pod = _pod_spec(function, settings, run, requests, limits, mode, role)
+    pod = _pod_spec(function, settings, requests, limits, mode, role)
     labels = _labels(function, run)
     if function.kind is FunctionKind.SERVING:
         manifests = _serving(function, settings, pod, labels)

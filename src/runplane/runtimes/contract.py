@@ -16,6 +16,9 @@ from runplane.runs import Usage
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.invocation import Invocation
 
+#: The most output one ``Runtime.logs`` call returns, so a long log streams in pieces.
+LOG_CHUNK = 1 << 20
+
 
 @dataclass(frozen=True, slots=True)
 class RunRequest:
@@ -93,8 +96,8 @@ class Runtime(Protocol):
         :meth:`close`; one reader."""
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
-        """The run's output from byte ``offset`` on (a bounded chunk), and the offset to ask
-        for next."""
+        """The run's output from byte ``offset`` on (at most :data:`LOG_CHUNK` bytes), and the
+        offset to ask for next."""
 
     def usage(self, uid: str) -> Usage | None:
         """What the running run has used so far; ``None`` when the runtime cannot tell."""

@@ -8,6 +8,7 @@ never touch the database: the service turns events into records.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections import deque
@@ -75,29 +76,36 @@ class EventChannel:
         if self._waiter is not None:
             loop, future = self._waiter
             self._waiter = None
-            loop.call_soon_threadsafe(_resolve, future)
+            with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+                loop.call_soon_threadsafe(_resolve, future)
 
     async def read(self) -> AsyncIterator[RunEvent]:
-        """Every event, until the channel is closed; one reader per channel."""
+        """Every event, until the channel is closed; one reader at a time. A reader that stops
+        early (cancelled, or its loop ended) leaves what it did not read for the next one."""
         with self._lock:
             if self._reading:
                 raise RuntimeError("a runtime's events have one reader")
             self._reading = True
         loop = asyncio.get_running_loop()
-        while True:
-            with self._lock:
-                if self._buffer:
-                    event = self._buffer.popleft()
-                elif self._closed:
-                    return
+        try:
+            while True:
+                with self._lock:
+                    if self._buffer:
+                        event = self._buffer.popleft()
+                    elif self._closed:
+                        return
+                    else:
+                        future = loop.create_future()
+                        self._waiter = (loop, future)
+                        event = None
+                if event is None:
+                    await future
                 else:
-                    future = loop.create_future()
-                    self._waiter = (loop, future)
-                    event = None
-            if event is None:
-                await future
-            else:
-                yield event
+                    yield event
+        finally:
+            with self._lock:
+                self._waiter = None
+                self._reading = False
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -72,7 +72,7 @@ def build_request(
     return RunRequest(
         invocation=invocation,
         manifests=manifests,
-        priority=settings.priority_classes.values.get(priority_class, 0),
+        priority=settings.priority_classes.value_of(priority_class),
         submitted=time.time(),
         source_dir=source_dir,
         requests={key: str(value) for key, value in requests.items()},

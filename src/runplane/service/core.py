@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from runplane.config import Settings
-from runplane.runs import LIVE, RunRecord, RunState, Usage
+from runplane.runs import LIVE, TERMINAL, RunRecord, RunState, Usage
 from runplane.runtimes.contract import RunRequest, Runtime
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.request import build_request
@@ -33,6 +33,7 @@ from runplane.spec.thresholds import check_thresholds, threshold_seconds
 log = logging.getLogger(__name__)
 
 _ABORT_POLL = 0.2
+LAUNCH_FAILED = "LaunchFailed"
 #: Events written in one transaction at most.
 _BATCH = 256
 
@@ -171,26 +172,30 @@ class RunService:
         with self._condition:
             self._clocks.track(uid, threshold_seconds(thresholds))
             self._finished[uid] = threading.Event()
-        self._launch(request)
-        return record
+        return record if self._launch(request) else self.store.get(uid)
 
-    def _launch(self, request: RunRequest) -> None:
-        """Hand a recorded run to the runtime; if it cannot take it, the run ends ``error``
-        with the runtime's reason rather than staying ``created``."""
+    def _launch(self, request: RunRequest) -> bool:
+        """Hand a recorded run to the runtime; ``False`` if it could not take it.
+
+        Such a run ends ``error`` with the runtime's reason rather than staying ``created``,
+        and whatever the attempt made before it failed (a pod whose create timed out after the
+        API server took it) is stopped with it.
+        """
         try:
             self.runtime.launch(request)
+            return True
         except Exception as error:
-            log.warning("run %s could not be launched: %s", request.uid, error)
-            self._write(
-                [
-                    RunEvent(
-                        uid=request.uid,
-                        state=RunState.ERROR,
-                        reason="LaunchFailed",
-                        message=f"the {self.runtime.name} runtime could not start the run: {error}",
-                    )
-                ]
-            )
+            message = f"the {self.runtime.name} runtime could not start the run: {error}"
+            log.warning("run %s: %s", request.uid, message)
+            failed = RunEvent(request.uid, RunState.ERROR, reason=LAUNCH_FAILED, message=message)
+            self._write([failed])
+            try:
+                self.runtime.abort(request.uid, LAUNCH_FAILED, message)
+            except Exception:
+                log.warning(
+                    "run %s: stopping what its launch left failed", request.uid, exc_info=True
+                )
+            return False
 
     def _reconcile(self) -> Reconciliation:
         """Make the records and a durable runtime agree after a start (or a crash).
@@ -244,7 +249,10 @@ class RunService:
     async def _record(self) -> None:
         """Write the runtime's events in order, a burst per transaction, until it closes."""
         async for burst in _bursts(self.runtime.events(), _BATCH):
-            self._write(burst)
+            try:
+                self._write(burst)
+            except Exception:  # the recorder must outlive any one burst
+                log.exception("recording a burst of %d events failed", len(burst))
 
     def _write(self, events: list[RunEvent]) -> None:
         """Record events, then start or stop their threshold clocks and wake their waiters."""
@@ -263,6 +271,14 @@ class RunService:
                     if finished is not None:
                         finished.set()
             self._condition.notify()
+        refused = {event.uid: event for event, ok in zip(events, applied, strict=True) if not ok}
+        for uid, event in refused.items():
+            if self._closed or event.state.terminal:
+                continue
+            if self.store.state_of(uid) in TERMINAL:
+                # Something of a run that has ended says it is alive (a pod made by a launch
+                # that timed out after the API server took it): it goes, as the record says.
+                self._aborts.submit(self.runtime.abort, uid, "Ended", "the run had ended")
 
     def _apply_alone(self, event: RunEvent) -> bool:
         try:

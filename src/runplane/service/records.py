@@ -140,8 +140,13 @@ class RunStore:
         return run  # type: ignore[no-any-return]
 
     def exists(self, uid: str) -> bool:
+        return self.state_of(uid) is not None
+
+    def state_of(self, uid: str) -> RunState | None:
+        """The run's state; ``None`` if there is no such run (one column of one row)."""
         with self._sessions() as session:
-            return session.get(Run, uid) is not None
+            state = session.scalar(select(Run.state).where(Run.uid == uid))
+        return None if state is None else RunState(state)
 
     def get(self, uid: str) -> RunRecord:
         with self._sessions() as session:

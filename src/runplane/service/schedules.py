@@ -9,6 +9,7 @@ missed, not once per missed time.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -21,25 +22,55 @@ from runplane.errors import InvalidValueError, NotFoundError
 from runplane.service.db import session_factory
 from runplane.service.db.models import Schedule
 
+log = logging.getLogger(__name__)
 
-def check_cron(cron: object) -> str:
-    from croniter import croniter
 
-    if not isinstance(cron, str) or not croniter.is_valid(cron):
-        raise InvalidValueError(
-            "schedule",
-            cron,
-            "a schedule is a cron expression of five fields",
-            "'*/5 * * * *' (every five minutes), '0 3 * * *' (03:00 daily)",
-        )
+#: The shorthands of standard cron, and what each means.
+ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+def check_cron(cron: object, now: float | None = None) -> str:
+    """A standard five-field cron expression (or an ``@daily``-style alias) that fires.
+
+    croniter alone would also take six fields (seconds: a run every second) and dates that
+    never come (``0 0 31 2 *``); both are refused here, at the call.
+    """
+    from croniter import CroniterBadDateError, croniter
+
+    allowed = (
+        "a schedule is a cron expression of five fields (minute hour day month weekday) or "
+        "one of " + ", ".join(ALIASES) + ", and it must name a time that comes"
+    )
+    example = "'*/5 * * * *' (every five minutes), '0 3 * * *' (03:00 daily), '@hourly'"
+    if not isinstance(cron, str) or len(cron) > 128:
+        raise InvalidValueError("schedule", cron, allowed, example)
+    expression = ALIASES.get(cron.strip(), cron)
+    if len(expression.split()) != 5 or not croniter.is_valid(expression):
+        raise InvalidValueError("schedule", cron, allowed, example)
+    try:
+        croniter(expression, time.time() if now is None else now).get_next(float)
+    except CroniterBadDateError:
+        raise InvalidValueError("schedule", cron, allowed, example) from None
     return cron
+
+
+def _expression(cron: str) -> str:
+    return ALIASES.get(cron.strip(), cron)
 
 
 def latest_due(cron: str, after: float, now: float) -> float | None:
     """The latest time in (after, now] that ``cron`` names, if any."""
     from croniter import croniter
 
-    iterator = croniter(cron, after)
+    iterator = croniter(_expression(cron), after)
     due = None
     while (candidate := iterator.get_next(float)) <= now:
         due = candidate
@@ -134,15 +165,27 @@ class ScheduleStore:
             session.delete(row)
 
     def fire_due(self, now: float, fire: Fire) -> list[str]:
-        """Start the runs of every schedule that came due; returns the uids started."""
+        """Start the runs of every schedule that came due; returns the uids started.
+
+        Each schedule is on its own: one that cannot be computed, or whose run is refused (its
+        function no longer passes the policies, say), is logged and passed over for that due
+        time, and the others still fire.
+        """
         started = []
         for schedule in self.list_schedules():
-            due = latest_due(schedule.cron, schedule.last_fired_at, now)
+            try:
+                due = latest_due(schedule.cron, schedule.last_fired_at, now)
+            except Exception:
+                log.exception("schedule %s: cannot compute %r", schedule.id, schedule.cron)
+                continue
             if due is None:
                 continue
             uid = fire_uid(schedule.id, due)
-            if fire(schedule, uid):
-                started.append(uid)
+            try:
+                if fire(schedule, uid):
+                    started.append(uid)
+            except Exception:
+                log.exception("schedule %s: its run for %s was refused", schedule.id, due)
             with self._sessions.begin() as session:
                 row = session.get(Schedule, schedule.id)
                 if row is not None and row.last_fired_at < due:

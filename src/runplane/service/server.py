@@ -58,8 +58,16 @@ class Server:
                 "only serving functions are deployed; jobs are run",
                 "new_function('serve', kind='serving')",
             )
-        rendered = render(fn, self.settings, role=role)
-        return self.runs.runtime.deploy(rendered.manifests)
+        runtime = self.runs.runtime
+        if not runtime.capabilities.deploy:
+            raise InvalidValueError(
+                "service.runtime",
+                runtime.name,
+                "serving functions are deployed to a Kubernetes cluster; start the service "
+                "with service.runtime: kubernetes",
+                "RUNPLANE_SERVICE__RUNTIME=kubernetes",
+            )
+        return runtime.deploy(render(fn, self.settings, role=role).manifests)
 
     def nodes(self) -> list[NodeSummary]:
         """Each node: its group, labels, taints, what it can hold and what is free on it."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from runplane import names
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.spec.base import to_kubernetes_json
 from runplane.spec.labels import check_dns_subdomain, check_env_name
@@ -25,12 +26,27 @@ def plain_value(field: str, value: object) -> str:
     raise InvalidValueError(field, value, "a value is a string, number or boolean", "'MY_VAL'")
 
 
+def _check_name(field: str, name: object) -> str:
+    """A variable name the function may set: valid, and not one runplane sets for every run."""
+    checked = check_env_name(field, name)
+    if checked in names.RESERVED_ENV:
+        raise InvalidValueError(
+            field,
+            name,
+            "runplane sets this variable in every run's container (runplane's own variables: "
+            + ", ".join(sorted(names.RESERVED_ENV))
+            + "); choose another name",
+            "set_env('MY_PARAMS', ...)",
+        )
+    return checked
+
+
 def value_var(name: object, value: object) -> EnvVar:
-    return {"name": check_env_name("env name", name), "value": plain_value(f"env {name}", value)}
+    return {"name": _check_name("env name", name), "value": plain_value(f"env {name}", value)}
 
 
 def secret_var(name: object, secret: object, secret_key: object) -> EnvVar:
-    check_env_name("env name", name)
+    _check_name("env name", name)
     check_dns_subdomain("secret", secret, "'db-credentials'")
     if not isinstance(secret_key, str) or not secret_key:
         raise InvalidValueError("secret_key", secret_key, "the key inside the secret", "'password'")
@@ -69,7 +85,7 @@ def check_value_from(field: str, source: Any) -> dict[str, Any]:
 
 def value_from_var(name: object, source: Any) -> EnvVar:
     return {
-        "name": check_env_name("env name", name),
+        "name": _check_name("env name", name),
         "valueFrom": check_value_from(f"env {name} value_from", source),
     }
 
@@ -101,7 +117,7 @@ def check_env_list(field: str, env: Any) -> list[EnvVar]:
                 "an env entry has name and value (or valueFrom)",
                 "{'name': 'A', 'value': '1'}",
             )
-        check_env_name(f"{field}[{index}].name", item["name"])
+        _check_name(f"{field}[{index}].name", item["name"])
         if item["name"] in seen:
             raise InvalidValueError(
                 f"{field}[{index}].name",

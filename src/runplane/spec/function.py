@@ -47,11 +47,16 @@ class FunctionKind(StrEnum):
     SERVING = "serving"
 
 
+#: Other names of a kind: ``local`` (MLRun's in-process job, and what functions exported by
+#: earlier runplane versions may say) runs as a job, here or through the service.
+KIND_ALIASES = {"local": FunctionKind.JOB}
+
+
 def check_kind(kind: object) -> FunctionKind:
     try:
         if not isinstance(kind, str):
             raise ValueError(kind)
-        return FunctionKind(kind or FunctionKind.JOB)
+        return KIND_ALIASES.get(kind) or FunctionKind(kind or FunctionKind.JOB)
     except ValueError:
         raise InvalidValueError(
             "kind",

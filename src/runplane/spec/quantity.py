@@ -4,6 +4,10 @@ Users write quantities the way Kubernetes does and expect the same strictness: `
 typo for ``1G`` or ``1Gi``, not a gigabyte, so it is refused at the call instead of at the
 API server minutes later. Values are kept as written for display and normalised to
 :class:`~fractions.Fraction` for comparisons, fit checks and QoS.
+
+Parsing is linear in the text and bounded: a quantity is at most :data:`MAX_LENGTH` characters
+and at most :data:`MAX_VALUE` (what Kubernetes can hold, 2^63 - 1) in its base unit; exponents
+are checked before any arithmetic, so ``1e10000003`` is refused at once instead of computed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,12 @@ from runplane.errors import InvalidValueError
 
 #: What the user may pass: Kubernetes accepts numbers and strings for quantities.
 QuantityInput = int | float | str
+#: The largest quantity Kubernetes represents (an int64), in the base unit (cores, bytes).
+MAX_VALUE = 2**63 - 1
+#: Longer texts are no quantities Kubernetes would keep.
+MAX_LENGTH = 64
+#: Values below this round up to it, as Kubernetes rounds to its smallest unit (1n).
+_SMALLEST = Fraction(1, 10**9)
 
 _SUFFIXES: dict[str, Fraction] = {
     "": Fraction(1),
@@ -42,7 +52,7 @@ _SUFFIXES: dict[str, Fraction] = {
 # k8s.io/apimachinery's resource.Quantity.
 _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
+    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$"
 )
 
 _EXAMPLES = {
@@ -54,7 +64,8 @@ _EXAMPLES = {
 def _allowed(kind: str) -> str:
     return (
         f"a {kind} quantity must be a non-negative number with an optional Kubernetes suffix "
-        "(m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent such as e9)"
+        "(m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent such as e9), at most "
+        f"{MAX_VALUE} ({MAX_LENGTH} characters)"
     )
 
 
@@ -74,21 +85,38 @@ def _parse(value: int | float | str) -> Fraction | None:
     """The value of a quantity, or ``None`` if it is not one; cached because rendering, QoS and
     lints compare the same few quantities over and over."""
     if isinstance(value, float):
-        if not math.isfinite(value) or value < 0:
+        if not math.isfinite(value) or not 0 <= value <= MAX_VALUE:
             return None
-        return Fraction(value).limit_denominator(10**9)
+        return _bounded(Fraction(value).limit_denominator(10**9))
     if isinstance(value, int):
-        return Fraction(value) if value >= 0 else None
+        return Fraction(value) if 0 <= value <= MAX_VALUE else None
+    if len(value) > MAX_LENGTH:
+        return None
     match = _QUANTITY.match(value)
     if match is None:
         return None
     number = Fraction(match["number"])
     if number < 0:
         return None
-    suffix = match["suffix"] or ""
-    if suffix[:1] in ("e", "E"):
-        return number * Fraction(10) ** int(suffix[1:])
-    return number * _SUFFIXES[suffix]
+    if match["exponent"]:
+        exponent = int(match["exponent"][1:])
+        if number == 0:
+            return Fraction(0)
+        # A non-zero mantissa of at most MAX_LENGTH characters lies between 10**-MAX_LENGTH
+        # and 10**MAX_LENGTH, so beyond these exponents the answer is known without computing
+        # 10**exponent: too large, or below the smallest unit.
+        if exponent > MAX_LENGTH + 19:
+            return None
+        if exponent < -(MAX_LENGTH + 9):
+            return _SMALLEST
+        return _bounded(number * Fraction(10) ** exponent)
+    return _bounded(number * _SUFFIXES[match["suffix"] or ""])
+
+
+def _bounded(value: Fraction) -> Fraction | None:
+    if value > MAX_VALUE:
+        return None
+    return _SMALLEST if 0 < value < _SMALLEST else value
 
 
 def format_quantity(value: QuantityInput) -> str:

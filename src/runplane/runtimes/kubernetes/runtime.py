@@ -23,7 +23,7 @@ from runplane import names
 from runplane.config import Settings
 from runplane.placement import NodeSummary
 from runplane.runs import Usage
-from runplane.runtimes.contract import Capabilities, RunRequest
+from runplane.runtimes.contract import LOG_CHUNK, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.calls import Calls
@@ -35,9 +35,6 @@ from runplane.runtimes.kubernetes.tracker import RunTracker
 from runplane.runtimes.kubernetes.watch import PodWatch
 
 log = logging.getLogger(__name__)
-
-#: The most output one ``logs`` call returns.
-LOG_CHUNK = 1 << 20
 
 
 class KubernetesRuntime:
@@ -153,13 +150,20 @@ class KubernetesRuntime:
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
         """The newest pod's output from byte ``offset``, as the kubelet keeps it (nothing when
-        the pod has none yet, or its node is gone)."""
+        the pod has none yet, or its node is gone).
+
+        The pod log API reads from the start, so this asks only for what ends at the chunk
+        (``limitBytes``); following a long log by offsets still re-reads its beginning, which
+        a streaming reader of the pod log will replace.
+        """
         pods = sorted(self._pods(uid), key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
         if not pods:
             return b"", offset
         path = pods_path(self.namespace, pods[-1]["metadata"]["name"]) + "/log"
         try:
-            response = self._calls.rest.send("GET", path, timeout=self._calls.timeout)
+            response = self._calls.rest.send(
+                "GET", path, {"limitBytes": offset + LOG_CHUNK}, timeout=self._calls.timeout
+            )
             response.read()
         except (ApiException, urllib3.exceptions.HTTPError):
             return b"", offset

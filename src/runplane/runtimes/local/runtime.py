@@ -15,10 +15,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from runplane.config import PreemptibleNodes, Settings
-from runplane.errors import InvalidValueError
 from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
 from runplane.runs import Condition, RunState, Usage
-from runplane.runtimes.contract import Capabilities, RunRequest
+from runplane.runtimes.contract import LOG_CHUNK, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.local.launch import LocalRun, plan, run_dir
 from runplane.runtimes.local.ledger import Grant, Ledger
@@ -27,8 +26,6 @@ from runplane.runtimes.local.supervise import ProcessTable, Supervisor
 
 log = logging.getLogger(__name__)
 
-#: The most output one ``logs`` call returns.
-LOG_CHUNK = 1 << 20
 #: Locally a run waits for capacity (never "scheduled but not started") and pulls no image, so
 #: two of the four threshold conditions apply.
 _CONDITIONS = {
@@ -45,18 +42,31 @@ def _describe(resource: str, amount: int) -> str:
     return f"{resource} {amount}"
 
 
+def _needs_spot(pod: PodRequirements, spot: PreemptibleNodes) -> bool:
+    """Whether the pod can land only on nodes with a spot label's spot value (its selector, or
+    every required affinity term, as preemption mode ``constrain`` renders them)."""
+    if any(pod.node_selector.get(key) == value for key, value in spot.node_selector.items()):
+        return True
+
+    def spot_term(term: dict[str, Any]) -> bool:
+        return any(
+            expression.get("operator") == "In"
+            and expression.get("values") == [spot.node_selector.get(expression.get("key", ""))]
+            for expression in term.get("matchExpressions", [])
+        )
+
+    terms = pod.required_terms or []
+    return bool(terms) and all(spot_term(term) for term in terms)
+
+
 def _hint(pod: PodRequirements, node: Node, message: str, spot: PreemptibleNodes) -> str:
     """A sentence on why a pod can never fit this machine, beyond the scheduler's words."""
-    wants_spot = any(
-        expression.get("operator") == "In"
-        and spot.node_selector.get(expression.get("key", "")) in expression.get("values", [])
-        for term in pod.required_terms or []
-        for expression in term.get("matchExpressions", [])
-    )
-    if wants_spot:
+    is_spot = any(node.labels.get(key) == value for key, value in spot.node_selector.items())
+    if _needs_spot(pod, spot) and not is_spot:
+        labels = " or ".join(f"{key}={value}" for key, value in spot.node_selector.items())
         return (
-            "preemption mode 'constrain' needs spot nodes; this machine is on-demand "
-            f"(labels {node.labels})"
+            f"it may run only on spot nodes ({labels}), as preemption mode 'constrain' or its "
+            f"own node selection asks, and this machine is not one (its labels: {node.labels})"
         )
     if "Insufficient" in message:
         short = [r for r, amount in pod.requests.items() if amount > node.allocatable.get(r, 0)]
@@ -240,13 +250,8 @@ class LocalRuntime:
         return [self._ledger.occupied().summary()]
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
-        raise InvalidValueError(
-            "service.runtime",
-            self.name,
-            "serving functions are deployed to a Kubernetes cluster; start the service "
-            "with service.runtime: kubernetes",
-            "RUNPLANE_SERVICE__RUNTIME=kubernetes",
-        )
+        """Not here: ``capabilities.deploy`` is false, so callers never ask."""
+        raise NotImplementedError("the local runtime does not deploy serving functions")
 
     def existing(self) -> dict[str, list[str]]:
         with self._lock:

@@ -13,9 +13,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 
@@ -23,10 +22,16 @@ from runplane.runs import RunState, Usage
 from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
 
-OOM_EXIT_CODE = 137
+#: A process killed by SIGKILL exits as 128 + 9, as a container's main process does.
+KILLED_EXIT_CODE = 137
 
-#: How a supervisor reports: (uid, state, reason, message, **other RunEvent fields).
-Report = Callable[..., None]
+
+class Report(Protocol):
+    """How a supervisor reports a run's change (extra: any other :class:`RunEvent` field)."""
+
+    def __call__(
+        self, uid: str, state: RunState, reason: str, message: str, **extra: Any
+    ) -> None: ...
 
 
 class ProcessTable:
@@ -135,7 +140,7 @@ class Supervisor:
             self._aborted(run, usage)
             return
         returncode = process.returncode
-        exit_code = OOM_EXIT_CODE if reason == "OOMKilled" else _exit_code(returncode)
+        exit_code = KILLED_EXIT_CODE if reason == "OOMKilled" else _exit_code(returncode)
         results, artifacts, error = read_events(run.run_dir)
         if exit_code == 0:
             state, reason, message = RunState.COMPLETED, "Completed", ""
@@ -165,7 +170,7 @@ class Supervisor:
             reason,
             message,
             process_id=run.process.pid if run.process else None,
-            exit_code=OOM_EXIT_CODE if run.process else None,
+            exit_code=KILLED_EXIT_CODE if run.process else None,
             usage=usage,
             results=results,
             artifacts=artifacts,
