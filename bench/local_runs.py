@@ -50,7 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="runplane-bench-"))
     os.environ["RUNPLANE_LOCAL__HOME"] = str(work / "home")
-    os.environ["RUNPLANE_CONFIG"] = str(work / "absent.yaml")
+    os.environ["RUNPLANE_CONFIG"] = os.devnull
     code = work / "noop.py"
     code.write_text(NOOP)
 

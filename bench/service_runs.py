@@ -36,7 +36,7 @@ import psutil
 
 from testbed import cluster, kube, serve, topology
 
-TOKEN = "bench-token"
+TOKEN = "bench-token-0123456789"
 CODE = "def handler(context):\n    return 1\n"
 
 
@@ -62,7 +62,7 @@ def function(work: Path, name: str, annotations: dict[str, str], cpu: str) -> di
 
 def start_service(work: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
-        "RUNPLANE_CONFIG": str(work / "absent.yaml"),
+        "RUNPLANE_CONFIG": os.devnull,
         "RUNPLANE_LOCAL__HOME": str(work / "home"),
         "RUNPLANE_NAMESPACE": topology.RUNS_NAMESPACE,
         "RUNPLANE_SERVICE__RUNTIME": "kubernetes",

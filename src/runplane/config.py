@@ -7,6 +7,7 @@ e.g. ``RUNPLANE_FUNCTION_DEFAULTS__PREEMPTION_MODE=allow``.
 
 from __future__ import annotations
 
+import logging
 import os
 from functools import cache
 from pathlib import Path
@@ -17,16 +18,19 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
 from runplane import names
-from runplane.errors import ConfigError, InvalidValueError
+from runplane.errors import ConfigError, InvalidValueError, shown
 from runplane.spec.labels import check_labels
 from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import Resources
 from runplane.spec.scheduling import PreemptionMode, check_tolerations
 from runplane.spec.thresholds import DEFAULT_THRESHOLDS, ThresholdValue, check_thresholds
+
+log = logging.getLogger(__name__)
 
 SPOT_LABEL = "app.iguazio.com/lifecycle"
 
@@ -209,6 +213,10 @@ class Local(pydantic.BaseModel):
     volumes: dict[str, LocalVolume] = pydantic.Field(default_factory=dict)
     #: How often limits, thresholds and other processes' changes are checked, in seconds.
     poll_interval: float = pydantic.Field(default=0.05, gt=0, le=5)
+    #: Variables a run inherits from the process that starts it, beyond PATH, the locale and
+    #: the time zone (e.g. ``["HTTPS_PROXY", "CUDA_HOME"]``). Nothing else of that process's
+    #: environment reaches a run.
+    inherit_env: list[str] = pydantic.Field(default_factory=list)
 
     @pydantic.field_validator("node_labels", mode="before")
     @classmethod
@@ -225,14 +233,31 @@ class Local(pydantic.BaseModel):
         return value
 
 
+#: The shortest bearer token the service accepts: a guessable token is an open door.
+MIN_TOKEN_LENGTH = 16
+
+
 class Token(pydantic.BaseModel):
     """A bearer token of the service API and who holds it."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
     token: pydantic.SecretStr
-    user: str
+    user: str = pydantic.Field(min_length=1, max_length=253)
     role: Literal["admin", "user"] = "user"
+
+    @pydantic.field_validator("token")
+    @classmethod
+    def _long_enough(cls, value: pydantic.SecretStr) -> pydantic.SecretStr:
+        secret = value.get_secret_value()
+        if len(secret.strip()) < MIN_TOKEN_LENGTH or secret != secret.strip():
+            # The value itself is never repeated: configuration errors get printed.
+            raise ValueError(
+                f"a token is at least {MIN_TOKEN_LENGTH} characters, without surrounding "
+                "spaces (generate one with: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))')"
+            )
+        return value
 
 
 class Service(pydantic.BaseModel):
@@ -258,11 +283,59 @@ class Service(pydantic.BaseModel):
     port: int = 8470
     #: Seconds between checks for due schedules.
     schedule_interval: float = pydantic.Field(default=1.0, gt=0)
+    #: The largest request body the API reads; larger ones are refused unread (413).
+    max_request_bytes: int = pydantic.Field(default=8 << 20, ge=1 << 16, le=1 << 30)
+    #: On SIGTERM: how long runs executing here may go on finishing before they are aborted.
+    shutdown_grace: float = pydantic.Field(default=30.0, ge=0, le=3600)
+
+    @pydantic.field_validator("tokens")
+    @classmethod
+    def _distinct(cls, tokens: list[Token]) -> list[Token]:
+        secrets = [token.token.get_secret_value() for token in tokens]
+        if len(set(secrets)) != len(secrets):
+            holders = [t.user for t in tokens if secrets.count(t.token.get_secret_value()) > 1]
+            raise ValueError(
+                f"every token is distinct; users {sorted(set(holders))} share one (a token "
+                "names who calls)"
+            )
+        return tokens
 
 
 def _config_file() -> Path:
     home = Path(os.environ.get("RUNPLANE_LOCAL__HOME", Path.home() / ".runplane"))
     return Path(os.environ.get("RUNPLANE_CONFIG", home / "config.yaml"))
+
+
+#: Where a value is a credential: configuration errors show that it is wrong, not what it is.
+_SECRET_FIELDS = ("token", "tokens", "database_url")
+#: ``RUNPLANE_*`` variables that are not settings: the configuration file, and what runplane
+#: sets in a run's own environment (a handler may import runplane).
+_OTHER_VARIABLES = frozenset({"RUNPLANE_CONFIG", *names.RESERVED_ENV})
+
+
+def _shown(path: tuple[Any, ...], value: Any) -> str:
+    if any(part in _SECRET_FIELDS for part in path):
+        return "<redacted>"
+    return shown(value)
+
+
+def _first_index(path: tuple[Any, ...]) -> int:
+    """Where a path into the settings enters a list (its variable holds the whole list)."""
+    return next((i for i, part in enumerate(path) if isinstance(part, int)), len(path))
+
+
+def _warn_unknown_variables() -> None:
+    """A misspelt ``RUNPLANE_*`` variable would silently change nothing; say so."""
+    known = {f"RUNPLANE_{name.upper()}" for name in Settings.model_fields}
+    for variable in os.environ:
+        if not variable.startswith("RUNPLANE_") or variable in _OTHER_VARIABLES:
+            continue
+        if variable.split("__")[0] not in known and not variable.startswith("RUNPLANE_TEST"):
+            log.warning(
+                "%s is not a runplane setting and is ignored (settings: %s)",
+                variable,
+                ", ".join(sorted(known)),
+            )
 
 
 class Settings(BaseSettings):
@@ -308,25 +381,48 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         path = _config_file()
-        if path.is_file():
+        if "RUNPLANE_CONFIG" in os.environ and not path.exists():
+            raise ConfigError(
+                f"RUNPLANE_CONFIG names {str(path)!r}, which does not exist; point it at a "
+                "YAML file, or unset it to use ~/.runplane/config.yaml when there is one"
+            )
+        if path.is_file():  # a named /dev/null reads as no file
             sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
         return tuple(sources)
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from defaults, file and environment, with config errors in runplane's words."""
+    """Settings from defaults, file and environment, with config errors in runplane's words.
+
+    Errors name the setting and where to set it, never a credential's value.
+    """
+    import yaml
+
+    _warn_unknown_variables()
     try:
         return Settings(**overrides)
     except InvalidValueError as error:
         raise ConfigError(
             f"configuration {error} (set in {_config_file()} or RUNPLANE_*)"
         ) from None
+    except SettingsError as error:  # a JSON value in a variable that does not parse
+        raise ConfigError(
+            f"configuration: {error}; lists and objects in RUNPLANE_* variables are JSON "
+            """(example: RUNPLANE_SERVICE__TOKENS='[{"token": "...", "user": "me"}]')"""
+        ) from None
+    except yaml.YAMLError as error:
+        raise ConfigError(
+            f"configuration file {_config_file()} is not valid YAML: {error}"
+        ) from None
     except pydantic.ValidationError as error:
         first = error.errors(include_url=False)[0]
-        path = ".".join(str(part) for part in first["loc"])
+        where = tuple(first["loc"])
+        path = ".".join(str(part) for part in where)
+        named = [str(part).upper() for part in where[: _first_index(where)]]
+        variable = "RUNPLANE_" + "__".join(named)
         raise ConfigError(
-            f"configuration {path}: {first['msg']} (got {first.get('input')!r}); set it in "
-            f"{_config_file()} or RUNPLANE_{path.upper().replace('.', '__')}"
+            f"configuration {path}: {first['msg']} (got {_shown(where, first.get('input'))}); "
+            f"set it in {_config_file()} or {variable}"
         ) from None
 
 

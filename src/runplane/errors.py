@@ -19,6 +19,22 @@ class RunplaneError(Exception):
     http_status = 400
 
 
+#: The most of a refused value an error message repeats.
+SHOWN = 160
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, shortened when long: an error names the value, it does not echo a
+    megabyte back (or a stack-deep structure, whose repr could not even be computed)."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deep to show>"
+    if len(text) <= SHOWN:
+        return text
+    return f"{text[:SHOWN]}... ({len(text)} characters)"
+
+
 class InvalidValueError(RunplaneError):
     """A value the user gave is not valid for its field."""
 
@@ -29,7 +45,7 @@ class InvalidValueError(RunplaneError):
         self.value = value
         self.allowed = allowed
         self.example = example
-        message = f"{field}: {value!r} is not valid; {allowed}"
+        message = f"{field}: {shown(value)} is not valid; {allowed}"
         if example:
             message += f" (example: {example})"
         super().__init__(message)

@@ -150,6 +150,8 @@ class RunRecord:
     started_at: float | None
     ended_at: float | None
     function: dict[str, Any] = field(repr=False)
+    #: Who submitted it: a service user, or the local user of the embedded default.
+    owner: str = ""
     transitions: list[TransitionRecord] = field(default_factory=list)
     attempts: list[AttemptRecord] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)

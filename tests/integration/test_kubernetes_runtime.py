@@ -90,7 +90,7 @@ def settings() -> Iterator[Settings]:
         for name in list(os.environ):
             if name.startswith("RUNPLANE_") and name != "RUNPLANE_SKIP_TESTBED":
                 patch.delenv(name)
-        patch.setenv("RUNPLANE_CONFIG", "/nonexistent/runplane-config.yaml")
+        patch.setenv("RUNPLANE_CONFIG", os.devnull)
         yield Settings(namespace=topology.RUNS_NAMESPACE)
 
 

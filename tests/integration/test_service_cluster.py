@@ -3,6 +3,7 @@ that loses nothing and duplicates nothing."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -21,7 +22,7 @@ from runplane.service.server import Server
 from testbed import serve, topology
 from testbed.pytest_plugin import TestbedCluster
 
-TOKEN = {"Authorization": "Bearer cluster-token"}
+TOKEN = {"Authorization": "Bearer cluster-token-for-the-tests"}
 IMAGE = "registry.example/runplane/job:1"
 CODE = "def handler(context, x: int = 1):\n    return {'x': x}\n"
 
@@ -33,14 +34,16 @@ def environment(
 ) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("service")
     values = {
-        "RUNPLANE_CONFIG": str(home / "absent.yaml"),
+        "RUNPLANE_CONFIG": os.devnull,
         "RUNPLANE_LOCAL__HOME": str(home),
         "RUNPLANE_NAMESPACE": topology.RUNS_NAMESPACE,
         "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
         "RUNPLANE_SERVICE__KUBECONFIG": str(testbed_cluster.kubeconfig),
         "RUNPLANE_SERVICE__INSTANCE": f"svc-{uuid.uuid4().hex[:8]}",
         "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{home / 'service.db'}",
-        "RUNPLANE_SERVICE__TOKENS": '[{"token": "cluster-token", "user": "ci", "role": "user"}]',
+        "RUNPLANE_SERVICE__TOKENS": json.dumps(
+            [{"token": "cluster-token-for-the-tests", "user": "ci", "role": "user"}]
+        ),
     }
     with pytest.MonkeyPatch.context() as patch:
         for name in list(os.environ):
@@ -232,6 +235,7 @@ def test_a_restart_loses_nothing_and_duplicates_nothing(
         requests={},
         limits={},
         executor=None,
+        owner="ci",
     )
     server.runs.runtime.close()  # the watch stops: nothing is aborted, pods keep running
     server.close()
@@ -445,8 +449,26 @@ def test_a_run_on_a_deleted_spot_node_is_recorded_preempted(client, lost_spot_ru
 def test_a_run_the_cluster_refuses_ends_in_error(server, client, code_file, make_pod):
     uid = uuid.uuid4().hex
     make_pod(f"clash-{uid[:16]}-1")  # the run's pod name, taken by a pod that is not the run's
-    server.runs.submit(job(code_file, name="clash"), uid=uid)
+    server.runs.submit(job(code_file, name="clash"), uid=uid, owner="ci")
     run = wait(client, uid, {"error"})
     assert run["reason"] == "LaunchFailed"
     assert run["status_text"].startswith("the kubernetes runtime could not start the run: pod ")
     assert "already exists" in run["status_text"]
+
+
+def test_the_service_makes_its_namespace(
+    environment, testbed_cluster, code_file, tmp_path, monkeypatch
+):
+    namespace = f"runplane-new-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv("RUNPLANE_NAMESPACE", namespace)
+    monkeypatch.setenv("RUNPLANE_SERVICE__DATABASE_URL", f"sqlite:///{tmp_path / 'ns.db'}")
+    monkeypatch.setenv("RUNPLANE_SERVICE__INSTANCE", f"svc-ns-{uuid.uuid4().hex[:6]}")
+    server = Server(load_settings())
+    try:
+        assert testbed_cluster.core.read_namespace(namespace).status.phase == "Active"
+        client = TestClient(create_app(server))
+        uid = submit(client, job(code_file, annotations={"runplane.io/test-duration": "1s"}))
+        assert wait(client, uid, {"completed", "error"})["state"] == "completed"
+    finally:
+        server.close()
+        testbed_cluster.core.delete_namespace(namespace)

@@ -30,7 +30,10 @@ def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("RUNPLANE_LOCAL__CPU", "2")
     monkeypatch.setenv("RUNPLANE_LOCAL__MEMORY", "4Gi")
     monkeypatch.setenv("RUNPLANE_LOCAL__GPUS", "0")
-    monkeypatch.setenv("RUNPLANE_CONFIG", str(tmp_path / "absent.yaml"))
+    # Runs inherit only what they are granted; coverage's own variable lets the suite measure
+    # the runs' processes too.
+    monkeypatch.setenv("RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG"]')
+    monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)
     from runplane import config
 
     config.current.cache_clear()

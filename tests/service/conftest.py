@@ -16,11 +16,11 @@ from runplane.config import load_settings
 from runplane.service.api import create_app
 from runplane.service.server import Server
 
-ADMIN = {"Authorization": "Bearer admin-token"}
-USER = {"Authorization": "Bearer user-token"}
+ADMIN = {"Authorization": "Bearer admin-token-for-the-tests"}
+USER = {"Authorization": "Bearer user-token-for-the-tests"}
 TOKENS = (
-    '[{"token": "admin-token", "user": "alice", "role": "admin"},'
-    ' {"token": "user-token", "user": "bob", "role": "user"}]'
+    '[{"token": "admin-token-for-the-tests", "user": "alice", "role": "admin"},'
+    ' {"token": "user-token-for-the-tests", "user": "bob", "role": "user"}]'
 )
 
 
@@ -65,11 +65,14 @@ def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database: str) -> It
     for name in list(os.environ):
         if name.startswith("RUNPLANE_") and not name.startswith("RUNPLANE_TEST_POSTGRES"):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("RUNPLANE_CONFIG", str(tmp_path / "absent.yaml"))
+    monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)
     monkeypatch.setenv("RUNPLANE_LOCAL__HOME", str(tmp_path / "home"))
     monkeypatch.setenv("RUNPLANE_LOCAL__CPU", "2")
     monkeypatch.setenv("RUNPLANE_LOCAL__MEMORY", "4Gi")
     monkeypatch.setenv("RUNPLANE_LOCAL__GPUS", "0")
+    # Runs inherit only what they are granted; coverage's own variable lets the suite measure
+    # the runs' processes too.
+    monkeypatch.setenv("RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG"]')
     monkeypatch.setenv("RUNPLANE_SERVICE__TOKENS", TOKENS)
     monkeypatch.setenv("RUNPLANE_SERVICE__DATABASE_URL", database)
     monkeypatch.setenv("RUNPLANE_SERVICE__SCHEDULE_INTERVAL", "0.2")
@@ -101,11 +104,15 @@ def function_dict(tmp_path: Path) -> Callable[..., dict[str, Any]]:
 
 
 def wait_state(
-    client: TestClient, uid: str, states: set[str], timeout: float = 30
+    client: TestClient,
+    uid: str,
+    states: set[str],
+    timeout: float = 30,
+    headers: dict[str, str] = USER,
 ) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        run = client.get(f"/api/v1/runs/{uid}", headers=USER).json()
+        run = client.get(f"/api/v1/runs/{uid}", headers=headers).json()
         if run["state"] in states:
             return run  # type: ignore[no-any-return]
         time.sleep(0.05)

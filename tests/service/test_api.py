@@ -128,7 +128,8 @@ def test_policy_refusals_answer_403_with_the_reason(client, function_dict):
     system = function_dict()
     system["spec"]["priority_class_name"] = "runplane-system"
     assert client.post("/api/v1/runs", headers=ADMIN, json={"function": system}).status_code == 403
-    assert client.get("/api/v1/runs", headers=USER).json()[0]["uid"] == allowed.json()["uid"]
+    assert client.get("/api/v1/runs", headers=ADMIN).json()[0]["uid"] == allowed.json()["uid"]
+    assert client.get("/api/v1/runs", headers=USER).json() == []  # an admin's run is not theirs
 
 
 def test_defaults_read_for_all_changed_by_admins(client, function_dict):

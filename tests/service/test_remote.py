@@ -12,7 +12,7 @@ import pytest
 
 from testbed import serve
 
-TOKEN = "remote-token"
+TOKEN = "remote-token-for-the-tests"
 TOKENS = f'[{{"token": "{TOKEN}", "user": "carol", "role": "user"}}]'
 
 
@@ -21,9 +21,10 @@ def service_url(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
     env.update(
         {
-            "RUNPLANE_CONFIG": str(tmp_path / "absent.yaml"),
+            "RUNPLANE_CONFIG": os.devnull,
             "RUNPLANE_LOCAL__HOME": str(tmp_path / "server-home"),
             "RUNPLANE_LOCAL__CPU": "2",
+            "RUNPLANE_LOCAL__INHERIT_ENV": '["COVERAGE_PROCESS_CONFIG"]',
             "RUNPLANE_SERVICE__TOKENS": TOKENS,
         }
     )
@@ -39,7 +40,7 @@ def client_env(url: str, tmp_path: Path) -> dict[str, str]:
         {
             "RUNPLANE_API": url,
             "RUNPLANE_TOKEN": TOKEN,
-            "RUNPLANE_CONFIG": str(tmp_path / "absent.yaml"),
+            "RUNPLANE_CONFIG": os.devnull,
             "RUNPLANE_LOCAL__HOME": str(tmp_path / "client-home"),
         }
     )
@@ -191,7 +192,7 @@ def test_schedules_need_the_service(tmp_path):
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
     env |= {
-        "RUNPLANE_CONFIG": str(tmp_path / "absent.yaml"),
+        "RUNPLANE_CONFIG": os.devnull,
         "RUNPLANE_LOCAL__HOME": str(tmp_path / "home"),
     }
     done = subprocess.run(

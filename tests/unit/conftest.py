@@ -3,6 +3,7 @@ Kubernetes OpenAPI schema check every rendered manifest goes through."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,12 +18,11 @@ KUBERNETES_SCHEMA_VERSION = "1.35.0"
 @pytest.fixture(autouse=True)
 def isolated_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[None]:
     """No test reads ~/.runplane or RUNPLANE_* from the machine it runs on."""
-    import os
 
     for name in list(os.environ):
         if name.startswith("RUNPLANE_"):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("RUNPLANE_CONFIG", str(tmp_path / "absent-config.yaml"))
+    monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)
     from runplane import config
 
     config.current.cache_clear()

@@ -14,7 +14,7 @@ TRAIN = "def train(context, epochs: int = 1):\n    return {'accuracy': 0.9}\n"
 
 def run(*args, cwd, env=None):
     environment = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
-    environment["RUNPLANE_CONFIG"] = str(cwd / "absent.yaml")
+    environment["RUNPLANE_CONFIG"] = os.devnull
     environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "runplane", *args],
@@ -136,3 +136,59 @@ def test_secret_values_are_redacted_in_printed_manifests():
     printed = yaml.safe_dump_all([_redacted(m) for m in render(fn, load_settings()).manifests])
     assert "TOPSECRET" not in printed
     assert "accessKey: <redacted>" in printed
+
+
+def test_configuration_mistakes_are_errors_not_tracebacks(workdir):
+    bad_yaml = workdir / "config.yaml"
+    bad_yaml.write_text("namespace: [unclosed\n")
+    cases = [
+        ({"RUNPLANE_CONFIG": str(bad_yaml)}, "is not valid YAML"),
+        ({"RUNPLANE_CONFIG": str(workdir / "missing.yaml")}, "which does not exist"),
+        ({"RUNPLANE_API": "http://127.0.0.1:1"}, "RUNPLANE_TOKEN: None is not valid; the service"),
+        ({"RUNPLANE_LOCAL__POLL_INTERVAL": "fast"}, "configuration local.poll_interval"),
+    ]
+    for env, message in cases:
+        done = run("runs", cwd=workdir, env=env)
+        assert done.returncode == 2, (env, done.stderr)
+        assert done.stderr.startswith("error: "), done.stderr
+        assert message in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_unknown_state_filters_and_settings_are_said(workdir):
+    done = run(
+        "runs", "--state", "finished", cwd=workdir, env={"RUNPLANE_LOCAL__HOME": str(workdir)}
+    )
+    assert done.returncode == 2
+    assert "'finished' is not one of 'created', 'pending', 'running'" in done.stderr
+    typo = run(
+        "runs", cwd=workdir, env={"RUNPLANE_NAMESPAC": "x", "RUNPLANE_LOCAL__HOME": str(workdir)}
+    )
+    assert typo.returncode == 0
+    assert "RUNPLANE_NAMESPAC is not a runplane setting and is ignored" in typo.stderr
+
+
+def test_command_line_errors_give_command_line_examples(workdir):
+    home = {"RUNPLANE_LOCAL__HOME": str(workdir / "home")}
+    for flags, example in (
+        (["--cpu", "1x"], "(example: --cpu 500m)"),
+        (["--limit-memory", "1g"], "(example: --limit-memory 1Gi)"),
+        (["--priority", "urgent"], "(example: --priority high)"),
+        (["--param", "epochs=many"], "(example: --param epochs=3)"),
+        (["--threshold", "running=soon"], "(example: --threshold running='1 min')"),
+    ):
+        done = run("run", "train.py", "--handler", "train", *flags, cwd=workdir, env=home)
+        assert done.returncode == 2, done.stderr
+        assert example in done.stderr, done.stderr
+        assert "with_" not in done.stderr  # no SDK call in a command's hint
+
+
+def test_output_to_a_pipe_is_not_wrapped(workdir):
+    long_name = "a-function-whose-name-is-long-enough-to-pass-sixty-characters"
+    (workdir / "long.py").write_text(TRAIN)
+    home = {"RUNPLANE_LOCAL__HOME": str(workdir / "home")}
+    done = run("run", "long.py", "--handler", "train", "--name", long_name, cwd=workdir, env=home)
+    assert done.returncode == 0, done.stderr
+    table = run("runs", cwd=workdir, env=home).stdout.splitlines()
+    assert any(long_name in line for line in table)
+    assert all(len(line) > 80 for line in table[:2])  # one line per run, however long

@@ -8,7 +8,12 @@ from typing import Any
 
 import click
 
-from runplane.cli.options import apply_resource_options, load_function, resource_options
+from runplane.cli.options import (
+    apply_resource_options,
+    in_cli_words,
+    load_function,
+    resource_options,
+)
 from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
 from runplane.cli.service import deploy_command, schedule_group
 from runplane.errors import RunplaneError
@@ -115,14 +120,17 @@ def serve(host: str | None, port: int | None) -> None:
         len(found.orphans),
     )
     try:
+        # On SIGTERM (or Ctrl-C) uvicorn stops accepting and finishes the requests under way;
+        # then, as the app shuts down, runs executing here get service.shutdown_grace seconds
+        # before they are aborted, and queued ones wait for the next start.
         uvicorn.run(
-            create_app(server),
+            create_app(server, shutdown_grace=settings.service.shutdown_grace),
             host=host or settings.service.host,
             port=port or settings.service.port,
             log_level="info",
         )
     finally:
-        server.close()
+        server.close()  # when uvicorn could not start; after a shutdown it is closed already
 
 
 for _command in (
@@ -141,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="runplane", standalone_mode=False)
     except RunplaneError as error:
-        click.echo(f"error: {error}", err=True)
+        click.echo(f"error: {in_cli_words(error)}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)

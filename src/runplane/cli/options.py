@@ -9,14 +9,15 @@ from typing import Any
 import click
 
 from runplane import names
-from runplane.errors import InvalidValueError
+from runplane.errors import InvalidValueError, RunplaneError
 from runplane.spec.function import Function
 from runplane.spec.quantity import parse_quantity
 
 
 def load_function(source: str, name: str | None, handler: str | None, kind: str | None) -> Function:
-    """A function from an exported YAML/JSON file or from a Python file."""
+    """A function from an exported YAML/JSON file or from a Python file, its code embedded."""
     from runplane.spec import code_to_function, import_function
+    from runplane.spec.loaders import embed_command
 
     if Path(source).suffix == ".py":
         return code_to_function(
@@ -25,7 +26,7 @@ def load_function(source: str, name: str | None, handler: str | None, kind: str 
     fn = import_function(source)
     if handler:
         fn.spec.handler = handler
-    return fn
+    return embed_command(fn)
 
 
 def parse_pairs(flag: str, pairs: Sequence[str], example: str) -> dict[str, str]:
@@ -66,14 +67,14 @@ def resource_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def apply_resource_options(fn: Function, options: dict[str, Any]) -> Function:
     """Apply the flags on top of what the function already has (patching, not replacing)."""
-    for flag, kind in (
-        ("cpu", "cpu"),
-        ("memory", "memory"),
-        ("limit_cpu", "cpu"),
-        ("limit_memory", "memory"),
+    for flag, kind, example in (
+        ("cpu", "cpu", "--cpu 500m"),
+        ("memory", "memory", "--memory 512Mi"),
+        ("limit_cpu", "cpu", "--limit-cpu 2"),
+        ("limit_memory", "memory", "--limit-memory 1Gi"),
     ):
         if options.get(flag) is not None:
-            parse_quantity("--" + flag.replace("_", "-"), options[flag], kind)
+            parse_quantity("--" + flag.replace("_", "-"), options[flag], kind, example)
     if options.get("cpu") is not None or options.get("memory") is not None:
         fn.with_requests(mem=options.get("memory"), cpu=options.get("cpu"), patch=True)
     if options.get("limit_cpu") is not None or options.get("limit_memory") is not None:
@@ -94,3 +95,27 @@ def apply_resource_options(fn: Function, options: dict[str, Any]) -> Function:
     if options.get("env"):
         fn.set_envs(env_vars=parse_pairs("--env", options["env"], "--env MY_ENV=MY_VAL"))
     return fn
+
+
+#: Fields the commands' flags set, and the example a command line should show for them (the
+#: SDK's own errors show the SDK call).
+CLI_EXAMPLES = {
+    "params": "--param epochs=3",
+    "run(state_thresholds=...)": "--threshold running='1 min'",
+    "priority_class_name": "--priority high",
+    "with_limits(gpus=...)": "--gpus 1",
+    "with_limits(gpu_type=...)": "--gpu-type nvidia.com/gpu",
+    "spec.node_selector": "--node-selector app.iguazio.com/lifecycle=non-preemptible",
+    "node_selector": "--node-selector app.iguazio.com/lifecycle=non-preemptible",
+    "env name": "--env MY_ENV=MY_VAL",
+}
+
+
+def in_cli_words(error: RunplaneError) -> str:
+    """The error's message, its example in command-line syntax where a flag sets the field."""
+    if isinstance(error, InvalidValueError):
+        field = error.field
+        for prefix, example in CLI_EXAMPLES.items():
+            if field == prefix or field.startswith((f"{prefix}[", f"{prefix} ", f"{prefix}.")):
+                return str(InvalidValueError(field, error.value, error.allowed, example))
+    return str(error)

@@ -3,6 +3,7 @@ the service ``RUNPLANE_API`` / ``--api`` names."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,17 @@ from runplane.runs import RunState
 if TYPE_CHECKING:
     from runplane.client import Backend
     from runplane.runs import RunRecord
+
+
+def terminal(stderr: bool = False) -> Any:
+    """A rich console; when the output is not a terminal (a pipe, a file, CI's log) lines
+    keep their length instead of being wrapped at 80 columns."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=100_000, soft_wrap=True)
+    return console
 
 
 def _service() -> Backend:
@@ -109,7 +121,6 @@ def run_command(
     The command follows the run until it ends and exits 0 if it completed, 1 otherwise;
     Ctrl-C aborts the run.
     """
-    from rich.console import Console
 
     fn = apply_resource_options(load_function(source, name, handler, None), options)
     service = _service()
@@ -119,14 +130,19 @@ def run_command(
         state_thresholds=parse_pairs("--threshold", thresholds, "--threshold running='1 min'"),
         source_dir=str(Path(source).resolve().parent),
     ).uid
-    console = Console(stderr=True)
+    console = terminal(stderr=True)
+    signal.signal(signal.SIGTERM, _interrupted)  # a stopped command aborts its run, as Ctrl-C
     try:
         record = _follow(service, uid, console)
     except KeyboardInterrupt:
         service.abort(uid)
         record = service.wait(uid, timeout=30)
-    Console().print(_summary(record))
+    terminal().print(_summary(record))
     sys.exit(0 if record.state is RunState.COMPLETED else 1)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
@@ -163,11 +179,16 @@ def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
 
 @click.command("runs")
 @click.option("--project", help="Only this project's runs.")
-@click.option("--state", "states", multiple=True, help="Only runs in this state (repeatable).")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice([state.value for state in RunState]),
+    help="Only runs in this state (repeatable).",
+)
 @click.option("--limit", default=30, show_default=True)
 def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> None:
     """List recent runs."""
-    from rich.console import Console
     from rich.table import Table
 
     service = _service()
@@ -198,10 +219,7 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
             _mebibytes(record.peak_memory_bytes),
             f"{record.cpu_seconds:.2f}",
         )
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)
-    console.print(table)
+    terminal().print(table)
 
 
 @click.group("get")

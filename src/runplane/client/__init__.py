@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.config import Settings, current
 from runplane.errors import InvalidValueError
-from runplane.runs import RunRecord, Usage
+from runplane.runs import RunRecord, RunState, Usage
 from runplane.spec.function import Function
+from runplane.spec.loaders import embed_command
 
 if TYPE_CHECKING:
     from runplane.client.remote import ApiBackend
@@ -51,7 +52,15 @@ def backend(settings: Settings | None = None) -> Backend:
     if settings.api:
         from runplane.client.remote import ApiBackend
 
-        token = settings.token.get_secret_value() if settings.token else ""
+        token = settings.token.get_secret_value().strip() if settings.token else ""
+        if not token:
+            raise InvalidValueError(
+                "RUNPLANE_TOKEN",
+                None,
+                f"the service at {settings.api} needs your bearer token; set RUNPLANE_TOKEN "
+                "(ask the service's admin for one)",
+                "RUNPLANE_TOKEN=<your token>",
+            )
         return ApiBackend(settings.api, token)
     from runplane.service.embedded import embedded
 
@@ -123,7 +132,11 @@ def run(
     schedule: str | None = None,
 ) -> Any:
     """Run ``fn`` where runs go (see :func:`backend`) and return its :class:`RunHandle`; with
-    ``watch`` wait, printing its output. With ``schedule`` (cron) store a schedule instead."""
+    ``watch`` wait, printing its output. With ``schedule`` (cron) store a schedule instead.
+
+    A ``spec.command`` file of this machine is embedded first: the run may execute elsewhere.
+    """
+    fn = embed_command(fn)
     if schedule is not None:
         return api_backend("a schedule").schedule(fn, schedule, params, state_thresholds)
     service = backend()
@@ -132,10 +145,17 @@ def run(
     record = service.submit(fn, params, inputs, state_thresholds, source_dir=source_dir)
     handle = RunHandle(service, record.uid)
     if watch:
-        for _, text in follow(service, record.uid, interval=0.2):
+        said = ""
+        for current, text in follow(service, record.uid, interval=0.2):
             if text:
                 sys.stdout.write(text)
                 sys.stdout.flush()
+            # A run that waits says why (the scheduler's words); every state change is told.
+            news = f"{current.state}: {current.status_text}" if current.status_text else ""
+            if news and news != said and current.state is not RunState.RUNNING:
+                sys.stderr.write(f"run {current.uid[:12]} {news}\n")  # what watch shows
+                sys.stderr.flush()
+            said = news or said
     return handle
 
 

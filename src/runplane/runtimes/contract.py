@@ -111,6 +111,7 @@ class Runtime(Protocol):
     def existing(self) -> dict[str, list[str]]:
         """What exists of each run (pods, processes) by run uid, as the backend has it now."""
 
-    def close(self) -> None:
-        """Stop reporting and release what the runtime holds in this process; runs of a
-        durable runtime keep running."""
+    def close(self, grace: float = 0.0) -> None:
+        """Start nothing more and stop reporting. Runs that die with this process get
+        ``grace`` seconds to finish and are then aborted (reported); queued runs are let go
+        unreported, for the caller to settle. A durable runtime's runs keep running."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from runplane.config import Settings
@@ -18,6 +17,7 @@ from runplane.errors import InvalidValueError
 from runplane.rendering import RunRef, effective_resources, render
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.invocation import Invocation
+from runplane.spec.bounds import MAX_PARAMS_BYTES, check_json
 from runplane.spec.function import Function, FunctionKind
 from runplane.spec.handler import bind_parameters, read_signature
 
@@ -50,6 +50,7 @@ def build_request(
             "code_to_function(..., handler='train')",
         )
     run_inputs = {str(key): str(value) for key, value in (inputs or {}).items()}
+    check_json("params", {**(params or {}), **run_inputs}, MAX_PARAMS_BYTES, "{'epochs': 3}")
     signature = read_signature(code, fn.spec.handler, filename)
     bound = bind_parameters(signature, {**(params or {}), **run_inputs})
     invocation = Invocation(
@@ -89,22 +90,21 @@ def _carry(pod: dict[str, Any], invocation: Invocation) -> None:
 
 
 def _code_of(fn: Function) -> tuple[str, str]:
+    """The function's embedded code. Preparing a run never reads a file: a service would
+    otherwise read its own machine's files for whoever names them (``spec.command`` is
+    embedded on the caller's side, by :func:`runplane.spec.loaders.embed_command`)."""
     if fn.spec.build.source:
         code = base64.b64decode(fn.spec.build.source).decode("utf-8")
         return code, fn.spec.build.filename or f"{fn.metadata.name}.py"
-    if fn.spec.command:
-        path = Path(fn.spec.command)
-        if not path.is_file():
-            raise InvalidValueError(
-                "spec.command",
-                fn.spec.command,
-                "the file must exist here",
-                "new_function(command='train.py')",
-            )
-        return path.read_text(encoding="utf-8"), path.name
     raise InvalidValueError(
-        "function",
-        fn.metadata.name,
-        "a function needs code to run",
+        "spec.build.source",
+        "",
+        "a run needs its code embedded in the function"
+        + (
+            f" (spec.command {fn.spec.command!r} is a file of the caller's machine: fn.run() "
+            "and runplane run embed it; a service never reads its own files for a request)"
+            if fn.spec.command
+            else ""
+        ),
         "code_to_function('training', filename='train.py', handler='train')",
     )

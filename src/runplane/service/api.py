@@ -7,26 +7,37 @@ runs functions within the policies, ``admin`` also changes service defaults.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import secrets
+from collections.abc import AsyncIterator
 from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
 import pydantic
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from runplane.errors import InvalidValueError, RunplaneError
+from runplane.errors import InvalidValueError, PolicyError, RunplaneError, shown
 from runplane.placement import NodeSummary
-from runplane.rendering import render
-from runplane.runs import RunRecord, TransitionRecord, Usage
+from runplane.runs import RunRecord, RunState, TransitionRecord, Usage
 from runplane.runtimes.contract import Capabilities
+from runplane.runtimes.request import build_request
 from runplane.service.catalog import StoredFunction
-from runplane.service.schedules import ScheduleRecord
+from runplane.service.guard import BodyLimit
+from runplane.service.schedules import ScheduleRecord, check_cron
 from runplane.service.server import Server
 from runplane.service.wire import API, NEXT_OFFSET
+from runplane.spec.bounds import MAX_DEPTH, check_json
 from runplane.spec.function import Function
+from runplane.spec.thresholds import check_thresholds
+
+#: A function (or a defaults patch) sent inline, as JSON; its code is bounded on its own.
+MAX_FUNCTION_BYTES = 2 << 20
 
 _NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 Name = Annotated[str, pydantic.StringConstraints(pattern=_NAME, max_length=63)]
@@ -83,14 +94,18 @@ def principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """Who is calling, from the bearer token (compared in constant time)."""
-    token = credentials.credentials if credentials else ""
-    for known, who in request.app.state.tokens.items():
-        if secrets.compare_digest(known.encode(), token.encode()):
-            return who  # type: ignore[no-any-return]
-    raise HTTPException(
-        401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
-    )
+    """Who is calling, from the bearer token. Every known token is compared, in constant
+    time, so how long the check takes says nothing about which token came close."""
+    offered = (credentials.credentials if credentials else "").encode()
+    found: Principal | None = None
+    for known, who in request.app.state.tokens:
+        if secrets.compare_digest(known, offered) and offered:
+            found = who
+    if found is None:
+        raise HTTPException(
+            401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return found
 
 
 def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
@@ -105,24 +120,66 @@ User = Annotated[Principal, Depends(principal)]
 Admin = Annotated[Principal, Depends(admin)]
 
 
-def create_app(server: Server) -> FastAPI:
-    app = FastAPI(title="runplane", version=version("runplane"), responses=ERRORS)
-    app.state.tokens = {
-        t.token.get_secret_value(): Principal(t.user, t.role)
+def _error(error: str, message: str, status: int, field: str | None = None) -> JSONResponse:
+    """Every 4xx has this one shape: what kind of error, the message, the field."""
+    body = ErrorOut(error=error, message=message, field=field)
+    return JSONResponse(body.model_dump(), status_code=status)
+
+
+def _mine(who: Principal, owner: str, what: str) -> None:
+    """Users see and act on their own runs and schedules; admins on everyone's."""
+    if who.role != "admin" and owner != who.user:
+        raise PolicyError(
+            what, f"belongs to another user; user {who.user!r} sees and acts on their own only"
+        )
+
+
+def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
+    """The API of ``server``. With ``shutdown_grace``, the app closes the server when it shuts
+    down (SIGTERM), giving runs under way that many seconds."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if shutdown_grace is not None:
+            await asyncio.to_thread(server.close, shutdown_grace)
+
+    app = FastAPI(
+        title="runplane", version=version("runplane"), responses=ERRORS, lifespan=lifespan
+    )
+    app.state.tokens = [
+        (t.token.get_secret_value().encode(), Principal(t.user, t.role))
         for t in server.base_settings.service.tokens
-    }
+    ]
+    app.add_middleware(BodyLimit, max_bytes=server.base_settings.service.max_request_bytes)
 
     @app.exception_handler(RunplaneError)
     async def runplane_error(_: Request, error: RunplaneError) -> JSONResponse:
-        body = ErrorOut(
-            error=type(error).__name__, message=str(error), field=getattr(error, "field", None)
+        return _error(
+            type(error).__name__, str(error), error.http_status, getattr(error, "field", None)
         )
-        return JSONResponse(body.model_dump(), status_code=error.http_status)
 
-    @app.exception_handler(HTTPException)
-    async def http_error(_: Request, error: HTTPException) -> JSONResponse:
-        body = ErrorOut(error="HTTPError", message=str(error.detail))
-        return JSONResponse(body.model_dump(), status_code=error.status_code, headers=error.headers)
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        response = _error("HTTPError", str(error.detail), error.status_code)
+        response.headers.update(error.headers or {})
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0]
+        where = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
+        field = ".".join(where) or "request"
+        if first.get("type") == "json_invalid":
+            detail = first.get("ctx", {}).get("error", "")
+            return _error("InvalidValueError", f"the body is not valid JSON ({detail})", 422)
+        value = first.get("input")
+        message = f"{field}: {shown(value)} is not valid; {first.get('msg', 'invalid')}"
+        return _error("InvalidValueError", message, 422, field)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(_: Request, error: RecursionError) -> JSONResponse:
+        return _error("InvalidValueError", f"the body nests deeper than {MAX_DEPTH} levels", 422)
 
     def function_of(submission: RunSubmission) -> Function:
         if submission.function is not None:
@@ -133,6 +190,7 @@ def create_app(server: Server) -> FastAPI:
                     "a function has kind, metadata and spec",
                     "the output of fn.to_dict()",
                 )
+            check_json("function", submission.function, MAX_FUNCTION_BYTES, "fn.to_dict()")
             return Function.from_dict(submission.function)
         if submission.project and submission.name:
             stored = server.catalog.get(submission.project, submission.name, submission.version)
@@ -144,6 +202,11 @@ def create_app(server: Server) -> FastAPI:
             '{"project": "default", "name": "training"}',
         )
 
+    def run_of(uid: str, who: Principal) -> RunRecord:
+        record = server.runs.get(uid)
+        _mine(who, record.owner, f"run {record.uid}")
+        return record
+
     @app.get(f"{API}/health")
     def health() -> dict[str, str]:
         return {"status": "ok", "version": app.version}
@@ -154,12 +217,11 @@ def create_app(server: Server) -> FastAPI:
 
     @app.post(f"{API}/functions", status_code=201)
     def store_function(body: dict[str, Any], who: User) -> StoredFunction:
-        stored = server.catalog.store(function_of(RunSubmission(function=body)), who.user)
-        return stored
+        return server.catalog.store(function_of(RunSubmission(function=body)), who.user)
 
     @app.get(f"{API}/projects/{{project}}/functions")
     def list_functions(project: PathName, _: User) -> list[StoredFunction]:
-        return [f for f in server.catalog.latest(project)]
+        return server.catalog.latest(project)
 
     @app.get(f"{API}/projects/{{project}}/functions/{{name}}")
     def get_function(
@@ -168,12 +230,11 @@ def create_app(server: Server) -> FastAPI:
         _: User,
         version: Annotated[str | None, Query(max_length=64)] = None,
     ) -> StoredFunction:
-        stored = server.catalog.get(project, name, version)
-        return stored
+        return server.catalog.get(project, name, version)
 
     @app.get(f"{API}/projects/{{project}}/functions/{{name}}/versions")
     def function_versions(project: PathName, name: PathName, _: User) -> list[StoredFunction]:
-        return [f for f in server.catalog.versions(project, name)]
+        return server.catalog.versions(project, name)
 
     @app.post(f"{API}/runs", status_code=201)
     def submit_run(body: RunSubmission, who: User) -> RunRecord:
@@ -183,46 +244,53 @@ def create_app(server: Server) -> FastAPI:
             inputs=body.inputs,
             state_thresholds=body.state_thresholds,
             role=who.role,
+            owner=who.user,
         )
 
     @app.get(f"{API}/runs")
     def list_runs(
-        _: User,
+        who: User,
         project: Annotated[Name | None, Query()] = None,
-        state: Annotated[list[str] | None, Query()] = None,
+        state: Annotated[list[str] | None, Query(max_length=len(RunState))] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        owner: Annotated[str | None, Query(max_length=253)] = None,
     ) -> list[RunRecord]:
-        return server.runs.list_runs(project=project, states=state or (), limit=limit)
+        """Runs, newest first: a user's own; an admin's choice of owner, or everyone's."""
+        if who.role != "admin":
+            owner = who.user
+        return server.runs.list_runs(project=project, states=state or (), limit=limit, owner=owner)
 
     @app.get(f"{API}/runs/{{uid}}")
-    def get_run(uid: Uid, _: User) -> RunRecord:
-        return server.runs.get(uid)
+    def get_run(uid: Uid, who: User) -> RunRecord:
+        return run_of(uid, who)
 
     @app.post(f"{API}/runs/{{uid}}/abort")
-    def abort_run(uid: Uid, _: User) -> RunRecord:
-        return server.runs.abort(uid)
+    def abort_run(uid: Uid, who: User) -> RunRecord:
+        return server.runs.abort(run_of(uid, who).uid)
 
     @app.get(f"{API}/runs/{{uid}}/events")
-    def run_events(uid: Uid, _: User) -> list[TransitionRecord]:
-        return server.runs.get(uid).transitions
+    def run_events(uid: Uid, who: User) -> list[TransitionRecord]:
+        return run_of(uid, who).transitions
 
     @app.get(
         f"{API}/runs/{{uid}}/logs",
         response_class=Response,
         responses={200: {"content": {"application/octet-stream": {}}}},
     )
-    def run_logs(uid: Uid, _: User, offset: Annotated[int, Query(ge=0, le=2**53)] = 0) -> Response:
+    def run_logs(
+        uid: Uid, who: User, offset: Annotated[int, Query(ge=0, le=2**53)] = 0
+    ) -> Response:
         """The run's output from byte ``offset``, in chunks: the next read starts at the
         offset in the ``X-Runplane-Next-Offset`` header."""
-        chunk, next_offset = server.runs.logs(uid, offset)
+        chunk, next_offset = server.runs.logs(run_of(uid, who).uid, offset)
         return Response(
             chunk, media_type="application/octet-stream", headers={NEXT_OFFSET: str(next_offset)}
         )
 
     @app.get(f"{API}/runs/{{uid}}/usage")
-    def run_usage(uid: Uid, _: User) -> Usage:
+    def run_usage(uid: Uid, who: User) -> Usage:
         """What the run used: so far while it runs, in all once it ended."""
-        return server.runs.usage(uid)
+        return server.runs.usage(run_of(uid, who).uid)
 
     @app.post(f"{API}/deployments", status_code=201)
     def deploy(body: RunSubmission, who: User) -> dict[str, Any]:
@@ -236,8 +304,11 @@ def create_app(server: Server) -> FastAPI:
     @app.post(f"{API}/schedules", status_code=201)
     def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleRecord:
         fn = function_of(body)
-        render(fn, server.settings, role=who.role)  # refuse now what would fail at each fire
-        record = server.schedules.create(
+        check_cron(body.schedule)
+        # Refuse now what would fail at every fire: policies, code, parameters, thresholds.
+        build_request(fn, server.settings, uid="0" * 32, params=body.params, role=who.role)
+        check_thresholds("state_thresholds", body.state_thresholds)
+        return server.schedules.create(
             project=fn.metadata.project,
             name=fn.metadata.name,
             cron=body.schedule,
@@ -247,26 +318,24 @@ def create_app(server: Server) -> FastAPI:
             user=who.user,
             role=who.role,
         )
-        return record
 
     @app.get(f"{API}/schedules")
     def list_schedules(
-        _: User,
-        project: Annotated[Name | None, Query()] = None,
+        who: User, project: Annotated[Name | None, Query()] = None
     ) -> list[ScheduleRecord]:
-        return [r for r in server.schedules.list_schedules(project)]
+        """Schedules: a user's own, or everyone's for an admin."""
+        owner = None if who.role == "admin" else who.user
+        return server.schedules.list_schedules(project, owner=owner)
 
     @app.delete(f"{API}/schedules/{{schedule_id}}", status_code=204)
-    def delete_schedule(schedule_id: ScheduleId, _: User) -> None:
+    def delete_schedule(schedule_id: ScheduleId, who: User) -> None:
+        schedule = server.schedules.get(schedule_id)
+        _mine(who, schedule.created_by, f"schedule {schedule_id}")
         server.schedules.delete(schedule_id)
 
     @app.get(f"{API}/defaults")
     def get_defaults(_: User) -> dict[str, Any]:
         return server.settings.function_defaults.model_dump(mode="json")
-
-    @app.patch(f"{API}/defaults")
-    def change_defaults(body: dict[str, Any], who: Admin) -> dict[str, Any]:
-        return server.update_defaults(body, who.user).function_defaults.model_dump(mode="json")
 
     @app.get(f"{API}/cluster")
     def cluster(_: User) -> ClusterOut:
@@ -274,5 +343,12 @@ def create_app(server: Server) -> FastAPI:
         return ClusterOut(
             runtime=runtime.name, capabilities=runtime.capabilities, nodes=server.nodes()
         )
+
+    @app.patch(f"{API}/defaults")
+    def change_defaults(body: dict[str, Any], who: Admin) -> dict[str, Any]:
+        """Merge ``body`` into the defaults (``null`` removes a key, back to the configured
+        value); refused whole if the result would not render a function."""
+        check_json("defaults", body, MAX_FUNCTION_BYTES, "{'priority_class': 'low'}")
+        return server.update_defaults(body, who.user).function_defaults.model_dump(mode="json")
 
     return app

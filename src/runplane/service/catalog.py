@@ -72,7 +72,8 @@ class FunctionCatalog:
         )
         if version:
             query = query.where(
-                FunctionVersion.hash.startswith(version) | (FunctionVersion.tag == version)
+                FunctionVersion.hash.startswith(version, autoescape=True)
+                | (FunctionVersion.tag == version)
             )
         query = query.order_by(FunctionVersion.created_at.desc(), FunctionVersion.id.desc())
         with self._sessions() as session:

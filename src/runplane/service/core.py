@@ -39,8 +39,13 @@ _BATCH = 256
 
 
 def process_alive(pid: int, started: float) -> bool:
+    """Whether the process that started at ``started`` still runs as ``pid`` (a zombie, or a
+    new process that took the pid, is not it)."""
     try:
-        return bool(abs(psutil.Process(pid).create_time() - started) < 1e-3)
+        process = psutil.Process(pid)
+        return bool(
+            abs(process.create_time() - started) < 1e-3 and process.status() != psutil.STATUS_ZOMBIE
+        )
     except psutil.Error:
         return False
 
@@ -93,25 +98,37 @@ class RunService:
 
     Runs of a runtime that is not durable die with this process, so each names it as its
     executor; runs on a cluster outlive the service and are watched again after a restart.
+    A long-lived ``service`` (``runplane serve``) also keeps its queue across a restart: runs
+    it queued that had not started when it stopped are launched again when it starts.
     """
 
-    def __init__(self, settings: Settings, store: RunStore, runtime: Runtime) -> None:
+    def __init__(
+        self, settings: Settings, store: RunStore, runtime: Runtime, *, service: bool = False
+    ) -> None:
         self.settings = settings
         self.store = store
         self.runtime = runtime
+        self.service = service
+        #: Who a run belongs to when the caller names nobody (the embedded default: the
+        #: local user).
+        self.default_owner = ""
         durable = runtime.capabilities.durable
         self.executor = None if durable else THIS_PROCESS
         self._condition = threading.Condition()
         self._clocks = ThresholdClocks()
         self._finished: dict[str, threading.Event] = {}
         self._closed = False
-        lost = [] if durable else store.mark_lost(process_alive)
-        if durable:
+        lost: list[str] = []
+        adopted: list[str] = []
+        if not durable:
+            lost, adopted = store.mark_lost(
+                process_alive, runtime.name, adopt=THIS_PROCESS if service else None
+            )
+        for record in store.list_runs(states=LIVE, limit=100_000) if durable else []:
             # Their thresholds are re-armed before the first event arrives.
-            for record in store.list_runs(states=LIVE, limit=100_000):
-                if record.runtime == runtime.name:
-                    self._clocks.track(record.uid, threshold_seconds(record.thresholds))
-                    self._finished[record.uid] = threading.Event()
+            if record.runtime == runtime.name:
+                self._clocks.track(record.uid, threshold_seconds(record.thresholds))
+                self._finished[record.uid] = threading.Event()
         self._recorder = threading.Thread(
             target=lambda: asyncio.run(self._record()), name="runplane-recorder", daemon=True
         )
@@ -119,7 +136,10 @@ class RunService:
         self._aborts = ThreadPoolExecutor(max_workers=8, thread_name_prefix="runplane-abort")
         self._monitor = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
         self._monitor.start()
-        self.reconciliation = self._reconcile() if durable else Reconciliation(lost=lost)
+        if durable:
+            self.reconciliation = self._reconcile()
+        else:
+            self.reconciliation = Reconciliation(self._relaunch(adopted), lost)
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -132,6 +152,7 @@ class RunService:
         source_dir: str = "",
         role: str | None = None,
         uid: str | None = None,
+        owner: str | None = None,
     ) -> RunRecord:
         """Check, record and launch a run; returns its record. Nothing is recorded on a user
         error.
@@ -168,6 +189,9 @@ class RunService:
             requests=request.requests,
             limits=request.limits,
             executor=self.executor,
+            owner=self.default_owner if owner is None else owner,
+            source_dir=source_dir,
+            requeue=self.service and self.executor is not None,
         )
         with self._condition:
             self._clocks.track(uid, threshold_seconds(thresholds))
@@ -197,6 +221,34 @@ class RunService:
                 )
             return False
 
+    def _relaunch(self, uids: list[str]) -> list[str]:
+        """Launch again runs recorded but never started (same uid and attempt: a runtime with
+        deterministic names makes no second copy); a run its function no longer allows (a
+        policy changed meanwhile) ends ``error`` saying why."""
+        relaunched = []
+        for uid in uids:
+            record = self.store.get(uid)
+            with self._condition:
+                self._clocks.track(uid, threshold_seconds(record.thresholds))
+                self._finished[uid] = threading.Event()
+            try:
+                request = build_request(
+                    Function.from_dict(record.function),
+                    self.settings,
+                    uid=uid,
+                    params=record.params,
+                    inputs=record.inputs,
+                    source_dir=self.store.source_dir(uid),
+                )
+                self.runtime.check(request)
+            except Exception as error:
+                message = f"the run could not be queued again: {error}"
+                self._write([RunEvent(uid, RunState.ERROR, reason=LAUNCH_FAILED, message=message)])
+                continue
+            if self._launch(request):
+                relaunched.append(uid)
+        return relaunched
+
     def _reconcile(self) -> Reconciliation:
         """Make the records and a durable runtime agree after a start (or a crash).
 
@@ -207,17 +259,12 @@ class RunService:
         ``service.orphan_pods`` says so.
         """
         existing = self.runtime.existing()
-        resubmitted, lost = [], []
+        never_launched, lost = [], []
         for record in self.store.list_runs(states=LIVE, limit=100_000):
             if record.runtime != self.runtime.name or record.uid in existing:
                 continue
             if record.state is RunState.CREATED:
-                fn = Function.from_dict(record.function)
-                request = build_request(
-                    fn, self.settings, uid=record.uid, params=record.params, inputs=record.inputs
-                )
-                self._launch(request)
-                resubmitted.append(record.uid)
+                never_launched.append(record.uid)
             else:
                 self._write(
                     [
@@ -242,7 +289,7 @@ class RunService:
             )
             if delete:
                 self.runtime.abort(uid, "Orphan", "a pod of a run unknown to the service")
-        return Reconciliation(resubmitted, lost, orphans)
+        return Reconciliation(self._relaunch(never_launched), lost, orphans)
 
     # -- events and thresholds ------------------------------------------------------------
 
@@ -324,9 +371,13 @@ class RunService:
         return self.store.get(uid)
 
     def list_runs(
-        self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+        self,
+        project: str | None = None,
+        states: Sequence[str] = (),
+        limit: int = 50,
+        owner: str | None = None,
     ) -> list[RunRecord]:
-        return self.store.list_runs(project=project, states=states, limit=limit)
+        return self.store.list_runs(project=project, states=states, limit=limit, owner=owner)
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
         """The run's output from byte ``offset`` (a bounded chunk), and the next offset."""
@@ -346,17 +397,38 @@ class RunService:
             finished.wait(timeout)
             return self.store.get(uid)
         deadline = None if timeout is None else time.monotonic() + timeout
+        next_owner_check = 0.0
         while True:  # a run of another process: follow its record
             record = self.store.get(uid)
             if record.finished or (deadline is not None and time.monotonic() >= deadline):
                 return record
+            if time.monotonic() >= next_owner_check:  # an owner that died ends its runs
+                next_owner_check = time.monotonic() + 1.0
+                pid, started = self.store.owner(record.uid)
+                if pid is not None and not process_alive(pid, started or 0.0):
+                    self.store.mark_lost(process_alive)
+                    continue
             time.sleep(0.1)
 
-    def close(self) -> None:
+    def close(self, grace: float = 0.0) -> None:
+        """Stop, recording the truth of every run this process held.
+
+        Running runs that die with this process get ``grace`` seconds to finish, then are
+        aborted; queued ones wait for a service's next start, or end ``aborted`` (see
+        :meth:`RunStore.settle_queued`). A durable runtime's runs go on.
+        """
         self._closed = True
         with self._condition:
             self._condition.notify_all()
         self._monitor.join(timeout=10)
         self._aborts.shutdown(wait=True)
-        self.runtime.close()  # its event stream ends once everything it reported is read
+        self.runtime.close(grace)  # its event stream ends once everything it reported is read
         self._recorder.join(timeout=30)
+        if self.executor is not None:
+            requeued, aborted = self.store.settle_queued(self.executor[0])
+            if requeued or aborted:
+                log.info(
+                    "queued runs: %d wait for the next start, %d aborted",
+                    len(requeued),
+                    len(aborted),
+                )

@@ -17,10 +17,13 @@ _KEY = "function_defaults"
 
 
 def merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with ``patch`` laid over it, nested mappings merged key by key."""
+    """``base`` with ``patch`` laid over it, nested mappings merged key by key; a ``None``
+    in the patch removes the key (JSON merge patch, RFC 7386)."""
     merged = dict(base)
     for key, value in patch.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = merge(merged[key], value)
         else:
             merged[key] = value

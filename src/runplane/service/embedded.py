@@ -7,6 +7,7 @@ service per runplane home, closed at exit (its remaining runs are aborted, sayin
 from __future__ import annotations
 
 import atexit
+import getpass
 import threading
 from pathlib import Path
 
@@ -21,6 +22,7 @@ class EmbeddedService(RunService):
     def __init__(self, settings: Settings) -> None:
         store = RunStore(connect(sqlite_url(settings.local.home / "runplane.db")))
         super().__init__(settings, store, LocalRuntime(settings))
+        self.default_owner = getpass.getuser()
 
 
 _services: dict[Path, EmbeddedService] = {}

@@ -51,6 +51,7 @@ def record_of(run: Run) -> RunRecord:
         state_since=run.state_since,
         started_at=run.started_at,
         ended_at=run.ended_at,
+        owner=run.owner,
         function=run.function,
         transitions=[
             TransitionRecord(RunState(t.state), t.reason, t.message, t.at) for t in run.transitions
@@ -84,6 +85,9 @@ class RunStore:
         requests: dict[str, Any],
         limits: dict[str, Any],
         executor: tuple[int, float] | None,
+        owner: str = "",
+        source_dir: str = "",
+        requeue: bool = False,
     ) -> RunRecord:
         """Record a new run; returns its record (built here, not read back)."""
         now = time.time()
@@ -114,6 +118,9 @@ class RunStore:
                         executor_pid=executor[0] if executor else None,
                         executor_started=executor[1] if executor else None,
                         abort_requested=False,
+                        owner=owner,
+                        source_dir=source_dir,
+                        requeue=requeue,
                         transitions=[
                             Transition(state=RunState.CREATED.value, reason="", message="", at=now)
                         ],
@@ -156,7 +163,9 @@ class RunStore:
         """Full uids pass through; a unique prefix of at least 6 characters is accepted too."""
         if len(uid) == 32 or len(uid) < 6:
             return uid
-        matches = session.scalars(select(Run.uid).where(Run.uid.startswith(uid)).limit(2)).all()
+        matches = session.scalars(
+            select(Run.uid).where(Run.uid.startswith(uid, autoescape=True)).limit(2)
+        ).all()
         if len(matches) == 1:
             return str(matches[0])
         if len(matches) > 1:
@@ -164,7 +173,11 @@ class RunStore:
         return uid
 
     def list_runs(
-        self, project: str | None = None, states: Iterable[str] = (), limit: int = 50
+        self,
+        project: str | None = None,
+        states: Iterable[str] = (),
+        limit: int = 50,
+        owner: str | None = None,
     ) -> list[RunRecord]:
         query = (
             select(Run)
@@ -178,6 +191,8 @@ class RunStore:
         )
         if project:
             query = query.where(Run.project == project)
+        if owner is not None:
+            query = query.where(Run.owner == owner)
         if states:
             wanted = [RunState.named("state", state).value for state in states]
             query = query.where(Run.state.in_(wanted))
@@ -287,28 +302,90 @@ class RunStore:
             run = self._load(session, uid)
             return run.executor_pid, run.executor_started
 
-    def mark_lost(self, alive: Callable[[int, float], bool]) -> list[str]:
-        """Finish runs whose executor process is gone: state ``error``, reason ``executor lost``."""
-        lost = []
+    def mark_lost(
+        self,
+        alive: Callable[[int, float], bool],
+        runtime: str = "",
+        adopt: tuple[int, float] | None = None,
+    ) -> tuple[list[str], list[str]]:
+        """Settle runs whose executor process is gone; returns (lost, adopted).
+
+        With ``adopt`` (a service starting on the same runtime), runs a service queued that
+        never started, because the service stopped (then they have no executor) or died,
+        become ``adopt``'s to launch again. Every other run of a dead executor ends ``error``,
+        reason ``executor lost``, saying whether it had started.
+        """
+        lost, adopted = [], []
         now = time.time()
         with self._sessions.begin() as session:
             runs = session.scalars(
-                select(Run).where(Run.state.not_in(TERMINAL_STATES), Run.executor_pid.is_not(None))
+                select(Run).where(
+                    Run.state.not_in(TERMINAL_STATES),
+                    Run.executor_pid.is_not(None) | Run.requeue,
+                )
             )
             for run in runs:
-                if alive(run.executor_pid or 0, run.executor_started or 0.0):
+                if run.executor_pid is not None and alive(
+                    run.executor_pid, run.executor_started or 0.0
+                ):
                     continue
-                message = f"the process that executed this run (pid {run.executor_pid}) is gone"
-                run.transitions.append(
-                    Transition(
-                        state=RunState.ERROR.value, reason="executor lost", message=message, at=now
-                    )
+                if run.requeue and run.started_at is None:
+                    # A service's queued run waits for that service, not for whoever looks.
+                    if adopt is not None and run.runtime == runtime:
+                        run.executor_pid, run.executor_started = adopt
+                        adopted.append(run.uid)
+                    continue
+                started = run.started_at is not None
+                message = (
+                    f"the process that {'executed' if started else 'queued'} this run "
+                    f"(pid {run.executor_pid}) is gone{'' if started else '; it never started'}"
                 )
-                run.state, run.reason = RunState.ERROR.value, "executor lost"
-                run.status_text = message
-                run.state_since = run.updated_at = run.ended_at = now
-                for attempt in run.attempts:
-                    if attempt.ended_at is None:
-                        attempt.ended_at, attempt.reason = now, "executor lost"
+                self._end(run, RunState.ERROR, "executor lost", message, now)
                 lost.append(run.uid)
-        return lost
+        return lost, adopted
+
+    def settle_queued(self, executor_pid: int) -> tuple[list[str], list[str]]:
+        """Runs of this executor that never started, as it stops; returns (requeued, aborted).
+
+        Runs a service queued wait for its next start, with no executor, saying so; the others
+        (queued by a command or a program that is ending) end ``aborted``, saying why.
+        """
+        now = time.time()
+        requeued, aborted = [], []
+        with self._sessions.begin() as session:
+            runs = session.scalars(
+                select(Run).where(
+                    Run.executor_pid == executor_pid,
+                    Run.started_at.is_(None),
+                    Run.state.not_in(TERMINAL_STATES),
+                )
+            ).all()
+            for run in runs:
+                if run.requeue:
+                    run.executor_pid = run.executor_started = None
+                    run.reason, run.updated_at = "Requeued", now
+                    run.status_text = (
+                        "the service stopped before the run started; it starts when the "
+                        "service starts again"
+                    )
+                    requeued.append(run.uid)
+                else:
+                    message = "the runplane process that queued the run exited before it started"
+                    self._end(run, RunState.ABORTED, "Aborted", message, now)
+                    aborted.append(run.uid)
+        return requeued, aborted
+
+    def source_dir(self, uid: str) -> str:
+        with self._sessions() as session:
+            return str(session.scalar(select(Run.source_dir).where(Run.uid == uid)) or "")
+
+    @staticmethod
+    def _end(run: Run, state: RunState, reason: str, message: str, now: float) -> None:
+        run.transitions.append(
+            Transition(state=state.value, reason=reason, message=message, at=now)
+        )
+        run.state, run.reason, run.status_text = state.value, reason, message
+        run.state_since = run.updated_at = run.ended_at = now
+        for attempt in run.attempts:
+            if attempt.ended_at is None:
+                attempt.ended_at, attempt.reason = now, reason

@@ -150,12 +150,23 @@ class ScheduleStore:
             session.add(row)
         return _record(row)
 
-    def list_schedules(self, project: str | None = None) -> list[ScheduleRecord]:
+    def list_schedules(
+        self, project: str | None = None, owner: str | None = None
+    ) -> list[ScheduleRecord]:
         query = select(Schedule).order_by(Schedule.created_at)
         if project:
             query = query.where(Schedule.project == project)
+        if owner is not None:
+            query = query.where(Schedule.created_by == owner)
         with self._sessions() as session:
             return [_record(row) for row in session.scalars(query)]
+
+    def get(self, schedule_id: str) -> ScheduleRecord:
+        with self._sessions() as session:
+            row = session.get(Schedule, schedule_id)
+            if row is None:
+                raise NotFoundError(f"schedule {schedule_id!r} does not exist")
+            return _record(row)
 
     def delete(self, schedule_id: str) -> None:
         with self._sessions.begin() as session:

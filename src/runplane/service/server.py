@@ -20,6 +20,7 @@ from runplane.service.defaults import DefaultsStore, apply_overrides, merge
 from runplane.service.records import RunStore
 from runplane.service.schedules import ScheduleRecord, ScheduleStore
 from runplane.spec.function import Function, FunctionKind
+from runplane.spec.loaders import new_function
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class Server:
         self.defaults = DefaultsStore(engine)
         self.base_settings = settings
         effective = apply_overrides(settings, self.defaults.overrides())
-        self.runs = RunService(effective, RunStore(engine), create_runtime(effective))
+        self.runs = RunService(effective, RunStore(engine), create_runtime(effective), service=True)
         self._stop = threading.Event()
         self._scheduler = threading.Thread(
             target=self._fire_schedules, daemon=True, name="runplane-schedules"
@@ -74,9 +75,16 @@ class Server:
         return self.runs.runtime.nodes()
 
     def update_defaults(self, patch: dict[str, Any], user: str) -> Settings:
-        """Merge ``patch`` into the stored overrides; applies to runs submitted from now on."""
+        """Merge ``patch`` into the stored overrides (``None`` removes a key, back to the
+        configured value); applies to runs submitted from now on.
+
+        The result is checked whole before anything is saved: the defaults must make a valid
+        model and render a function that sets nothing of its own, so no stored default can
+        make every later run fail.
+        """
         overrides = merge(self.defaults.overrides(), patch)
-        updated = apply_overrides(self.base_settings, overrides)  # validates before saving
+        updated = apply_overrides(self.base_settings, overrides)
+        render(new_function("defaults-check"), updated)
         self.defaults.save(overrides, user)
         self.runs.settings = updated
         return updated
@@ -90,6 +98,7 @@ class Server:
                 state_thresholds=schedule.state_thresholds,
                 role=schedule.role or None,
                 uid=uid,
+                owner=schedule.created_by,
             )
         except RunExistsError:
             return False
@@ -103,6 +112,10 @@ class Server:
             except Exception:  # a bad schedule must not stop the others
                 log.exception("firing schedules failed")
 
-    def close(self) -> None:
+    def close(self, grace: float = 0.0) -> None:
+        """Stop firing schedules and close the run service (see :meth:`RunService.close`);
+        closing again does nothing."""
+        if self._stop.is_set():
+            return
         self._stop.set()
-        self.runs.close()
+        self.runs.close(grace)

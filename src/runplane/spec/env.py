@@ -12,7 +12,9 @@ from typing import Any
 from runplane import names
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.spec.base import to_kubernetes_json
+from runplane.spec.bounds import MAX_ENV_ITEMS, MAX_ENV_VALUE_BYTES, check_count, check_text
 from runplane.spec.labels import check_dns_subdomain, check_env_name
+from runplane.spec.volumes import check_key
 
 EnvVar = dict[str, Any]
 
@@ -22,7 +24,7 @@ def plain_value(field: str, value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str | int | float):
-        return str(value)
+        return check_text(field, str(value), MAX_ENV_VALUE_BYTES, "'MY_VAL'")
     raise InvalidValueError(field, value, "a value is a string, number or boolean", "'MY_VAL'")
 
 
@@ -48,8 +50,7 @@ def value_var(name: object, value: object) -> EnvVar:
 def secret_var(name: object, secret: object, secret_key: object) -> EnvVar:
     _check_name("env name", name)
     check_dns_subdomain("secret", secret, "'db-credentials'")
-    if not isinstance(secret_key, str) or not secret_key:
-        raise InvalidValueError("secret_key", secret_key, "the key inside the secret", "'password'")
+    check_key("secret_key", secret_key)
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": secret_key}}}
 
 
@@ -80,6 +81,10 @@ def check_value_from(field: str, source: Any) -> dict[str, Any]:
             "(fieldPath) or resourceFieldRef (resource)",
             "{'secretKeyRef': {'name': 'creds', 'key': 'token'}}",
         )
+    kind, ref = next(iter(source.items()))
+    if kind in ("secretKeyRef", "configMapKeyRef"):
+        check_dns_subdomain(f"{field}.{kind}.name", ref["name"], "'creds'")
+        check_key(f"{field}.{kind}.key", ref["key"])
     return dict(source)
 
 
@@ -104,6 +109,7 @@ def check_env_list(field: str, env: Any) -> list[EnvVar]:
         raise InvalidValueError(
             field, env, "env is a list of {name, value}", "[{'name': 'A', 'value': '1'}]"
         )
+    check_count(field, env, MAX_ENV_ITEMS)
     seen: set[str] = set()
     for index, item in enumerate(env):
         if (
@@ -128,10 +134,8 @@ def check_env_list(field: str, env: Any) -> list[EnvVar]:
         seen.add(item["name"])
         if "valueFrom" in item:
             check_value_from(f"{field}[{index}].valueFrom", item["valueFrom"])
-        elif not isinstance(item.get("value", ""), str):
-            raise InvalidValueError(
-                f"{field}[{index}].value", item.get("value"), "values are strings", "'1'"
-            )
+        else:
+            check_text(f"{field}[{index}].value", item.get("value", ""), MAX_ENV_VALUE_BYTES, "'1'")
     return env
 
 

@@ -8,6 +8,8 @@ applied at render time and never written back, which is what keeps modes from be
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -19,6 +21,7 @@ from runplane import hooks, names
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.spec import env as environment
 from runplane.spec.base import SpecModel, translate
+from runplane.spec.bounds import MAX_SOURCE_BYTES, MAX_TEXT_BYTES, check_count, check_text
 from runplane.spec.labels import check_dns_label, check_label_key, check_labels
 from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import (
@@ -37,7 +40,14 @@ from runplane.spec.scheduling import (
     check_tolerations,
 )
 from runplane.spec.thresholds import ThresholdValue, check_thresholds
-from runplane.spec.volumes import Mount, Volume, add_volume
+from runplane.spec.volumes import (
+    Mount,
+    Volume,
+    add_volume,
+    check_relative_path,
+    check_volume_mounts,
+    check_volumes,
+)
 
 
 class FunctionKind(StrEnum):
@@ -90,8 +100,37 @@ class BuildSpec(SpecModel):
 
     field_path = "spec.build"
 
+    #: The code, base64-encoded UTF-8 text.
     source: str = ""
+    #: Its file name, relative: the name the handler's module is loaded under.
     filename: str = ""
+
+    @pydantic.field_validator("source", mode="before")
+    @classmethod
+    def _source(cls, value: Any) -> Any:
+        if value == "":
+            return value
+        example = "code_to_function(..., filename='train.py') embeds it"
+        if not isinstance(value, str) or len(value) > 2 * MAX_SOURCE_BYTES:
+            raise InvalidValueError(
+                "spec.build.source", value, "base64 of the code's UTF-8 text", example
+            )
+        try:
+            code = base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            raise InvalidValueError(
+                "spec.build.source", value, "base64 of the code's UTF-8 text", example
+            ) from None
+        check_text("spec.build.source (decoded)", code, MAX_SOURCE_BYTES, example)
+        return value
+
+    @pydantic.field_validator("filename", mode="before")
+    @classmethod
+    def _filename(cls, value: Any) -> Any:
+        if value == "":
+            return value
+        check_relative_path("spec.build.filename", value, "'train.py'")
+        return value
 
 
 class HttpSpec(SpecModel):
@@ -132,6 +171,31 @@ class FunctionSpec(SpecModel):
     retries: int = pydantic.Field(default=0, ge=0)
     #: Pod annotations (for sidecars, admission webhooks, cluster tooling).
     annotations: dict[str, str] = pydantic.Field(default_factory=dict)
+
+    @pydantic.field_validator("description", "image", "command", "handler", mode="before")
+    @classmethod
+    def _texts(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        return check_text(f"spec.{info.field_name}", value, MAX_TEXT_BYTES, "'train'")
+
+    @pydantic.field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise InvalidValueError("spec.args", value, "a list of strings", "['--epochs', '3']")
+        check_count("spec.args", value)
+        for index, arg in enumerate(value):
+            check_text(f"spec.args[{index}]", arg, MAX_TEXT_BYTES, "'--epochs'")
+        return value
+
+    @pydantic.field_validator("volumes", mode="before")
+    @classmethod
+    def _volumes(cls, value: Any) -> Any:
+        return check_volumes("spec.volumes", value)
+
+    @pydantic.field_validator("volume_mounts", mode="before")
+    @classmethod
+    def _volume_mounts(cls, value: Any) -> Any:
+        return check_volume_mounts("spec.volume_mounts", value)
 
     @pydantic.field_validator("annotations", mode="before")
     @classmethod

@@ -39,7 +39,10 @@ def _annotation(node: ast.expr | None) -> str | None:
     if node is None:
         return None
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        node = ast.parse(node.value, mode="eval").body
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError):
+            return None  # a string annotation that is no expression converts nothing
     if isinstance(node, ast.Subscript):
         node = node.value
     if isinstance(node, ast.Name) and node.id in _CONVERTIBLE:
@@ -58,6 +61,10 @@ def defined_functions(
             "filename",
             filename,
             f"the file must be valid Python ({error.msg} at line {error.lineno})",
+        ) from None
+    except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes; nesting too deep
+        raise InvalidValueError(
+            "filename", filename, f"the file must be valid Python ({type(error).__name__})"
         ) from None
     return {
         node.name: node
@@ -116,7 +123,7 @@ def _convert(field: str, value: Any, annotation: str | None) -> Any:
         if not isinstance(parsed, list if annotation == "list" else dict):
             raise ValueError(value)
         return parsed
-    except ValueError:
+    except (ValueError, RecursionError):
         examples = {
             "int": "3",
             "float": "0.1",

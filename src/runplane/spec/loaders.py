@@ -87,6 +87,22 @@ def code_to_function(
     return function
 
 
+def embed_command(function: Function) -> Function:
+    """``function`` with the code of its ``spec.command`` file embedded, when that file is on
+    this machine and nothing is embedded yet (the caller's side of a run: ``fn.run()`` and
+    ``runplane run``); otherwise ``function`` itself."""
+    command = function.spec.command
+    if function.spec.build.source or not command or not Path(command).is_file():
+        return function
+    path = Path(command)
+    embedded = function.model_copy(deep=True)
+    embedded.spec.build = BuildSpec(
+        source=base64.b64encode(path.read_text(encoding="utf-8").encode()).decode(),
+        filename=path.name,
+    )
+    return embedded
+
+
 def import_function(url: str) -> Function:
     """A function from an exported YAML (or JSON) file."""
     import yaml

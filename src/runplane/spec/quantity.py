@@ -69,14 +69,19 @@ def _allowed(kind: str) -> str:
     )
 
 
-def parse_quantity(field: str, value: object, kind: str = "cpu") -> Fraction:
-    """Parse ``value`` as a Kubernetes quantity, raising a user error that names ``field``."""
+def parse_quantity(
+    field: str, value: object, kind: str = "cpu", example: str | None = None
+) -> Fraction:
+    """Parse ``value`` as a Kubernetes quantity, raising a user error that names ``field``
+    (with ``example``, or the SDK's examples for ``kind``)."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         parsed = None
     else:
         parsed = _parse(value)
     if parsed is None:
-        raise InvalidValueError(field, value, _allowed(kind), _EXAMPLES.get(kind, "'1', '1Gi'"))
+        raise InvalidValueError(
+            field, value, _allowed(kind), example or _EXAMPLES.get(kind, "'1', '1Gi'")
+        )
     return parsed
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from runplane.errors import InvalidValueError
 from runplane.spec.base import to_kubernetes_json
+from runplane.spec.bounds import MAX_TEXT_BYTES, check_json
 from runplane.spec.labels import check_dns_subdomain, check_label_key, check_labels
 
 
@@ -97,7 +98,12 @@ def _check_node_selector_terms(field: str, terms: Any) -> None:
                 _AFFINITY_EXAMPLE,
             )
         for part in ("matchExpressions", "matchFields"):
-            for position, requirement in enumerate(term.get(part, [])):
+            requirements = term.get(part, [])
+            if not isinstance(requirements, list):
+                raise InvalidValueError(
+                    f"{term_field}.{part}", requirements, f"{part} is a list", _AFFINITY_EXAMPLE
+                )
+            for position, requirement in enumerate(requirements):
                 if part == "matchFields":
                     if (
                         not isinstance(requirement, dict)
@@ -127,20 +133,42 @@ def check_affinity(field: str, affinity: Any) -> dict[str, Any] | None:
             "(camelCase, as in Kubernetes)",
             _AFFINITY_EXAMPLE,
         )
+    check_json(field, affinity, MAX_TEXT_BYTES, _AFFINITY_EXAMPLE)
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if not isinstance(affinity.get(kind, {}), dict):
+            raise InvalidValueError(f"{field}.{kind}", affinity[kind], f"{kind} is a mapping")
     node_affinity = affinity.get("nodeAffinity", {})
+    node_keys = {
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "preferredDuringSchedulingIgnoredDuringExecution",
+    }
+    if not isinstance(node_affinity, dict) or set(node_affinity) - node_keys:
+        raise InvalidValueError(
+            f"{field}.nodeAffinity",
+            node_affinity,
+            "nodeAffinity has requiredDuringSchedulingIgnoredDuringExecution and/or "
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            _AFFINITY_EXAMPLE,
+        )
     required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
     if required is not None:
         _check_node_selector_terms(
             f"{field}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
             required.get("nodeSelectorTerms") if isinstance(required, dict) else required,
         )
-    for index, preferred in enumerate(
-        node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution", [])
-    ):
-        _check_node_selector_terms(
-            f"{field}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{index}]",
-            [preferred.get("preference", {})] if isinstance(preferred, dict) else preferred,
-        )
+    preferences = node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution", [])
+    where = f"{field}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    if not isinstance(preferences, list):
+        raise InvalidValueError(where, preferences, "a list of {weight, preference}")
+    for index, preferred in enumerate(preferences):
+        if not isinstance(preferred, dict) or not isinstance(preferred.get("preference"), dict):
+            raise InvalidValueError(
+                f"{where}[{index}]",
+                preferred,
+                "a preferred term has a weight (1-100) and a preference",
+                "{'weight': 1, 'preference': {'matchExpressions': [...]}}",
+            )
+        _check_node_selector_terms(f"{where}[{index}]", [preferred["preference"]])
     return affinity
 
 

@@ -7,10 +7,12 @@ Volumes and mounts are stored in the Kubernetes shape. Re-applying the same moun
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runplane.errors import ConflictError, InvalidValueError
+from runplane.spec.bounds import MAX_ITEMS, MAX_PATH_LENGTH
 from runplane.spec.labels import check_dns_label, check_dns_subdomain
 
 if TYPE_CHECKING:
@@ -36,9 +38,131 @@ class VolumeMount(NamedTuple):
 
 
 def check_mount_path(field: str, path: object) -> str:
-    if not isinstance(path, str) or not path.startswith("/") or ":" in path:
-        raise InvalidValueError(field, path, "a mount path is absolute and has no ':'", "'/data'")
+    """An absolute path inside the container, with no ``..`` element (Kubernetes' own rule)."""
+    if (
+        not isinstance(path, str)
+        or not path.startswith("/")
+        or ":" in path
+        or ".." in path.split("/")
+        or "\x00" in path
+        or len(path) > MAX_PATH_LENGTH
+    ):
+        raise InvalidValueError(
+            field, path, "a mount path is absolute, with no ':' and no '..' element", "'/data'"
+        )
     return path.rstrip("/") or "/"
+
+
+def check_relative_path(field: str, path: object, example: str = "'train'") -> str:
+    """A path inside a volume or a directory: relative, and never leaving it (no ``..``)."""
+    if (
+        not isinstance(path, str)
+        or path.startswith("/")
+        or ".." in path.split("/")
+        or "\x00" in path
+        or len(path) > MAX_PATH_LENGTH
+    ):
+        raise InvalidValueError(
+            field, path, "a relative path with no '..' element (it stays inside)", example
+        )
+    return path
+
+
+#: The volume sources runplane mounts, with the name each one refers to, and the fields that
+#: may accompany it.
+_SOURCES: dict[str, tuple[str, frozenset[str]]] = {
+    "persistentVolumeClaim": ("claimName", frozenset({"readOnly"})),
+    "configMap": ("name", frozenset({"items", "defaultMode", "optional"})),
+    "secret": ("secretName", frozenset({"items", "defaultMode", "optional"})),
+    "flexVolume": ("driver", frozenset({"secretRef", "options", "readOnly", "fsType"})),
+    "emptyDir": ("", frozenset({"medium", "sizeLimit"})),
+}
+
+
+def check_volumes(field: str, volumes: object) -> list[Volume]:
+    """Volumes in Kubernetes shape, of the kinds runplane mounts, naming nothing outside."""
+    if not isinstance(volumes, list) or len(volumes) > MAX_ITEMS:
+        raise InvalidValueError(
+            field,
+            volumes,
+            f"volumes are a list (at most {MAX_ITEMS}) of {{name, <source>}}",
+            "[{'name': 'data', 'persistentVolumeClaim': {'claimName': 'data-claim'}}]",
+        )
+    for index, volume in enumerate(volumes):
+        where = f"{field}[{index}]"
+        kinds = [key for key in volume if key in _SOURCES] if isinstance(volume, dict) else []
+        if not isinstance(volume, dict) or len(kinds) != 1 or set(volume) != {"name", *kinds}:
+            raise InvalidValueError(
+                where,
+                volume,
+                "a volume has a name and one source: " + ", ".join(_SOURCES),
+                "{'name': 'data', 'persistentVolumeClaim': {'claimName': 'data-claim'}}",
+            )
+        check_dns_label(f"{where}.name", volume["name"], "'data'")
+        kind = kinds[0]
+        source = volume[kind]
+        named, optional = _SOURCES[kind]
+        if not isinstance(source, dict) or set(source) - {named, *optional} - {""}:
+            raise InvalidValueError(
+                f"{where}.{kind}",
+                source,
+                f"{kind} has {', '.join(sorted({named, *optional} - {''}))}",
+                "{'claimName': 'data-claim'}" if kind == "persistentVolumeClaim" else "{}",
+            )
+        if named and kind != "flexVolume":
+            check_dns_subdomain(f"{where}.{kind}.{named}", source.get(named), "'data-claim'")
+        if kind == "flexVolume":
+            secret = (source.get("secretRef") or {}).get("name", "")
+            if secret:
+                check_dns_subdomain(f"{where}.flexVolume.secretRef.name", secret, "'v3io-access'")
+        for item_index, item in enumerate(source.get("items") or []):
+            if not isinstance(item, dict) or not item.get("key"):
+                raise InvalidValueError(
+                    f"{where}.{kind}.items[{item_index}]",
+                    item,
+                    "an item maps a key to a path",
+                    "{'key': 'config.yaml', 'path': 'config.yaml'}",
+                )
+            check_key(f"{where}.{kind}.items[{item_index}].key", item["key"])
+            check_relative_path(f"{where}.{kind}.items[{item_index}].path", item.get("path"))
+    return volumes
+
+
+def check_volume_mounts(field: str, mounts: object) -> list[Mount]:
+    """Mounts in Kubernetes shape: a volume name, an absolute mount path, a relative sub-path."""
+    if not isinstance(mounts, list) or len(mounts) > MAX_ITEMS:
+        raise InvalidValueError(
+            field,
+            mounts,
+            f"mounts are a list (at most {MAX_ITEMS}) of {{name, mountPath}}",
+            "[{'name': 'data', 'mountPath': '/data'}]",
+        )
+    for index, mount in enumerate(mounts):
+        where = f"{field}[{index}]"
+        if not isinstance(mount, dict) or set(mount) - {"name", "mountPath", "subPath", "readOnly"}:
+            raise InvalidValueError(
+                where,
+                mount,
+                "a mount has name, mountPath, and optionally subPath and readOnly",
+                "{'name': 'data', 'mountPath': '/data'}",
+            )
+        check_dns_label(f"{where}.name", mount.get("name"), "'data'")
+        check_mount_path(f"{where}.mountPath", mount.get("mountPath"))
+        if "subPath" in mount:
+            check_relative_path(f"{where}.subPath", mount["subPath"], "'users/alice'")
+    return mounts
+
+
+def check_key(field: str, key: object) -> str:
+    """A ConfigMap or Secret key: what Kubernetes allows, which is also a safe file name."""
+    if not isinstance(key, str) or not _KEY.match(key) or key in (".", ".."):
+        raise InvalidValueError(
+            field, key, "a key is letters, digits, '-', '_' and '.', at most 253", "'token'"
+        )
+    return key
+
+
+_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 
 
 def add_volume(
@@ -105,6 +229,9 @@ def _items(field: str, items: Any) -> list[dict[str, str]] | None:
             "items map keys to file paths",
             "[{'key': 'config.yaml', 'path': 'config.yaml'}]",
         )
+    for index, item in enumerate(items):
+        check_key(f"{field}[{index}].key", item["key"])
+        check_relative_path(f"{field}[{index}].path", item["path"], "'config.yaml'")
     return items
 
 
@@ -171,7 +298,9 @@ def mount_v3io(
         path, sub_path = VolumeMount(*mount)
         item: Mount = {"name": name, "mountPath": check_mount_path(f"volume_mounts[{index}]", path)}
         if sub_path:
-            item["subPath"] = sub_path.strip("/")
+            item["subPath"] = check_relative_path(
+                f"volume_mounts[{index}].sub_path", sub_path.strip("/"), "'users/alice'"
+            )
         mounts.append(item)
 
     def apply(function: Function) -> Function:

@@ -11,6 +11,7 @@ thread (an async service calls them through ``asyncio.to_thread``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,13 @@ from kubernetes.client.exceptions import ApiException
 
 from runplane import names
 from runplane.config import Settings
+from runplane.errors import ConfigError
 from runplane.placement import NodeSummary
 from runplane.runs import Usage
 from runplane.runtimes.contract import LOG_CHUNK, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import cluster, deploy
-from runplane.runtimes.kubernetes.calls import Calls
+from runplane.runtimes.kubernetes.calls import Calls, api_message
 from runplane.runtimes.kubernetes.client import api_client
 from runplane.runtimes.kubernetes.pod_events import pod_to_event
 from runplane.runtimes.kubernetes.rest import MERGE_PATCH, RestApi, pods_path
@@ -68,6 +70,7 @@ class KubernetesRuntime:
         self.instance = instance
         rest = RestApi(api or api_client(kubeconfig, context))
         self._calls = Calls(rest, self.namespace, request_timeout, submit_attempts)
+        ensure_namespace(self._calls)
         self._submitter = Submitter(self._calls, instance)
         self._grace = grace_period_seconds
         self._sync_timeout = sync_timeout
@@ -89,8 +92,9 @@ class KubernetesRuntime:
             parts.append(f"{names.INSTANCE}={self.instance}")
         return ",".join(parts)
 
-    def close(self) -> None:
-        """Stop watching. Pods keep running: they belong to the cluster, not to this process."""
+    def close(self, grace: float = 0.0) -> None:
+        """Stop watching. Pods keep running (``grace`` has nothing to wait for): they belong to
+        the cluster, not to this process."""
         self.watch.stop()
         self._events.close()
 
@@ -218,6 +222,57 @@ class KubernetesRuntime:
             if error.status in (404, 409, 422):  # 409/422: the uid precondition failed
                 return False
             raise self._calls.refused(f"aborting pod {name}", error) from None
+
+
+def ensure_namespace(calls: Calls) -> None:
+    """The runtime's namespace exists, or is created now; when it may not be, the service
+    refuses to start, saying what is missing (a run submitted into a missing namespace could
+    only fail)."""
+    path = f"/api/v1/namespaces/{calls.namespace}"
+    try:
+        calls.retried(
+            f"reading namespace {calls.namespace}",
+            lambda: calls.rest.json("GET", path, timeout=calls.timeout),
+        )
+        return
+    except ApiException as error:
+        if error.status != 404:
+            raise _unusable(calls.namespace, error) from None
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": calls.namespace}}
+    try:
+        calls.retried(
+            f"creating namespace {calls.namespace}",
+            lambda: calls.rest.json("POST", "/api/v1/namespaces", body=body, timeout=calls.timeout),
+        )
+        log.info("created namespace %s", calls.namespace)
+    except ApiException as error:
+        if error.status != 409:  # 409: another service created it meanwhile
+            raise _unusable(calls.namespace, error) from None
+    _await_default_account(calls)
+
+
+def _await_default_account(calls: Calls, timeout: float = 30.0) -> None:
+    """A new namespace takes pods once its ``default`` ServiceAccount exists (the API server
+    refuses them before); wait for it, so the first run does not fail for that."""
+    path = f"/api/v1/namespaces/{calls.namespace}/serviceaccounts/default"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            calls.rest.json("GET", path, timeout=calls.timeout)
+            return
+        except ApiException as error:
+            if error.status != 404 or time.monotonic() > deadline:
+                return  # not ours to read, or slow: the first run says so if it matters
+        time.sleep(0.1)
+
+
+def _unusable(namespace: str, error: ApiException) -> ConfigError:
+    return ConfigError(
+        f"namespace: runplane runs pods in namespace {namespace!r}, which it cannot use: HTTP "
+        f"{error.status}: {api_message(error)}; create it (kubectl create namespace "
+        f"{namespace}) or let runplane's account create namespaces, or set RUNPLANE_NAMESPACE "
+        "to one it may use"
+    )
 
 
 def _finished(pod: Mapping[str, Any]) -> bool:

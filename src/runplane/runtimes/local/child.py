@@ -26,6 +26,7 @@ def _die_with_executor(expected_parent: int) -> None:
 
 
 def main(run_dir: Path) -> int:
+    os.umask(0o077)  # what the run writes (results, artifacts, files) is its owner's only
     spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
     _die_with_executor(spec["executor_pid"])
     if spec.get("cpu_ids") and hasattr(os, "sched_setaffinity"):

@@ -181,12 +181,51 @@ def _environment(
     return values
 
 
-def spawn(run: LocalRun, grant: Grant) -> subprocess.Popen[bytes]:
-    """Start the run's process in its own session, output to ``output.log`` in its directory."""
+#: What a run inherits of the environment of the process that starts it: enough to find
+#: programs and speak the user's language. The rest of that environment (a service's tokens
+#: and database URL, a user's cloud credentials) is not the run's unless its spec grants it.
+INHERITED = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM")
+
+
+def environment(run: LocalRun, grant: Grant, settings: Settings) -> dict[str, str]:
+    """The run's whole environment: the allow-listed inherited variables, a home and temporary
+    directory of its own, the devices it was granted, and what its spec sets."""
+    inherited = (*INHERITED, *settings.local.inherit_env)
+    return {
+        **{name: os.environ[name] for name in inherited if name in os.environ},
+        "HOME": str(run.run_dir / "home"),
+        "TMPDIR": str(run.run_dir / "tmp"),
+        "PYTHONUNBUFFERED": "1",
+        names.ENV_MOUNTS: json.dumps(run.mounts),
+        "CUDA_VISIBLE_DEVICES": ",".join(grant.gpu_ids),
+        "NVIDIA_VISIBLE_DEVICES": ",".join(grant.gpu_ids) or "void",
+        **run.env,
+    }
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def _private_file(path: Path, append: bool = True) -> int:
+    """A descriptor of ``path`` for writing, created readable by its owner only."""
+    mode = os.O_APPEND if append else os.O_TRUNC
+    return os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o600)
+
+
+def spawn(run: LocalRun, grant: Grant, settings: Settings) -> subprocess.Popen[bytes]:
+    """Start the run's process in its own session, output to ``output.log`` in its directory.
+
+    The run's directory and what runplane writes there are its owner's only (0700, 0600),
+    and the run's process starts with umask 077 so that its own files are too.
+    """
     request = run.request
-    run.run_dir.mkdir(parents=True, exist_ok=True)
-    work = run.run_dir / "work"
-    work.mkdir(exist_ok=True)
+    _private_dir(run.run_dir.parent)
+    _private_dir(run.run_dir)
+    work = _private_dir(run.run_dir / "work")
+    _private_dir(run.run_dir / "home")
+    _private_dir(run.run_dir / "tmp")
     spec = {
         "invocation": request.invocation.to_json(),
         "mounts": run.mounts,
@@ -194,27 +233,23 @@ def spawn(run: LocalRun, grant: Grant) -> subprocess.Popen[bytes]:
         "cpu_ids": list(grant.cpu_ids) if run.cores else [],
         "executor_pid": os.getpid(),
     }
-    (run.run_dir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+    with os.fdopen(_private_file(run.run_dir / "spec.json", append=False), "w") as file:
+        file.write(json.dumps(spec))
     for mount_path, local in run.mounts.items():
         link = work / mount_path.lstrip("/")
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists():
             link.symlink_to(local)
-    env = {
-        **os.environ,
-        **run.env,
-        names.ENV_MOUNTS: json.dumps(run.mounts),
-        "CUDA_VISIBLE_DEVICES": ",".join(grant.gpu_ids),
-        "NVIDIA_VISIBLE_DEVICES": ",".join(grant.gpu_ids) or "void",
-        "PYTHONUNBUFFERED": "1",
-    }
-    with (run.run_dir / "output.log").open("ab") as log:
+    log = _private_file(run.run_dir / "output.log")
+    try:
         return subprocess.Popen(
             [sys.executable, "-m", "runplane.runtimes.local.child", str(run.run_dir)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=env,
+            env=environment(run, grant, settings),
             cwd=work,
             start_new_session=True,
         )
+    finally:
+        os.close(log)

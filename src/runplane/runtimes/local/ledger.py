@@ -64,8 +64,10 @@ class Grant:
 
 
 def _process_started(pid: int) -> float | None:
+    """When ``pid`` started; ``None`` if it is gone (a zombie is gone: it runs nothing)."""
     try:
-        return psutil.Process(pid).create_time()
+        process = psutil.Process(pid)
+        return None if process.status() == psutil.STATUS_ZOMBIE else process.create_time()
     except psutil.Error:
         return None
 
@@ -79,7 +81,9 @@ class Ledger:
     def __init__(
         self, path: Path, node: Node, cpu_ids: Iterable[int], gpu_ids: Iterable[str]
     ) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not path.exists():
+            path.touch(mode=0o600)
         self._connection = sqlite3.connect(
             path, timeout=30, isolation_level=None, check_same_thread=False
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -97,9 +98,7 @@ class LocalRuntime:
         )
         self._events = EventChannel()
         self._processes = ProcessTable(max_age=settings.local.poll_interval)
-        self._supervisor = Supervisor(
-            self._processes, settings.local.poll_interval, self.node.name, self._emit
-        )
+        self._supervisor = Supervisor(self._processes, settings, self.node.name, self._emit)
         self._lock = threading.Lock()
         self._waiting: dict[str, LocalRun] = {}
         self._running: dict[str, LocalRun] = {}
@@ -212,16 +211,28 @@ class LocalRuntime:
             self._emit(uid, RunState.ABORTING, reason, message)
         return True
 
-    def close(self) -> None:
-        """Abort what is still here (its runs die with this process) and stop reporting."""
-        with self._lock:
-            held = [*self._waiting.values(), *self._running.values()]
-        for run in held:
-            self.abort(run.uid, "Aborted", "the runplane process that owned the run exited")
-        for run in held:
-            run.done.wait(timeout=10)
+    def close(self, grace: float = 0.0) -> None:
+        """Start nothing more; give running runs ``grace`` seconds, then abort them (they die
+        with this process), and let queued runs go unreported: the caller settles them."""
         self._closed = True
         self._wake.set()
+        with self._lock:
+            waiting = list(self._waiting.values())
+            self._waiting.clear()
+        for run in waiting:
+            self._ledger.release(run.uid)
+        deadline = time.monotonic() + grace
+        with self._lock:
+            running = list(self._running.values())
+        for run in running:
+            run.done.wait(max(deadline - time.monotonic(), 0.0))
+        message = "the runplane process that owned the run exited" + (
+            f" (after waiting {grace:g} s for it to finish)" if grace else ""
+        )
+        for run in running:
+            self.abort(run.uid, "Aborted", message)
+        for run in running:
+            run.done.wait(timeout=10)
         self._events.close()
 
     # -- observing ------------------------------------------------------------------------

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import psutil
 
+from runplane import names
+from runplane.config import Settings
 from runplane.runs import RunState, Usage
 from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
@@ -83,21 +85,42 @@ class ProcessTable:
             total += times.user + times.system + times.children_user + times.children_system
         return total
 
-    def kill(self, root: int) -> None:
-        members = self.tree(root)
+    def kill(self, root: int, uid: str, since: int) -> int:
+        """Kill every process of the run ``uid`` whose first process is ``root``, started at
+        ``since`` (clock ticks after boot, as ``/proc`` counts); returns how many.
+
+        That is its process tree, its process group and session (the run leads both), and
+        processes started since the run began whose environment carries the run's uid: a
+        ``setsid`` daemon, double-forked or not. Without a cgroup (see docs/local.md) a
+        process that also cleared its environment escapes; nothing else does.
+        """
+        doomed = set(self.tree(root))
         with contextlib.suppress(OSError):
-            os.killpg(root, signal.SIGKILL)  # the run is a session leader: its group goes at once
-        for member in members:
+            os.killpg(root, signal.SIGKILL)  # its group goes at once
+        marker = f"{names.ENV_RUN_UID}={uid}".encode()
+        for pid in _pids():
+            if pid in doomed:
+                continue
+            stat = _session_and_start(pid)
+            if stat is None:
+                continue
+            session, started = stat
+            if session == root or (started >= since and _carries(pid, marker)):
+                doomed.add(pid)
+        doomed.discard(os.getpid())
+        for pid in doomed:
             with contextlib.suppress(OSError):
-                os.kill(member, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+        return len(doomed)
 
 
 class Supervisor:
     """Runs granted runs to their end on this machine, one thread per run (see :meth:`run`)."""
 
-    def __init__(self, processes: ProcessTable, interval: float, node: str, report: Report):
+    def __init__(self, processes: ProcessTable, settings: Settings, node: str, report: Report):
         self.processes = processes
-        self.interval = interval
+        self.settings = settings
+        self.interval = settings.local.poll_interval
         self.node = node
         self.report = report
 
@@ -106,7 +129,8 @@ class Supervisor:
         if run.abort is not None:  # aborted between the grant and the start
             self._aborted(run, Usage())
             return
-        process = run.process = spawn(run, grant)
+        process = run.process = spawn(run, grant, self.settings)
+        since = started_at(process.pid)
         self.report(
             run.uid,
             RunState.RUNNING,
@@ -125,16 +149,18 @@ class Supervisor:
             rss = self.processes.rss(process.pid)
             run.peak_memory = max(run.peak_memory, rss)
             if run.memory_limit is not None and rss > run.memory_limit:
-                self.processes.kill(process.pid)
+                self.processes.kill(process.pid, run.uid, since)
                 reason = "OOMKilled"
                 message = (
                     f"memory use {_mebibytes(rss)} exceeded the limit "
                     f"{_mebibytes(run.memory_limit)}; the run was killed"
                 )
             elif run.abort is not None and not reason:
-                self.processes.kill(process.pid)
+                self.processes.kill(process.pid, run.uid, since)
                 reason = "Aborted"
             time.sleep(self.interval)
+        # Whatever the run left behind ends with it, as a pod's processes end with the pod.
+        self.processes.kill(process.pid, run.uid, since)
         usage = Usage(run.peak_memory, cpu_seconds)
         if reason == "Aborted":
             self._aborted(run, usage)
@@ -175,6 +201,37 @@ class Supervisor:
             results=results,
             artifacts=artifacts,
         )
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:  # no /proc: only the tree and the group can be found
+        return []
+
+
+def _session_and_start(pid: int) -> tuple[int, int] | None:
+    """A process's session id and start time (clock ticks after boot), from ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[3]), int(fields[19])  # session, starttime (fields 6 and 22 of stat)
+
+
+def _carries(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return marker in environ.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def started_at(pid: int) -> int:
+    """When ``pid`` started, in ``/proc``'s clock ticks after boot (0 if unknown)."""
+    stat = _session_and_start(pid)
+    return stat[1] if stat else 0
 
 
 def _exit_code(returncode: int) -> int:

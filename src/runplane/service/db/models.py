@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import false as sa_false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -40,6 +41,13 @@ class Run(Base):
     executor_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     executor_started: Mapped[float | None] = mapped_column(Float, nullable=True)
     abort_requested: Mapped[bool] = mapped_column(default=False)
+    #: Who submitted the run: a service user, or the local user of the embedded default.
+    owner: Mapped[str] = mapped_column(String(253), default="", server_default="")
+    #: The caller's directory, importable by the handler (what a relaunch needs of the call).
+    source_dir: Mapped[str] = mapped_column(Text, default="", server_default="")
+    #: A service queued it: if that service stops before the run starts, the next start of
+    #: the service launches it (a command's queued runs end with the command instead).
+    requeue: Mapped[bool] = mapped_column(default=False, server_default=sa_false())
 
     transitions: Mapped[list[Transition]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="Transition.id"
@@ -51,7 +59,10 @@ class Run(Base):
         back_populates="run", cascade="all, delete-orphan", order_by="Artifact.id"
     )
 
-    __table_args__ = (Index("ix_runs_project_created", "project", "created_at"),)
+    __table_args__ = (
+        Index("ix_runs_project_created", "project", "created_at"),
+        Index("ix_runs_owner_created", "owner", "created_at"),
+    )
 
 
 class Transition(Base):

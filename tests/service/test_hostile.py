@@ -1,0 +1,293 @@
+"""A hostile client against a real ``runplane serve``: every input answers 4xx (never 5xx,
+never a hang), and afterwards the service still answers and stays small."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from testbed import serve
+
+TOKEN = "hostile-suite-token-0123456789"
+HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+CODE = "def handler(context, x: int = 1):\n    return {'x': x}\n"
+
+
+def function(**spec: Any) -> dict[str, Any]:
+    source = base64.b64encode(CODE.encode()).decode()
+    return {
+        "kind": "job",
+        "metadata": {"name": "victim"},
+        "spec": {"handler": "handler", "build": {"source": source, "filename": "job.py"}, **spec},
+    }
+
+
+def nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    home = tmp_path_factory.mktemp("hostile")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
+    env |= {
+        "RUNPLANE_CONFIG": os.devnull,
+        "RUNPLANE_LOCAL__HOME": str(home / "home"),
+        "RUNPLANE_LOCAL__CPU": "2",
+        "RUNPLANE_SERVICE__TOKENS": json.dumps([{"token": TOKEN, "user": "mallory"}]),
+        "RUNPLANE_SERVICE__MAX_REQUEST_BYTES": str(1 << 20),
+    }
+    process, url = serve.start_service(env, home / "service.log")
+    with httpx.Client(base_url=f"{url}/api/v1", timeout=30) as client:
+        yield process, client
+    process.terminate()
+    process.wait(timeout=30)
+
+
+QUANTITIES = [
+    "1e10000003",
+    "1e400",
+    "1E999999999",
+    "99999999999999999999Ei",
+    "nan",
+    "inf",
+    "-1",
+    "1.5.5",
+    "0x10",
+    " 1",
+    "1" * 70,
+]
+PATH_TRICKS = [
+    (
+        "build.filename",
+        {
+            "build": {
+                "source": base64.b64encode(CODE.encode()).decode(),
+                "filename": "../../../etc/cron.d/x.py",
+            }
+        },
+    ),
+    (
+        "mountPath",
+        {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}],
+            "volume_mounts": [{"name": "d", "mountPath": "/data/../../etc"}],
+        },
+    ),
+    (
+        "subPath",
+        {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}],
+            "volume_mounts": [{"name": "d", "mountPath": "/data", "subPath": "../../etc"}],
+        },
+    ),
+    (
+        "subPath",
+        {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "c"}}],
+            "volume_mounts": [{"name": "d", "mountPath": "/data", "subPath": "/etc"}],
+        },
+    ),
+    (
+        "secretName",
+        {
+            "volumes": [{"name": "s", "secret": {"secretName": "../../etc"}}],
+            "volume_mounts": [{"name": "s", "mountPath": "/s"}],
+        },
+    ),
+    (
+        "claimName",
+        {
+            "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "a/b"}}],
+            "volume_mounts": [{"name": "d", "mountPath": "/d"}],
+        },
+    ),
+    (
+        "hostPath",
+        {
+            "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+            "volume_mounts": [{"name": "h", "mountPath": "/host"}],
+        },
+    ),
+    (
+        "items",
+        {
+            "volumes": [
+                {
+                    "name": "c",
+                    "configMap": {"name": "cfg", "items": [{"key": "a", "path": "../../x"}]},
+                }
+            ],
+            "volume_mounts": [{"name": "c", "mountPath": "/c"}],
+        },
+    ),
+    (
+        "secretKeyRef",
+        {
+            "env": [
+                {
+                    "name": "T",
+                    "valueFrom": {"secretKeyRef": {"name": "creds", "key": "../../../etc/shadow"}},
+                }
+            ]
+        },
+    ),
+    (
+        "secretKeyRef",
+        {
+            "env": [
+                {"name": "T", "valueFrom": {"secretKeyRef": {"name": "../creds", "key": "token"}}}
+            ]
+        },
+    ),
+]
+MALFORMED = [
+    ("spec.build.source", {"build": {"source": "not base64!!", "filename": "a.py"}}),
+    (
+        "spec.build.source",
+        {"build": {"source": base64.b64encode(b"\xff\xfe").decode(), "filename": "a.py"}},
+    ),
+    (
+        "filename",
+        {"build": {"source": base64.b64encode(b"def handler(:\n").decode(), "filename": "a.py"}},
+    ),
+    (
+        "filename",
+        {
+            "build": {
+                "source": base64.b64encode(b"x = " + b"(" * 500 + b")" * 500).decode(),
+                "filename": "a.py",
+            }
+        },
+    ),
+    ("spec.affinity", {"affinity": {"nodeAffinity": "everywhere"}}),
+    ("spec.affinity", {"affinity": [1, 2]}),
+    ("env", {"env": [{"name": "A", "value": "nul\x00byte"}]}),
+    ("env", {"env": [{"name": "A", "value": "x" * (1 << 19)}]}),
+    ("env", {"env": [{"name": "RUNPLANE_PARAMS", "value": "{}"}]}),
+    ("spec.args", {"args": ["a"] * 10_000}),
+    ("spec.command", {"build": {}, "command": "/etc/passwd"}),
+]
+
+
+def submit(client: httpx.Client, body: dict[str, Any]) -> httpx.Response:
+    return client.post("/runs", headers=HEADERS, json=body)
+
+
+def assert_refused(answer: httpx.Response, field: str = "") -> None:
+    assert 400 <= answer.status_code < 500, (answer.status_code, answer.text[:500])
+    body = answer.json()
+    assert set(body) == {"error", "message", "field"}, body  # one shape for every 4xx
+    assert field in body["message"], body
+    assert len(answer.content) < 4096, "an error repeats no megabytes"
+
+
+@pytest.mark.parametrize("quantity", QUANTITIES)
+def test_quantities_beyond_reason(service, quantity):
+    _, client = service
+    answer = submit(client, {"function": function(resources={"limits": {"memory": quantity}})})
+    assert_refused(answer, "spec.resources.limits.memory")
+
+
+@pytest.mark.parametrize(("field", "spec"), PATH_TRICKS, ids=[f for f, _ in PATH_TRICKS])
+def test_paths_never_leave_their_place(service, field, spec):
+    _, client = service
+    assert_refused(submit(client, {"function": function(**spec)}), field)
+
+
+@pytest.mark.parametrize(("field", "spec"), MALFORMED, ids=[f for f, _ in MALFORMED])
+def test_malformed_functions(service, field, spec):
+    _, client = service
+    assert_refused(submit(client, {"function": function(**spec)}), field)
+
+
+@pytest.mark.parametrize("levels", [33, 300, 5000, 100_000])
+def test_deep_values(service, levels):
+    _, client = service
+    body = {"function": function(), "params": {"x": nested(levels)}}
+    text = (
+        json.dumps(body)
+        if levels < 900
+        else (
+            '{"function": '
+            + json.dumps(function())
+            + ', "params": {"x": '
+            + "[" * levels
+            + "1"
+            + "]" * levels
+            + "}}"
+        )
+    )
+    answer = client.post(
+        "/runs", headers={**HEADERS, "Content-Type": "application/json"}, content=text
+    )
+    assert_refused(answer)
+
+
+def test_bodies_over_the_limit_are_refused_unread_and_before_auth(service):
+    _, client = service
+    huge = b'{"function": "' + b"x" * (2 << 20) + b'"}'
+    answer = client.post("/runs", content=huge, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 413
+    assert answer.json()["error"] == "RequestTooLarge"
+
+    def chunks():  # no Content-Length: counted as it streams
+        for _ in range(64):
+            yield b"x" * 65536
+
+    try:
+        streamed = client.post("/runs", content=chunks())
+    except httpx.TransportError:
+        pass  # refused mid-upload: the service answered 413 and closed while the client wrote
+    else:
+        assert streamed.status_code == 413
+    assert client.get("/health").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "cron",
+    ["0 0 31 2 *", "* * * * * *", "*/0 * * * *", "61 * * * *", "every day", "@sometimes", ""],
+)
+def test_schedules_that_never_fire_or_fire_every_second(service, cron):
+    _, client = service
+    answer = client.post(
+        "/schedules", headers=HEADERS, json={"function": function(), "schedule": cron}
+    )
+    assert_refused(answer, "schedule")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/nope", 404),
+        ("DELETE", "/runs", 405),
+        ("GET", "/runs?limit=0", 422),
+        ("GET", "/runs?state=finished", 422),
+        ("GET", "/runs/zzzzzzzz", 422),
+        ("POST", "/runs", 422),
+    ],
+)
+def test_every_4xx_has_one_shape(service, method, path, status):
+    _, client = service
+    answer = client.request(method, path, headers=HEADERS, content=b"{not json")
+    assert answer.status_code == status, answer.text
+    assert set(answer.json()) == {"error", "message", "field"}
+
+
+def test_the_service_still_answers_and_stays_small(service):
+    process, client = service
+    assert client.get("/health").json()["status"] == "ok"
+    runs = client.get("/runs", headers=HEADERS)
+    assert runs.status_code == 200
+    assert runs.json() == []  # nothing hostile was recorded
+    rss = psutil.Process(process.pid).memory_info().rss
+    assert rss < 300 * 2**20, f"the service grew to {rss / 2**20:.0f} MiB"

@@ -1,0 +1,236 @@
+"""The service shared safely: what a run sees, who may do what, what never leaks, what files
+are whose."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from runplane import names
+from runplane.service.schedules import fire_uid
+
+from .conftest import ADMIN, USER, wait_state
+
+ENV_PROBE = """
+import os
+
+def handler(context):
+    return {"names": sorted(os.environ), "home": os.environ.get("HOME", ""),
+            "tmp": os.environ.get("TMPDIR", ""), "mine": os.environ.get("MINE", "")}
+"""
+
+
+def test_a_run_sees_only_the_environment_its_spec_grants(
+    client, server, function_dict, monkeypatch
+):
+    # The service process holds every token and the database URL in its environment.
+    assert "RUNPLANE_SERVICE__TOKENS" in os.environ
+    monkeypatch.setenv("CLOUD_SECRET_KEY", "from-the-server")
+    probe = function_dict(ENV_PROBE, name="probe")
+    probe["spec"]["env"] = [{"name": "MINE", "value": "granted"}]
+    uid = client.post("/api/v1/runs", headers=USER, json={"function": probe}).json()["uid"]
+    run = wait_state(client, uid, {"completed", "error"})
+    assert run["state"] == "completed", run["status_text"]
+    seen = run["results"]["names"]
+    assert not [name for name in seen if name.startswith("RUNPLANE_SERVICE")]
+    assert "CLOUD_SECRET_KEY" not in seen
+    assert "PATH" in seen
+    assert run["results"]["mine"] == "granted"
+    home = Path(run["results"]["home"])
+    assert home.parent.name == uid  # a home of its own, inside the run's directory
+    assert Path(run["results"]["tmp"]).parent == home.parent
+
+
+def test_a_pod_carries_nothing_of_the_service_environment(server, function_dict):
+    from runplane.runtimes.request import build_request
+    from runplane.spec.function import Function
+
+    request = build_request(Function.from_dict(function_dict()), server.settings, uid="a" * 32)
+    env = {item["name"] for item in request.pod_spec["containers"][0]["env"]}
+    assert "RUNPLANE_SERVICE__TOKENS" in os.environ
+    assert env <= names.RESERVED_ENV  # only the run's own invocation
+
+
+def test_users_act_on_their_own_runs_and_schedules(client, function_dict):
+    slow = function_dict("import time\ndef handler(context):\n    time.sleep(30)\n", name="slow")
+    alices = client.post("/api/v1/runs", headers=ADMIN, json={"function": slow}).json()["uid"]
+    bobs = client.post("/api/v1/runs", headers=USER, json={"function": slow}).json()["uid"]
+    for path in ("", "/events", "/logs", "/usage"):
+        refused = client.get(f"/api/v1/runs/{alices}{path}", headers=USER)
+        assert refused.status_code == 403, path
+        assert refused.json()["message"] == (
+            f"run {alices}: belongs to another user; user 'bob' sees and acts on their own only"
+        )
+    assert client.post(f"/api/v1/runs/{alices}/abort", headers=USER).status_code == 403
+    assert [r["uid"] for r in client.get("/api/v1/runs", headers=USER).json()] == [bobs]
+    listed = client.get("/api/v1/runs", headers=ADMIN).json()
+    assert {r["uid"]: r["owner"] for r in listed} == {alices: "alice", bobs: "bob"}
+    assert [
+        r["uid"] for r in client.get("/api/v1/runs", headers=ADMIN, params={"owner": "bob"}).json()
+    ] == [bobs]
+    assert client.post(f"/api/v1/runs/{bobs}/abort", headers=ADMIN).status_code == 200  # admins may
+    assert client.post(f"/api/v1/runs/{alices}/abort", headers=ADMIN).status_code == 200
+    schedule = client.post(
+        "/api/v1/schedules", headers=ADMIN, json={"function": function_dict(), "schedule": "@daily"}
+    ).json()
+    assert client.get("/api/v1/schedules", headers=USER).json() == []
+    assert client.delete(f"/api/v1/schedules/{schedule['id']}", headers=USER).status_code == 403
+    assert client.delete(f"/api/v1/schedules/{schedule['id']}", headers=ADMIN).status_code == 204
+
+
+def test_a_fired_schedule_runs_as_its_creator(client, server, function_dict):
+    created = client.post(
+        "/api/v1/schedules",
+        headers=USER,
+        json={"function": function_dict(), "schedule": "* * * * *"},
+    ).json()
+    (uid,) = server.schedules.fire_due(created["last_fired_at"] + 120, server.fire)
+    assert client.get(f"/api/v1/runs/{uid}", headers=USER).json()["owner"] == "bob"
+    assert uid == fire_uid(created["id"], server.schedules.get(created["id"]).last_fired_at)
+
+
+def test_a_broken_schedule_does_not_stop_the_others(client, server, function_dict):
+    good = client.post(
+        "/api/v1/schedules",
+        headers=USER,
+        json={"function": function_dict(), "schedule": "* * * * *"},
+    ).json()
+    broken = server.schedules.create(
+        project="default",
+        name="broken",
+        cron="* * * * *",
+        function={"kind": "job", "metadata": {"name": "broken"}},  # no code: refused at fire
+        params={},
+        state_thresholds={},
+        user="bob",
+        role="user",
+    )
+    later = max(good["last_fired_at"], broken.last_fired_at) + 120
+    started = server.schedules.fire_due(later, server.fire)
+    assert len(started) == 1
+    assert server.runs.get(started[0]).name == "job"
+    assert server.schedules.get(broken.id).last_fired_at > broken.last_fired_at  # passed over
+
+
+def test_defaults_are_checked_whole_before_they_are_saved(client, function_dict):
+    before = client.get("/api/v1/defaults", headers=USER).json()
+    refused = client.patch("/api/v1/defaults", headers=ADMIN, json={"priority_class": "nope"})
+    assert refused.status_code == 422
+    assert "valid priority classes are low, medium, high" in refused.json()["message"]
+    limits = {"resources": {"requests": {"memory": "2Gi"}, "limits": {"memory": "1Gi"}}}
+    assert client.patch("/api/v1/defaults", headers=ADMIN, json=limits).status_code == 422
+    assert client.get("/api/v1/defaults", headers=USER).json() == before  # nothing was saved
+    set_low = client.patch("/api/v1/defaults", headers=ADMIN, json={"priority_class": "low"})
+    assert set_low.json()["priority_class"] == "low"
+    removed = client.patch("/api/v1/defaults", headers=ADMIN, json={"priority_class": None})
+    assert removed.json()["priority_class"] == "medium"  # back to the configured value
+    run = client.post("/api/v1/runs", headers=USER, json={"function": function_dict()}).json()
+    assert run["priority_class"] == "medium"
+
+
+def test_uid_prefixes_are_not_patterns(server, client, function_dict):
+    uid = client.post("/api/v1/runs", headers=USER, json={"function": function_dict()}).json()[
+        "uid"
+    ]
+    wait_state(client, uid, {"completed"})
+    from runplane.errors import NotFoundError
+
+    for pattern in ("______", "%%%%%%", uid[:5] + "%"):
+        try:
+            server.runs.get(pattern)
+        except NotFoundError:
+            continue
+        raise AssertionError(f"{pattern!r} matched a run")
+    assert server.runs.get(uid[:8]).uid == uid
+
+
+def test_what_the_service_and_runs_write_is_their_owners(client, server, function_dict):
+    code = (
+        "def handler(context):\n"
+        "    context.log_artifact('model', body='weights')\n"
+        "    open('scratch.txt', 'w').write('x')\n"
+        "    print('hello')\n"
+    )
+    uid = client.post(
+        "/api/v1/runs", headers=USER, json={"function": function_dict(code, name="writer")}
+    ).json()["uid"]
+    run = wait_state(client, uid, {"completed", "error"})
+    assert run["state"] == "completed", run["status_text"]
+    home = server.settings.local.home
+    run_dir = home / "runs" / uid
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(path.stat().st_mode)
+
+    assert mode(home / "runs") == mode(run_dir) == mode(run_dir / "work") == 0o700
+    for private in (
+        run_dir / "output.log",
+        run_dir / "spec.json",
+        run_dir / "events.jsonl",
+        Path(run["artifacts"][0]["path"]),
+        run_dir / "work" / "scratch.txt",
+        home / "capacity.db",
+    ):
+        assert mode(private) == 0o600, private
+    database = server.base_settings.service.database_url or ""
+    if database.startswith("sqlite:///"):
+        assert mode(Path(database.removeprefix("sqlite:///"))) == 0o600
+
+
+def serve_fails(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
+    environment |= {"RUNPLANE_CONFIG": os.devnull, "RUNPLANE_LOCAL__HOME": str(tmp_path), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "runplane", "serve", "--port", "1"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_bad_tokens_refuse_to_start_and_are_never_echoed(tmp_path):
+    cases = {
+        '[{"token": "", "user": "a"}]': "at least 16 characters",
+        '[{"token": "   ", "user": "a"}]': "at least 16 characters",
+        '[{"token": "hunter2hunter", "user": "a"}]': "at least 16 characters",
+        '[{"token": " hunter2hunter2hunter2", "user": "a"}]': "without surrounding spaces",
+        '[{"token": "hunter2hunter2hunter2", "user": "a"},'
+        ' {"token": "hunter2hunter2hunter2", "user": "b"}]': "every token is distinct",
+        '[{"token": "hunter2hunter2hunter2", "user": ""}]': "service.tokens.0.user",
+        "hunter2hunter2hunter2 is not json": "lists and objects in RUNPLANE_* variables are JSON",
+    }
+    for tokens, expected in cases.items():
+        done = serve_fails(tmp_path, RUNPLANE_SERVICE__TOKENS=tokens)
+        assert done.returncode == 2, (tokens, done.stderr)
+        assert expected in done.stderr, done.stderr
+        assert "hunter2" not in done.stderr + done.stdout
+        assert "Traceback" not in done.stderr
+
+
+def test_database_passwords_are_never_echoed(tmp_path):
+    tokens = json.dumps([{"token": "a-token-long-enough-1", "user": "a"}])
+    for url in (
+        "postgresql+psycopg://runplane:hunter2@127.0.0.1:1/db",
+        "hunter2 nonsense",
+        "mysql+nodriver://u:hunter2@h/db",
+    ):
+        done = serve_fails(
+            tmp_path, RUNPLANE_SERVICE__TOKENS=tokens, RUNPLANE_SERVICE__DATABASE_URL=url
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("error: service.database_url: "), done.stderr
+        assert "hunter2" not in done.stderr
+
+
+def test_a_token_is_needed_and_compared_whole(client):
+    assert client.get("/api/v1/runs").status_code == 401
+    assert client.get("/api/v1/runs", headers={"Authorization": "Bearer "}).status_code == 401
+    prefix = {"Authorization": USER["Authorization"][:-1]}
+    assert client.get("/api/v1/runs", headers=prefix).status_code == 401
+    longer = {"Authorization": USER["Authorization"] + "x"}
+    assert client.get("/api/v1/runs", headers=longer).status_code == 401
