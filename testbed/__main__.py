@@ -22,7 +22,7 @@ def _run_dir(arg: str | None) -> Path:
 def cmd_build(args: argparse.Namespace) -> int:
     from testbed import build
 
-    build.build(force=args.force)
+    build.build(force=args.force, with_images=not args.no_images)
     print(build.bin_dir())
     return 0
 
@@ -31,17 +31,31 @@ def cmd_up(args: argparse.Namespace) -> int:
     from testbed import cluster, kube, topology
 
     settings = cluster.Settings(verbosity=args.v, die_with_parent=not args.detach)
+    if args.real_node:
+        from testbed import build
+
+        build.build()  # the node's images too; a no-op when cached
     running = cluster.start(settings=settings)
     print(f"control plane ready in {running.startup_seconds:.1f}s; run dir {running.run_dir}")
-    if not args.no_seed:
-        api = kube.api_client(running.kubeconfig)
-        groups = topology.node_groups(args.system, args.on_demand, args.spot, args.gpu)
-        try:
+    node = None
+    try:
+        if not args.no_seed:
+            api = kube.api_client(running.kubeconfig)
+            groups = topology.node_groups(args.system, args.on_demand, args.spot, args.gpu)
             topology.seed(api, groups)
-        except BaseException:
-            running.stop()
-            raise
-        print("topology seeded: " + ", ".join(f"{g.name}={g.count}" for g in groups))
+            print("topology seeded: " + ", ".join(f"{g.name}={g.count}" for g in groups))
+        if args.real_node:
+            from testbed.realnode import RealNode
+
+            node = RealNode.start(running, args.node_name, die_with_parent=not args.detach)
+            print(
+                f"real node {node.name} Ready in {node.timings['start_s']:.1f}s "
+                f"(taint {topology.REAL_NODE_TAINT['key']}, image {node.image}); "
+                f"logs in {running.logs_dir}"
+            )
+    except BaseException:
+        running.stop()
+        raise
     print(f"export KUBECONFIG={running.kubeconfig}")
     if args.detach:
         print("detached; stop with `python -m testbed down`")
@@ -54,44 +68,71 @@ def cmd_up(args: argparse.Namespace) -> int:
     # Also SIGINT: a shell may start background jobs with SIGINT ignored.
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+
+    def health() -> dict[str, bool]:
+        return {**running.healthy(), **(node.healthy() if node else {})}
+
     try:
-        while all(running.healthy().values()):
+        while all(health().values()):
             time.sleep(1)
-        print(f"a component exited: {running.healthy()}; logs in {running.logs_dir}")
+        print(f"a component exited: {health()}; logs in {running.logs_dir}")
         return 1
     except KeyboardInterrupt:
         return 0
     finally:
-        running.stop()
-        print(f"stopped; logs kept in {running.logs_dir}")
+        try:
+            if node:
+                node.stop()
+        finally:
+            running.stop()
+            print(f"stopped; logs kept in {running.logs_dir}")
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     from testbed.cluster import Cluster
+    from testbed.realnode import RealNode
 
-    running = Cluster.load(_run_dir(args.run_dir))
-    running.stop()
+    run_dir = _run_dir(args.run_dir)
+    running = Cluster.load(run_dir)
+    node = RealNode.load(run_dir)
+    try:
+        if node and not node.stopped:
+            # first, while the apiserver still answers: the node's pods are deleted through it
+            node.stop()
+            print(f"stopped real node {node.name} in {node.timings['stop_s']:.1f}s; nothing left")
+    finally:
+        running.stop()
     print(f"stopped {running.run_dir}")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from testbed.cluster import Cluster
+    from testbed.realnode import RealNode
 
-    running = Cluster.load(_run_dir(args.run_dir))
+    run_dir = _run_dir(args.run_dir)
+    running = Cluster.load(run_dir)
     health = running.healthy()
-    print(
-        json.dumps(
-            {
-                "run_dir": str(running.run_dir),
-                "kubeconfig": str(running.kubeconfig),
-                "server": running.server,
-                "processes": health,
-            },
-            indent=2,
-        )
-    )
-    return 0 if all(health.values()) else 1
+    status: dict[str, object] = {
+        "run_dir": str(running.run_dir),
+        "kubeconfig": str(running.kubeconfig),
+        "server": running.server,
+        "processes": health,
+    }
+    node = RealNode.load(run_dir)
+    ok = all(health.values())
+    if node and not node.stopped:
+        node_health = node.healthy()
+        ready = node.ready()
+        status["real_node"] = {
+            "name": node.name,
+            "ready": ready,
+            "processes": node_health,
+            "timings": node.timings,
+        }
+        ok = ok and ready and all(node_health.values())
+    print(json.dumps(status, indent=2))
+    return 0 if ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("build", help="build/cache the Go binaries (no-op when cached)")
     p.add_argument("--force", action="store_true")
+    p.add_argument("--no-images", action="store_true", help="skip the real node's images")
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("up", help="start a control plane and seed the topology")
     p.add_argument("--detach", action="store_true", help="leave it running and return")
@@ -108,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spot", type=int, default=3)
     p.add_argument("--gpu", type=int, default=1)
     p.add_argument("-v", type=int, default=1, help="component log verbosity")
+    p.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also start one real node (kubelet + containerd; root, one per machine)",
+    )
+    p.add_argument("--node-name", help="real node name; must map to loopback in /etc/hosts")
     p.set_defaults(func=cmd_up)
     for name, func in (("down", cmd_down), ("status", cmd_status)):
         p = sub.add_parser(name)

@@ -5,6 +5,11 @@ Docker), so every binary is compiled from its published module. Kubernetes stagi
 are pinned by replacing each ``k8s.io/<name>`` with its published ``v0.X.Y`` tag; the list is
 read from the release's own ``go.mod`` so a version bump never needs a hand-edited list.
 
+The real node's runtime is built the same way: kubelet from the same wrapper module as the
+control plane, containerd and the CNI plugins with ``go install`` (neither has replace
+directives). Its two images are built offline by ``testbed/images.py`` and cached by a hash of
+their inputs; the OCI runtime (runc) comes from Debian (``scripts/testbed-deps.sh``).
+
 Only the standard library is used so CI can call this before installing anything.
 """
 
@@ -24,12 +29,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed import images
+
 K8S_VERSION = os.environ.get("RUNPLANE_TESTBED_K8S_VERSION", "v1.36.3")
 ETCD_VERSION = os.environ.get("RUNPLANE_TESTBED_ETCD_VERSION", "v3.6.16")
 KWOK_VERSION = os.environ.get("RUNPLANE_TESTBED_KWOK_VERSION", "v0.8.0")
+CONTAINERD_VERSION = os.environ.get("RUNPLANE_TESTBED_CONTAINERD_VERSION", "v2.4.2")
+CNI_PLUGINS_VERSION = os.environ.get("RUNPLANE_TESTBED_CNI_VERSION", "v1.9.1")
 
-K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
-BINARIES = ("etcd", *K8S_COMMANDS, "kwok")
+K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
+CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
+CONTAINERD_COMMANDS = ("containerd", "containerd-shim-runc-v2", "ctr")
+CNI_MODULE = "github.com/containernetworking/plugins"
+#: Plugin binary name -> package in the plugins module; the real node's network needs no more.
+CNI_PLUGINS = {
+    "bridge": "plugins/main/bridge",
+    "host-local": "plugins/ipam/host-local",
+    "loopback": "plugins/main/loopback",
+}
+BINARIES = ("etcd", *K8S_COMMANDS, "kwok", *CONTAINERD_COMMANDS, *CNI_PLUGINS)
 TIMINGS_FILE = "build-timings.json"
 
 _STAGING_LINE = re.compile(r"^\s*(k8s\.io/[A-Za-z0-9._-]+)\s+=>\s+\./staging/src/\1\s*$")
@@ -62,12 +80,16 @@ def cache_root() -> Path:
     return Path(os.environ.get("RUNPLANE_TESTBED_CACHE", str(default))).expanduser()
 
 
+def go_arch() -> str:
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+
+
 def cache_key() -> str:
     """Every input that changes the output is in the key, so stale binaries are never reused."""
-    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
     return (
         f"k8s-{K8S_VERSION}_etcd-{ETCD_VERSION}_kwok-{KWOK_VERSION}"
-        f"_{go_version()}_{sys.platform}-{arch}"
+        f"_containerd-{CONTAINERD_VERSION}_cni-{CNI_PLUGINS_VERSION}"
+        f"_{go_version()}_{sys.platform}-{go_arch()}"
     )
 
 
@@ -82,6 +104,22 @@ def bin_dir() -> Path:
 def missing_binaries(directory: Path | None = None) -> list[str]:
     where = directory or bin_dir()
     return [name for name in BINARIES if not os.access(where / name, os.X_OK)]
+
+
+def images_dir() -> Path:
+    """Images do not depend on the Go toolchain or most versions, so they have their own key:
+    a toolchain bump rebuilds binaries but not the 25 s Debian bootstrap."""
+    return cache_root() / f"images-{images.inputs_key(K8S_VERSION, go_arch())}"
+
+
+def image_archives(directory: Path | None = None) -> dict[str, Path]:
+    """Image name -> its OCI archive, for ``ctr images import``."""
+    where = directory or images_dir()
+    return {name: where / archive for name, archive in images.ARCHIVES.items()}
+
+
+def missing_images(directory: Path | None = None) -> list[str]:
+    return images.missing_archives(directory or images_dir())
 
 
 def staging_replacements(gomod: str, staging_version: str) -> list[tuple[str, str]]:
@@ -235,25 +273,113 @@ class Builder:
             env={"GOBIN": str(self.out)},
         )
 
+    def containerd(self) -> None:
+        """CGO off gives static binaries; ``no_btrfs`` drops the one snapshotter that needs C
+        headers (the real node uses overlayfs)."""
+        self.go(
+            "install",
+            "-trimpath",
+            "-tags=no_btrfs",
+            f"-ldflags=-s -w -X {CONTAINERD_MODULE}/version.Version={CONTAINERD_VERSION}",
+            *(f"{CONTAINERD_MODULE}/cmd/{cmd}@{CONTAINERD_VERSION}" for cmd in CONTAINERD_COMMANDS),
+            env={"GOBIN": str(self.out)},
+        )
+
+    def cni_plugins(self) -> None:
+        version_var = f"{CNI_MODULE}/pkg/utils/buildversion.BuildVersion"
+        self.go(
+            "install",
+            "-trimpath",
+            f"-ldflags=-s -w -X {version_var}={CNI_PLUGINS_VERSION}",
+            *(f"{CNI_MODULE}/{pkg}@{CNI_PLUGINS_VERSION}" for pkg in CNI_PLUGINS.values()),
+            env={"GOBIN": str(self.out)},
+        )
+
+    def module_dir(self, module: str, version: str) -> Path:
+        """Where the module cache unpacked a module (downloading it if needed)."""
+        info = json.loads(self.go("mod", "download", "-json", f"{module}@{version}"))
+        return Path(info["Dir"])
+
 
 def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def build(force: bool = False) -> Path:
+def build(force: bool = False, with_images: bool = True) -> Path:
     """Build whatever is missing for the current key; a complete cache costs one ``go env``.
 
     An exclusive lock serialises concurrent callers (parallel CI jobs, pytest-xdist workers):
-    the second waits, then finds the cache complete.
+    the second waits, then finds the cache complete. ``with_images=False`` leaves out the real
+    node's images, which need root and mmdebstrap; a kwok-only cluster does not use them.
     """
     target = bin_dir()
     if not force and not missing_binaries(target):
         print(f"testbed binaries up to date in {target}", flush=True)
+    else:
+        key_dir().mkdir(parents=True, exist_ok=True)
+        with (key_dir() / ".lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            _build_locked(target, force)
+    if with_images:
+        build_images(force)
+    return target
+
+
+def build_images(force: bool = False) -> Path:
+    """Build the real node's image archives if missing, under their own lock."""
+    target = images_dir()
+    if not force and not missing_images(target):
+        print(f"testbed images up to date in {target}", flush=True)
         return target
-    key_dir().mkdir(parents=True, exist_ok=True)
-    with (key_dir() / ".lock").open("w") as lock:
+    target.mkdir(parents=True, exist_ok=True)
+    with (target / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build_locked(target, force)
+        todo = list(images.ARCHIVES) if force else missing_images(target)
+        if todo:
+            _build_images_locked(target, todo)
+        else:
+            print(f"testbed images up to date in {target}", flush=True)
+    return target
+
+
+def _build_images_locked(target: Path, todo: list[str]) -> None:
+    timings: dict[str, float] = {}
+    work = target / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    builder = Builder(workdir=work, out=target, timings=timings)
+    archives = image_archives(target)
+    arch = go_arch()
+    print(f"testbed images: {', '.join(todo)} -> {target}", flush=True)
+    start = time.monotonic()
+    if images.PAUSE_IMAGE in todo:
+
+        def pause() -> None:
+            source = builder.module_dir("k8s.io/kubernetes", K8S_VERSION)
+            pause_c = source / "build" / "pause" / "linux" / "pause.c"
+            images.build_pause(pause_c, work / "pause", archives[images.PAUSE_IMAGE], arch)
+
+        builder.step(images.PAUSE_IMAGE, pause)
+    if images.PYTHON_IMAGE in todo:
+        mirror = os.environ.get("RUNPLANE_TESTBED_DEBIAN_MIRROR") or None
+
+        def python() -> None:
+            images.build_python(work / "python", archives[images.PYTHON_IMAGE], arch, mirror)
+
+        builder.step(images.PYTHON_IMAGE, python)
+    shutil.rmtree(work, ignore_errors=True)
+    total = round(time.monotonic() - start, 1)
+    record: dict[str, Any] = {
+        "built": todo,
+        "steps_s": timings,
+        "total_s": total,
+        "archive_bytes": {name: path.stat().st_size for name, path in archives.items()},
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    history_path = target / TIMINGS_FILE
+    history = json.loads(history_path.read_text()) if history_path.exists() else []
+    history.append(record)
+    history_path.write_text(json.dumps(history, indent=2) + "\n")
+    print(f"testbed images: done in {total:.1f}s", flush=True)
 
 
 def _build_locked(target: Path, force: bool) -> Path:
@@ -276,6 +402,10 @@ def _build_locked(target: Path, force: bool) -> Path:
         builder.step(f"kubernetes {K8S_VERSION}", builder.kubernetes)
     if "kwok" in todo:
         builder.step(f"kwok {KWOK_VERSION}", builder.kwok)
+    if any(cmd in todo for cmd in CONTAINERD_COMMANDS):
+        builder.step(f"containerd {CONTAINERD_VERSION}", builder.containerd)
+    if any(plugin in todo for plugin in CNI_PLUGINS):
+        builder.step(f"cni plugins {CNI_PLUGINS_VERSION}", builder.cni_plugins)
     for produced in partial.iterdir():
         # rename is atomic, so a concurrent reader never sees a half-written binary
         os.replace(produced, target / produced.name)
@@ -305,7 +435,10 @@ def main(argv: list[str] | None = None) -> int:
     if "--print-bin-dir" in args:
         print(bin_dir())
         return 0
-    build(force="--force" in args)
+    if "--print-images-dir" in args:
+        print(images_dir())
+        return 0
+    build(force="--force" in args, with_images="--no-images" not in args)
     return 0
 
 

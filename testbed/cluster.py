@@ -273,6 +273,7 @@ def _spawn(
     run_dir: Path,
     env: dict[str, str] | None = None,
     die_with_parent: bool = True,
+    pass_fds: tuple[int, ...] = (),
 ) -> Process:
     log = run_dir / "logs" / f"{name}.log"
     (run_dir / "logs" / f"{name}.cmdline").write_text(" \\\n  ".join(argv) + "\n")
@@ -287,6 +288,7 @@ def _spawn(
             env=env,
             start_new_session=True,
             preexec_fn=_die_with_parent if die_with_parent and linux else None,
+            pass_fds=pass_fds,
         )
     return Process(name, popen.pid, argv[0], log, popen)
 
@@ -329,7 +331,8 @@ def ensure_binaries(allow_build: bool = True) -> Path:
                 f"testbed binaries missing in {build.bin_dir()}: {missing}; "
                 "run `python -m testbed build` (or testbed/ci.sh)"
             )
-        build.build()
+        # The real node's images need root and mmdebstrap; a control plane alone does not.
+        build.build(with_images=False)
     return build.bin_dir()
 
 
@@ -387,7 +390,14 @@ def apiserver_argv(lay: Layout, settings: Settings) -> list[str]:
         f"--service-account-signing-key-file={c.service_account_key}",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
-        "--authorization-mode=RBAC",
+        # Node authorization and NodeRestriction let a real kubelet join with its own
+        # system:node:<name> identity (testbed/realnode.py); they only ever concern requests
+        # from that group, so kwok (admin credentials) and the tests are unaffected.
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        # A real kubelet listens on 127.0.0.1 only and refuses a loopback node IP, so logs and
+        # exec must reach it by its name, which resolves to loopback. Harmless without one.
+        "--kubelet-preferred-address-types=Hostname,InternalIP",
         "--allow-privileged=true",
         "--max-requests-inflight=2000",
         "--max-mutating-requests-inflight=1000",

@@ -108,6 +108,21 @@ def _issue(
     return pair, key
 
 
+def issue_client(
+    directory: Path, stem: str, common_name: str, organization: str | None = None
+) -> KeyPair:
+    """One more client certificate signed by a run's CA (read back from ``directory``), for an
+    identity that joins after start-up, such as a real node's ``system:node:<name>``."""
+    ca_cert = x509.load_pem_x509_certificate((directory / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"unexpected CA key type in {directory}")
+    pair, _ = _issue(
+        directory, stem, _name(common_name, organization), ca_key, ca_cert.subject, client=True
+    )
+    return pair
+
+
 def generate(directory: Path, service_ip: str = "10.96.0.1") -> Pki:
     """Create the CA, the apiserver's serving cert, one client cert per component, SA keys."""
     directory.mkdir(parents=True, exist_ok=True)

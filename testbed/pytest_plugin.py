@@ -3,8 +3,10 @@
 ``testbed_cluster`` starts one cluster per session (building binaries first if the cache is
 empty) and seeds the topology. When a test fails, the cluster's pods, nodes and events are
 dumped next to the component logs and the run directory is named in the summary, so a failure
-can be investigated after the cluster is gone. Only ``RUNPLANE_SKIP_TESTBED=1`` skips these
-tests; anything else that prevents the cluster from starting is an error, never a skip.
+can be investigated after the cluster is gone. ``real_node`` adds one real kubelet with
+containerd (testbed/realnode.py) beside it, once per session. Only ``RUNPLANE_SKIP_TESTBED=1``
+skips these tests; anything else that prevents the cluster or the real node from starting is an
+error, never a skip.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from testbed import build as tb_build
 from testbed import cluster as tb_cluster
 from testbed import kube
+from testbed import realnode as tb_realnode
 from testbed import topology as tb_topology
 
 SKIP_ENV = "RUNPLANE_SKIP_TESTBED"
@@ -186,7 +189,7 @@ def testbed_cluster(pytestconfig: pytest.Config) -> Iterator[TestbedCluster]:
         # A cold build takes minutes; show its progress instead of a silent pause.
         capture = pytestconfig.pluginmanager.getplugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            tb_build.build()
+            tb_build.build(with_images=False)
     running = tb_cluster.start(allow_build=False)
     try:
         api = kube.api_client(running.kubeconfig)
@@ -197,6 +200,28 @@ def testbed_cluster(pytestconfig: pytest.Config) -> Iterator[TestbedCluster]:
     finally:
         _ACTIVE.clear()
         running.stop()
+
+
+@pytest.fixture(scope="session")
+def real_node(
+    testbed_cluster: TestbedCluster, pytestconfig: pytest.Config
+) -> Iterator[tb_realnode.RealNode]:
+    """One real node (kubelet + containerd) for the session, Ready before the first test.
+
+    Pods reach it with ``node_selector`` and ``toleration`` and run ``image`` (Python 3.11)
+    with ``imagePullPolicy: Never`` or ``IfNotPresent``. Needs root; if it cannot start, the
+    error carries the kubelet and containerd log tails. It is stopped at session end, and the
+    stop fails the session's last test teardown if anything is left on the machine.
+    """
+    if tb_build.missing_binaries() or tb_build.missing_images():
+        capture = pytestconfig.pluginmanager.getplugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            tb_build.build()
+    node = tb_realnode.RealNode.start(testbed_cluster.cluster)
+    try:
+        yield node
+    finally:
+        node.stop()
 
 
 @pytest.fixture

@@ -30,6 +30,13 @@ RESERVED_TAINT = {"key": names.RESERVED, "value": "system", "effect": "NoSchedul
 SPOT_TAINT = {"key": LIFECYCLE_LABEL, "value": SPOT, "effect": "NoSchedule"}
 GPU_TAINT = {"key": names.GPU, "value": "present", "effect": "NoSchedule"}
 RUNS_NAMESPACE = "runplane-runs"
+#: The one real node (kubelet + containerd, testbed/realnode.py) is a group of its own. Its
+#: taint keeps every pod that does not ask for it (runplane's own included) on the kwok nodes.
+REAL_NODE_GROUP = "real"
+REAL_NODE_TAINT = {"key": f"{names.PREFIX}real", "value": "true", "effect": "NoSchedule"}
+REAL_NODE_TOLERATION = {"operator": "Equal", **REAL_NODE_TAINT}
+REAL_NODE_LABELS = {GROUP_LABEL: REAL_NODE_GROUP, LIFECYCLE_LABEL: ON_DEMAND}
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: The class core services use; it may preempt user pods.
 SYSTEM_PRIORITY_CLASS = PriorityClasses().system[0]
 ZONES = ("zone-a", "zone-b", "zone-c")

@@ -104,10 +104,17 @@ class FunctionDefaults(pydantic.BaseModel):
     priority_class: str = "medium"
     resources: Resources = pydantic.Field(default_factory=Resources)
     node_selector: dict[str, str] = pydantic.Field(default_factory=dict)
+    #: Added to every function's own (a cluster whose worker nodes carry a taint of its own).
+    tolerations: list[dict[str, Any]] = pydantic.Field(default_factory=list)
     state_thresholds: dict[str, ThresholdValue] = pydantic.Field(
         default_factory=lambda: dict(DEFAULT_THRESHOLDS)
     )
     image: str = "python:3.11-slim"
+
+    @pydantic.field_validator("tolerations", mode="before")
+    @classmethod
+    def _tolerations(cls, value: Any) -> Any:
+        return check_tolerations("function_defaults.tolerations", value)
 
     @pydantic.field_validator("preemption_mode", mode="before")
     @classmethod

@@ -7,6 +7,23 @@ label, and the testbed labels its nodes the same way.
 
 from __future__ import annotations
 
+from runplane import bootstrap
+
+# The run's variables, defined by the program that reads them.
+ENV_ARTIFACT_PATH = bootstrap.ENV_ARTIFACT_PATH
+ENV_ATTEMPT = bootstrap.ENV_ATTEMPT
+ENV_CODE = bootstrap.ENV_CODE
+ENV_FILENAME = bootstrap.ENV_FILENAME
+ENV_FUNCTION = bootstrap.ENV_FUNCTION
+ENV_HANDLER = bootstrap.ENV_HANDLER
+ENV_INPUTS = bootstrap.ENV_INPUTS
+ENV_MOUNTS = bootstrap.ENV_MOUNTS
+ENV_PARAMS = bootstrap.ENV_PARAMS
+ENV_PROJECT = bootstrap.ENV_PROJECT
+ENV_RUN_DIR = bootstrap.ENV_RUN_DIR
+ENV_RUN_UID = bootstrap.ENV_RUN_UID
+ENV_TAKES_CONTEXT = bootstrap.ENV_TAKES_CONTEXT
+
 PREFIX = "runplane.io/"
 #: Labels of every object rendered for a function, and of every pod of a run.
 PROJECT = f"{PREFIX}project"
@@ -28,21 +45,10 @@ ABORT_MESSAGE = f"{PREFIX}abort-message"
 #: The extended resource ``with_limits(gpus=...)`` asks for unless ``gpu_type`` says otherwise.
 GPU = "nvidia.com/gpu"
 
-#: Environment variables of a run's container: what a run's own process reads.
-ENV_PROJECT = "RUNPLANE_PROJECT"
-ENV_FUNCTION = "RUNPLANE_FUNCTION"
-ENV_HANDLER = "RUNPLANE_HANDLER"
-ENV_CODE = "RUNPLANE_EXEC_CODE"
-ENV_RUN_UID = "RUNPLANE_RUN_UID"
-ENV_ATTEMPT = "RUNPLANE_ATTEMPT"
-ENV_FILENAME = "RUNPLANE_FILENAME"
-ENV_TAKES_CONTEXT = "RUNPLANE_TAKES_CONTEXT"
-ENV_PARAMS = "RUNPLANE_PARAMS"
-ENV_INPUTS = "RUNPLANE_INPUTS"
+#: Environment variables of a run's container, which the program inside every run reads (it
+#: defines them: it may import nothing of runplane).
 ENV_HTTP_WORKERS = "RUNPLANE_HTTP_WORKERS"
 ENV_HTTP_WORKER_TIMEOUT = "RUNPLANE_HTTP_WORKER_TIMEOUT"
-#: The run's volumes as ``{mount path: local directory}`` JSON, where runs execute here.
-ENV_MOUNTS = "RUNPLANE_MOUNTS"
 
 #: Variables runplane sets in every run's container; a function may not set them itself.
 RESERVED_ENV = frozenset(
@@ -60,5 +66,19 @@ RESERVED_ENV = frozenset(
         ENV_HTTP_WORKERS,
         ENV_HTTP_WORKER_TIMEOUT,
         ENV_MOUNTS,
+        ENV_RUN_DIR,
+        ENV_ARTIFACT_PATH,
     }
 )
+
+#: runplane's own parts of a run's pod: the program that runs the handler (a ConfigMap of
+#: runplane.bootstrap, mounted read-only) and the run's directory (an emptyDir). A function's
+#: volumes may not take their names or paths.
+OWN = "runplane-"
+BOOTSTRAP_VOLUME = f"{OWN}bootstrap"
+BOOTSTRAP_DIR = "/runplane/bootstrap"
+BOOTSTRAP_SCRIPT = "runplane_bootstrap.py"
+RUN_VOLUME = f"{OWN}run"
+RUN_DIR = "/runplane/run"
+#: Where runplane's own mounts live in a container.
+OWN_DIR = "/runplane"

@@ -17,6 +17,7 @@ from testbed.pytest_plugin import (  # noqa: E402
     pytest_configure,
     pytest_runtest_makereport,
     pytest_terminal_summary,
+    real_node,
     testbed_cluster,
 )
 
@@ -26,5 +27,6 @@ __all__ = [
     "pytest_configure",
     "pytest_runtest_makereport",
     "pytest_terminal_summary",
+    "real_node",
     "testbed_cluster",
 ]

@@ -20,13 +20,13 @@ from kubernetes import client
 
 import runplane
 from runplane import names
+from runplane.bootstrap import Invocation
 from runplane.config import Settings
 from runplane.errors import ConflictError
 from runplane.rendering import RunRef, render
 from runplane.runs import RunState
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.events import RunEvent
-from runplane.runtimes.invocation import Invocation
 from runplane.runtimes.kubernetes import KubernetesRuntime, PodWatch
 from runplane.runtimes.kubernetes.rest import RestApi
 from runplane.spec.function import Function

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 import runplane
 from runplane import names
 from runplane.config import load_settings
+from runplane.rendering.manifests import bootstrap_configmap_name
 from runplane.service.api import create_app
 from runplane.service.server import Server
 from testbed import serve, topology
@@ -285,6 +286,7 @@ def test_deploy_serving_applies_and_replaces(client, testbed_cluster, code_file)
     answer = client.post("/api/v1/deployments", headers=TOKEN, json={"function": serve.to_dict()})
     assert answer.status_code == 201, answer.text
     assert answer.json()["applied"] == [
+        f"ConfigMap/{bootstrap_configmap_name()}",  # what the pods mount comes first
         "Deployment/predict",
         "Service/predict",
         "HorizontalPodAutoscaler/predict",
@@ -302,7 +304,7 @@ def test_deploy_serving_applies_and_replaces(client, testbed_cluster, code_file)
     serve.spec.min_replicas = serve.spec.max_replicas = None
     serve.spec.replicas = 2
     again = client.post("/api/v1/deployments", headers=TOKEN, json={"function": serve.to_dict()})
-    assert again.json()["applied"] == ["Deployment/predict", "Service/predict"]
+    assert again.json()["applied"][1:] == ["Deployment/predict", "Service/predict"]
     assert apps.read_namespaced_deployment("predict", namespace).spec.replicas == 2
     names_left = [
         h.metadata.name for h in scaling.list_namespaced_horizontal_pod_autoscaler(namespace).items

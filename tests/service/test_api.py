@@ -263,7 +263,9 @@ def test_cluster_summary(client):
         "deploy": False,
         "durable": False,
     }
+    assert (summary["ready"], summary["message"]) == (True, "1 of 1 nodes take new pods")
     (node,) = summary["nodes"]
+    assert (node["ready"], node["condition"]) == (True, "")
     assert node["allocatable"]["cpu"] == 2000
     assert node["free"]["cpu"] == 2000
 

@@ -56,7 +56,9 @@ def test_render_python_file_with_flags(workdir):
         cwd=workdir,
     )
     assert done.returncode == 0, done.stderr
-    (pod,) = list(yaml.safe_load_all(done.stdout))
+    configmap, pod = yaml.safe_load_all(done.stdout)  # what the pod mounts comes first
+    assert configmap["kind"] == "ConfigMap"
+    assert configmap["data"]["runplane_bootstrap.py"].startswith('"""')  # readable, as a block
     spec = pod["spec"]
     assert spec["containers"][0]["resources"] == {
         "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
@@ -80,7 +82,8 @@ def test_render_exported_yaml(workdir):
     subprocess.run([sys.executable, "-c", export], cwd=workdir, check=True)
     done = run("render", "function.yaml", cwd=workdir)
     assert done.returncode == 0, done.stderr
-    assert yaml.safe_load(done.stdout)["metadata"]["name"] == "train"
+    *_, pod = yaml.safe_load_all(done.stdout)
+    assert pod["metadata"]["name"] == "train"
 
 
 @pytest.mark.parametrize(

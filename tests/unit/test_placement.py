@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from runplane.placement import Node, PodRequirements, Taint, evaluate, pod_requests
 
 from .cluster import reference_nodes
@@ -170,6 +172,30 @@ def test_node_from_kubernetes_object():
         "pods": 110,
     }
     assert node.taints == [Taint("nvidia.com/gpu", "present", "NoSchedule")]
+    assert node.summary().condition == "not ready: the node has reported no Ready condition yet"
+
+
+@pytest.mark.parametrize(
+    ("spec", "ready", "condition"),
+    [
+        ({}, {"status": "True"}, ""),
+        (
+            {},
+            {"status": "False", "reason": "KubeletNotReady", "message": "PLEG is not healthy"},
+            "not ready: KubeletNotReady: PLEG is not healthy",
+        ),
+        ({"unschedulable": True}, {"status": "True"}, "cordoned (spec.unschedulable)"),
+    ],
+)
+def test_a_node_says_why_it_takes_no_pods(spec, ready, condition):
+    node = Node.from_kubernetes(
+        {
+            "metadata": {"name": "n"},
+            "spec": spec,
+            "status": {"conditions": [{"type": "Ready", **ready}], "allocatable": {"cpu": "1"}},
+        }
+    )
+    assert (node.summary().ready, node.summary().condition) == (not condition, condition)
 
 
 def test_pod_requests_with_init_containers_and_overhead():

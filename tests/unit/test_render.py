@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 import runplane
+from runplane.bootstrap import Invocation
 from runplane.config import load_settings
-from runplane.errors import ConflictError, InvalidValueError, PolicyError
+from runplane.errors import ConfigError, ConflictError, InvalidValueError, PolicyError
 from runplane.rendering import RunRef, render
-from runplane.runtimes.invocation import Invocation
 from runplane.runtimes.request import build_request
 
 from .conftest import assert_valid_manifests
+from .pods import theirs
 
 
 def rendered(fn, settings=None, **kwargs):
@@ -27,8 +28,9 @@ def container(result):
 def test_job_renders_one_pod_with_run_labels_and_name():
     fn = runplane.new_function("training", project="fraud").with_requests(cpu=1, mem="1Gi")
     result = rendered(fn, run=RunRef(uid="0123456789abcdef0123456789abcdef", attempt=2))
-    (pod,) = result.manifests
+    pod, bootstrap = result.manifests
     assert pod["kind"] == "Pod"
+    assert bootstrap["kind"] == "ConfigMap"  # the program the pod starts: see test_bootstrap
     assert pod["metadata"]["name"] == "training-0123456789abcdef-2"
     assert pod["metadata"]["labels"] == {
         "runplane.io/project": "fraud",
@@ -100,6 +102,17 @@ def test_default_node_selector_merges_and_empty_value_removes():
         "team": "ml",
         "zone": "a",
     }
+
+
+def test_default_tolerations_join_the_functions_own():
+    taint = {"key": "real", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+    settings = load_settings(function_defaults={"tolerations": [taint]})
+    mine = {"key": "team", "operator": "Exists", "effect": "NoSchedule"}
+    fn = runplane.new_function("t").with_node_selection(tolerations=[mine, taint])
+    assert rendered(fn, settings).pod_spec["tolerations"] == [mine, taint]  # once each
+    assert rendered(runplane.new_function("t"), settings).pod_spec["tolerations"] == [taint]
+    with pytest.raises(ConfigError, match=r"function_defaults.tolerations\[0\].operator"):
+        load_settings(function_defaults={"tolerations": [{"operator": "Sometimes"}]})
 
 
 def test_unknown_priority_class_lists_the_valid_ones():
@@ -174,6 +187,7 @@ def test_environment_and_code_reach_the_container(tmp_path):
         "RUNPLANE_FUNCTION",
         "RUNPLANE_HANDLER",
         "RUNPLANE_EXEC_CODE",
+        "RUNPLANE_RUN_DIR",
         "MY_ENV",
         "TOKEN",
     ]
@@ -206,7 +220,7 @@ def test_v3io_access_key_renders_as_a_referenced_secret():
         )
     )
     result = rendered(fn)
-    pod, secret = result.manifests
+    pod, secret, _ = result.manifests
     volume = pod["spec"]["volumes"][0]
     assert volume == {
         "name": "data",
@@ -223,15 +237,17 @@ def test_auto_mount_applies_unless_disabled_or_taken():
     )
     fn = runplane.new_function("training")
     spec = rendered(fn, settings).pod_spec
-    assert spec["volumes"] == [
+    assert theirs(spec["volumes"]) == [
         {"name": "auto-mount", "persistentVolumeClaim": {"claimName": "shared"}}
     ]
-    assert spec["containers"][0]["volumeMounts"] == [{"name": "auto-mount", "mountPath": "/shared"}]
+    assert theirs(spec["containers"][0]["volumeMounts"]) == [
+        {"name": "auto-mount", "mountPath": "/shared"}
+    ]
     assert fn.spec.volumes == []  # applied at render time only
     fn.spec.disable_auto_mount = True
-    assert "volumes" not in rendered(fn, settings).pod_spec
+    assert theirs(rendered(fn, settings).pod_spec["volumes"]) == []
     mine = runplane.new_function("mine").apply(runplane.mount_pvc("data", "data", "/shared"))
-    assert rendered(mine, settings).pod_spec["volumes"] == [
+    assert theirs(rendered(mine, settings).pod_spec["volumes"]) == [
         {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
     ]
 
@@ -241,8 +257,8 @@ def test_serving_fixed_replicas():
     serve.spec.replicas = 3
     serve.with_http(workers=8, worker_timeout=10)
     result = rendered(serve)
-    assert [m["kind"] for m in result.manifests] == ["Deployment", "Service"]
-    deployment, service = result.manifests
+    assert [m["kind"] for m in result.manifests] == ["Deployment", "Service", "ConfigMap"]
+    deployment, service, _ = result.manifests
     assert deployment["spec"]["replicas"] == 3
     assert deployment["spec"]["selector"]["matchLabels"] == {
         "runplane.io/project": "default",
@@ -263,7 +279,7 @@ def test_serving_autoscaling_renders_an_hpa_and_starts_within_range():
     serve.spec.min_replicas = 1
     serve.spec.max_replicas = 4
     serve.spec.target_cpu_percent = 60
-    deployment, _, hpa = rendered(serve).manifests
+    deployment, _, hpa, _ = rendered(serve).manifests
     assert deployment["spec"]["replicas"] == 2
     assert hpa["apiVersion"] == "autoscaling/v2"
     assert hpa["spec"] == {

@@ -21,6 +21,7 @@ from runplane.rendering import render
 
 from .cluster import reference_nodes
 from .conftest import assert_valid_manifests
+from .pods import theirs
 
 LIFECYCLE = "app.iguazio.com/lifecycle"
 
@@ -141,7 +142,7 @@ def test_scaling():
     fn.spec.max_replicas = 4
     manifests = render(fn, load_settings()).manifests
     assert_valid_manifests(manifests)
-    deployment, _, hpa = manifests
+    deployment, _, hpa, _ = manifests
     assert deployment["spec"]["replicas"] == 2
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 4)
 
@@ -161,7 +162,7 @@ def test_mount_v3io_with_volume_mounts(func):
     )
     result = render(func, load_settings())
     assert_valid_manifests(result.manifests)
-    assert result.pod_spec["containers"][0]["volumeMounts"] == [
+    assert theirs(result.pod_spec["containers"][0]["volumeMounts"]) == [
         {"name": "data", "mountPath": "/data", "subPath": "projects/proj1/data"}
     ]
     assert result.manifests[1]["kind"] == "Secret"
@@ -171,7 +172,7 @@ def test_mount_v3io_defaults():
     open_archive_function = runplane.new_function("open-archive")
     open_archive_function.apply(runplane.mount_v3io())
     spec = rendered_pod(open_archive_function)
-    assert spec["volumes"] == [
+    assert theirs(spec["volumes"]) == [
         {
             "name": "v3io",
             "flexVolume": {"driver": "v3io/fuse", "secretRef": {"name": "v3io-access"}},
@@ -186,10 +187,10 @@ def test_mount_pvc(func):
         )
     )
     spec = rendered_pod(func)
-    assert spec["volumes"] == [
+    assert theirs(spec["volumes"]) == [
         {"name": "data", "persistentVolumeClaim": {"claimName": "data-claim"}}
     ]
-    assert spec["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+    assert theirs(spec["containers"][0]["volumeMounts"]) == [{"name": "data", "mountPath": "/data"}]
 
 
 def test_preemption_mode_prevent_on_the_documents_job(tmp_path):

@@ -69,19 +69,28 @@ def render(
 ) -> None:
     """Print the Kubernetes manifests SOURCE (function.yaml or a .py file) renders to.
 
-    The QoS class and warnings follow as YAML comments, so the output stays valid YAML.
-    Secret values are redacted.
+    The Secrets and ConfigMap the workload needs come first, so ``kubectl apply -f`` creates
+    them before it. The QoS class and warnings follow as YAML comments, so the output stays
+    valid YAML. Secret values are redacted.
     """
     import yaml
 
     from runplane.config import current
     from runplane.rendering import render as render_function
 
+    class Dumper(yaml.SafeDumper):
+        """Multi-line strings (the bootstrap program) as literal blocks, readable as code."""
+
+    def string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, string)
     fn = apply_resource_options(load_function(source, name, handler, kind), options)
     rendered = render_function(fn, current())
-    click.echo(
-        yaml.safe_dump_all([_redacted(m) for m in rendered.manifests], sort_keys=False), nl=False
-    )
+    workload, *needed = rendered.manifests  # what the workload needs comes first, for kubectl
+    documents = [_redacted(m) for m in [*needed, workload]]
+    click.echo(yaml.dump_all(documents, Dumper=Dumper, sort_keys=False), nl=False)
     click.echo(f"# QoS class: {rendered.qos.value}")
     for lint in rendered.lints:
         click.echo(f"# {lint}")

@@ -116,9 +116,10 @@ def run_command(
     thresholds: tuple[str, ...],
     **options: Any,
 ) -> None:
-    """Run a function from SOURCE (a .py file or function.yaml) on this machine.
+    """Run a function from SOURCE (a .py file or function.yaml).
 
-    The command follows the run until it ends and exits 0 if it completed, 1 otherwise;
+    The run goes to the service at RUNPLANE_API when that is set, else it runs on this
+    machine. The command follows the run until it ends and exits 0 if it completed, 1 otherwise;
     Ctrl-C aborts the run.
     """
 

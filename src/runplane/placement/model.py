@@ -48,6 +48,9 @@ class Node:
     requested: dict[str, int] = field(default_factory=dict)
     pod_count: int = 0
     unschedulable: bool = False
+    #: Why the node takes no new pods though it may fit them (its kubelet is not ready, it is
+    #: cordoned); empty when it does.
+    not_ready: str = ""
 
     @classmethod
     def create(
@@ -91,6 +94,7 @@ class Node:
             ],
             allocatable=allocatable,
             unschedulable=bool(spec.get("unschedulable")),
+            not_ready=_not_ready(node),
         )
 
     def free(self, resource: str) -> int:
@@ -115,7 +119,22 @@ class Node:
             allocatable=dict(self.allocatable),
             free={resource: self.free(resource) for resource in self.allocatable}
             | {"pods": self.allocatable.get("pods", 0) - self.pod_count},
+            ready=not self.not_ready,
+            condition=self.not_ready,
         )
+
+
+def _not_ready(node: Mapping[str, Any]) -> str:
+    """The node's own word on why it takes no pods, from its Ready condition and cordon."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return "cordoned (spec.unschedulable)"
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            if condition.get("status") == "True":
+                return ""
+            words = [condition.get("reason") or "", condition.get("message") or ""]
+            return "not ready: " + (": ".join(w for w in words if w) or "no reason given")
+    return "not ready: the node has reported no Ready condition yet"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +148,9 @@ class NodeSummary:
     taints: list[dict[str, str]]
     allocatable: dict[str, int]
     free: dict[str, int]
+    #: Whether the node takes new pods; ``condition`` says why not.
+    ready: bool = True
+    condition: str = ""
 
 
 @dataclass(frozen=True, slots=True)

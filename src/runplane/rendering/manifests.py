@@ -7,11 +7,14 @@ the current settings say and nothing left over from before.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-from runplane import names
+from runplane import bootstrap, names
 from runplane.config import Settings
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.rendering.lints import Effective, Lint, lint
@@ -21,8 +24,37 @@ from runplane.spec.function import Function, FunctionKind, FunctionSpec
 from runplane.spec.quantity import format_quantity, parse_quantity
 from runplane.spec.resources import COMPUTE, QoSClass, gpu_entries, qos_class
 
-#: The module the container runs; it reads the RUNPLANE_* variables below.
-ENTRYPOINT = ["python", "-m", "runplane.runtimes.entry"]
+#: What a run's container runs: runplane's bootstrap, shipped in a ConfigMap, with the image's
+#: own Python; the image needs nothing of runplane.
+BOOTSTRAP_COMMAND = ["python3", f"{names.BOOTSTRAP_DIR}/{names.BOOTSTRAP_SCRIPT}"]
+
+
+@cache
+def bootstrap_configmap_name() -> str:
+    """The bootstrap's ConfigMap, named by its content: a service of another runplane version
+    in the same namespace uses its own, and the object can be immutable."""
+    digest = hashlib.sha256(_bootstrap_source().encode()).hexdigest()[:12]
+    return f"{names.BOOTSTRAP_VOLUME}-{digest}"
+
+
+@cache
+def _bootstrap_source() -> str:
+    return Path(bootstrap.__file__).read_text(encoding="utf-8")
+
+
+def bootstrap_configmap(namespace: str) -> dict[str, Any]:
+    """The ConfigMap holding the program every run's pod starts (see :mod:`runplane.bootstrap`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": bootstrap_configmap_name(),
+            "namespace": namespace,
+            "labels": {names.MANAGED_BY: names.MANAGER},
+        },
+        "immutable": True,
+        "data": {names.BOOTSTRAP_SCRIPT: _bootstrap_source()},
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +74,15 @@ class Rendered:
     @property
     def pod_spec(self) -> dict[str, Any]:
         """The pod spec, whether the function rendered to a Pod or a Deployment."""
-        first = self.manifests[0]
-        spec: dict[str, Any] = (
-            first["spec"] if first["kind"] == "Pod" else first["spec"]["template"]["spec"]
-        )
-        return spec
+        return _pod_of(self.manifests)
+
+
+def _pod_of(manifests: list[dict[str, Any]]) -> dict[str, Any]:
+    first = manifests[0]
+    spec: dict[str, Any] = (
+        first["spec"] if first["kind"] == "Pod" else first["spec"]["template"]["spec"]
+    )
+    return spec
 
 
 def _copy(value: Any) -> Any:
@@ -87,6 +123,12 @@ def _selector(function: Function, settings: Settings) -> dict[str, str]:
     return {key: value for key, value in merged.items() if value != ""}
 
 
+def _bootstrapped(spec: FunctionSpec) -> bool:
+    """Whether runplane's bootstrap starts the pod; not when the function names a script of its
+    own image to run instead."""
+    return not (spec.command and not spec.build.source)
+
+
 def _env(function: Function) -> list[dict[str, Any]]:
     """The function's own variables after runplane's: which project and function, and the code
     a serving pod loads. A run's invocation (its uid, handler, parameters) is added when the
@@ -100,6 +142,8 @@ def _env(function: Function) -> list[dict[str, Any]]:
         system[names.ENV_HANDLER] = spec.handler
     if spec.build.source:
         system[names.ENV_CODE] = spec.build.source
+    if _bootstrapped(spec):
+        system[names.ENV_RUN_DIR] = names.RUN_DIR
     user: list[dict[str, Any]] = _copy(spec.env)
     return [{"name": k, "value": v} for k, v in system.items()] + user
 
@@ -154,9 +198,9 @@ def _pod_spec(
     spec = function.spec
     selector = _selector(function, settings)
     check_reserved_groups(settings, selector, spec.affinity)
-    affinity, tolerations = apply_preemption_mode(
-        mode, selector, spec.affinity, spec.tolerations, settings.spot
-    )
+    own = [*spec.tolerations]
+    own += [t for t in settings.function_defaults.tolerations if t not in own]
+    affinity, tolerations = apply_preemption_mode(mode, selector, spec.affinity, own, settings.spot)
     priority = check_priority_class(
         settings, spec.priority_class_name or settings.function_defaults.priority_class, role
     )
@@ -174,12 +218,23 @@ def _pod_spec(
     container: dict[str, Any] = {
         "name": "main",
         "image": spec.image or settings.function_defaults.image,
-        "command": [*ENTRYPOINT],
+        "command": [*BOOTSTRAP_COMMAND],
         "env": _env(function),
         "resources": resources,
     }
-    if spec.command:
-        container["command"] = ["python", spec.command]
+    if spec.image_pull_policy:
+        container["imagePullPolicy"] = spec.image_pull_policy
+    if not _bootstrapped(spec):  # a script inside the image, run as is
+        container["command"] = ["python3", spec.command]
+    else:  # runplane's bootstrap runs the embedded code: it is mounted, with a run directory
+        mounts.append(
+            {"name": names.BOOTSTRAP_VOLUME, "mountPath": names.BOOTSTRAP_DIR, "readOnly": True}
+        )
+        mounts.append({"name": names.RUN_VOLUME, "mountPath": names.RUN_DIR})
+        volumes.append(
+            {"name": names.BOOTSTRAP_VOLUME, "configMap": {"name": bootstrap_configmap_name()}}
+        )
+        volumes.append({"name": names.RUN_VOLUME, "emptyDir": {}})
     if spec.args:
         container["args"] = list(spec.args)
     if mounts:
@@ -353,6 +408,8 @@ def render(
             }
         ]
     manifests.extend(_secrets(function, settings, labels))
+    if any(v["name"] == names.BOOTSTRAP_VOLUME for v in _pod_of(manifests).get("volumes", [])):
+        manifests.append(bootstrap_configmap(settings.namespace))
     effective = Effective(function=function, requests=requests, limits=limits, gpus=gpus, mode=mode)
     return Rendered(
         manifests=manifests, qos=qos_class(requests, limits), lints=list(lint(effective))

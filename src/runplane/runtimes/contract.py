@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runplane.bootstrap import Invocation
 from runplane.placement import NodeSummary
 from runplane.runs import Usage
 from runplane.runtimes.events import RunEvent
-from runplane.runtimes.invocation import Invocation
 
 #: The most output one ``Runtime.logs`` call returns, so a long log streams in pieces.
 LOG_CHUNK = 1 << 20

@@ -12,11 +12,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from runplane.bootstrap import Invocation
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
 from runplane.rendering import RunRef, effective_resources, render
 from runplane.runtimes.contract import RunRequest
-from runplane.runtimes.invocation import Invocation
 from runplane.spec.bounds import MAX_PARAMS_BYTES, check_json
 from runplane.spec.function import Function, FunctionKind
 from runplane.spec.handler import bind_parameters, read_signature
@@ -64,6 +64,9 @@ def build_request(
         takes_context=signature.takes_context,
         params={k: v for k, v in bound.items() if k not in run_inputs},
         inputs=run_inputs,
+        artifact_path=fn.spec.artifact_path.replace("{{run.uid}}", uid).replace(
+            "{{run.project}}", fn.metadata.project
+        ),
     )
     rendered = render(fn, settings, run=RunRef(uid, attempt), role=role)
     manifests = rendered.manifests

@@ -73,6 +73,10 @@ class ScheduleSubmission(RunSubmission):
 class ClusterOut(pydantic.BaseModel):
     runtime: str
     capabilities: Capabilities
+    #: Whether runs can start: some node takes new pods. ``message`` says how many, and why
+    #: the others do not.
+    ready: bool
+    message: str
     nodes: list[NodeSummary]
 
 
@@ -340,8 +344,17 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     @app.get(f"{API}/cluster")
     def cluster(_: User) -> ClusterOut:
         runtime = server.runs.runtime
+        nodes = server.nodes()
+        ready = [node for node in nodes if node.ready]
+        message = f"{len(ready)} of {len(nodes)} nodes take new pods" + "".join(
+            f"; {node.name}: {node.condition}" for node in nodes if not node.ready
+        )
         return ClusterOut(
-            runtime=runtime.name, capabilities=runtime.capabilities, nodes=server.nodes()
+            runtime=runtime.name,
+            capabilities=runtime.capabilities,
+            ready=bool(ready),
+            message=message,
+            nodes=nodes,
         )
 
     @app.patch(f"{API}/defaults")

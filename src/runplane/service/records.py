@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Engine, select, update
@@ -227,6 +228,9 @@ class RunStore:
         run = session.get(Run, event.uid, options=[_EVENT_COLUMNS])
         if run is None or not RunState(run.state).may_become(event.state):
             return False
+        if run.state_since is not None and event.at < run.state_since:
+            # A cluster stamps its times in whole seconds: never let a run end before it began.
+            event = replace(event, at=run.state_since)
         state = event.state.value
         entered = state != run.state
         if entered:

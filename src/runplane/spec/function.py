@@ -13,7 +13,7 @@ import binascii
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 
@@ -44,6 +44,7 @@ from runplane.spec.volumes import (
     Mount,
     Volume,
     add_volume,
+    check_mount_path,
     check_relative_path,
     check_volume_mounts,
     check_volumes,
@@ -147,6 +148,9 @@ class FunctionSpec(SpecModel):
 
     description: str = ""
     image: str = ""
+    #: When the node fetches the image: Kubernetes' own default when unset (IfNotPresent,
+    #: or Always for a ``:latest`` tag).
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
     command: str = ""
     args: list[str] = pydantic.Field(default_factory=list)
     handler: str = ""
@@ -171,6 +175,15 @@ class FunctionSpec(SpecModel):
     retries: int = pydantic.Field(default=0, ge=0)
     #: Pod annotations (for sidecars, admission webhooks, cluster tooling).
     annotations: dict[str, str] = pydantic.Field(default_factory=dict)
+    #: Where a run's artifacts go in its file system, ``{{run.uid}}`` and ``{{run.project}}``
+    #: replaced per run; a mounted volume's path keeps them after the run. Unset: the run's
+    #: own directory (on Kubernetes, gone with the pod).
+    artifact_path: str = ""
+
+    @pydantic.field_validator("artifact_path", mode="before")
+    @classmethod
+    def _artifact_path(cls, value: Any) -> Any:
+        return check_mount_path("spec.artifact_path", value) if value else ""
 
     @pydantic.field_validator("description", "image", "command", "handler", mode="before")
     @classmethod
@@ -520,6 +533,7 @@ class Function(SpecModel):
         state_thresholds: Mapping[str, Any] | None = None,
         watch: bool = True,
         schedule: str | None = None,
+        artifact_path: str | None = None,
     ) -> Any:
         """Run the function and return a handle to the run ("Run now").
 
@@ -528,10 +542,11 @@ class Function(SpecModel):
         paths passed to the handler by name; ``state_thresholds`` override the function's for
         this run. With ``watch`` the call waits, printing the run's output. With ``schedule``
         (a cron expression, "Schedule for later") the service stores a schedule instead and
-        its record is returned.
+        its record is returned. ``artifact_path`` sets ``spec.artifact_path`` for this run.
         """
+        fn = self if artifact_path is None else self._replace("spec", artifact_path=artifact_path)
         return hooks.client().run(
-            self,
+            fn,
             params=params,
             inputs=inputs,
             state_thresholds=state_thresholds,
@@ -552,6 +567,19 @@ class Function(SpecModel):
         given = check_thresholds("set_state_thresholds", state_thresholds)
         thresholds = {**self.spec.state_thresholds, **given} if patch else given
         return self._replace("spec", state_thresholds=thresholds)
+
+    def set_image_pull_configuration(
+        self, image_pull_policy: str | None = None, image_pull_secret_name: str | None = None
+    ) -> Function:
+        """Choose when nodes pull the image (``Always``, ``IfNotPresent``, ``Never``)."""
+        if image_pull_secret_name is not None:
+            raise InvalidValueError(
+                "image_pull_secret_name",
+                image_pull_secret_name,
+                "image pull secrets are the namespace's service account's business in "
+                "runplane; attach the secret to it (kubectl patch serviceaccount default ...)",
+            )
+        return self._replace("spec", image_pull_policy=image_pull_policy)
 
     def with_http(self, workers: int | None = None, worker_timeout: int | None = None) -> Function:
         """Set the serving HTTP server's worker processes and their timeout in seconds."""

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from runplane import names
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.spec.bounds import MAX_ITEMS, MAX_PATH_LENGTH
 from runplane.spec.labels import check_dns_label, check_dns_subdomain
@@ -38,7 +39,15 @@ class VolumeMount(NamedTuple):
 
 
 def check_mount_path(field: str, path: object) -> str:
-    """An absolute path inside the container, with no ``..`` element (Kubernetes' own rule)."""
+    """An absolute path inside the container, with no ``..`` element (Kubernetes' own rule),
+    outside runplane's own directory."""
+    if isinstance(path, str) and (path == names.OWN_DIR or path.startswith(f"{names.OWN_DIR}/")):
+        raise InvalidValueError(
+            field,
+            path,
+            f"{names.OWN_DIR} is runplane's own directory in a run's container",
+            "'/data'",
+        )
     if (
         not isinstance(path, str)
         or not path.startswith("/")
@@ -99,6 +108,7 @@ def check_volumes(field: str, volumes: object) -> list[Volume]:
                 "{'name': 'data', 'persistentVolumeClaim': {'claimName': 'data-claim'}}",
             )
         check_dns_label(f"{where}.name", volume["name"], "'data'")
+        _not_runplanes(f"{where}.name", volume["name"])
         kind = kinds[0]
         source = volume[kind]
         named, optional = _SOURCES[kind]
@@ -126,6 +136,13 @@ def check_volumes(field: str, volumes: object) -> list[Volume]:
             check_key(f"{where}.{kind}.items[{item_index}].key", item["key"])
             check_relative_path(f"{where}.{kind}.items[{item_index}].path", item.get("path"))
     return volumes
+
+
+def _not_runplanes(field: str, name: str) -> None:
+    if name.startswith(names.OWN):
+        raise InvalidValueError(
+            field, name, f"volume names starting {names.OWN!r} are runplane's own", "'data'"
+        )
 
 
 def check_volume_mounts(field: str, mounts: object) -> list[Mount]:

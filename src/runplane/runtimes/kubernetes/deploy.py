@@ -19,14 +19,16 @@ from runplane.runtimes.kubernetes.calls import Calls
 from runplane.runtimes.kubernetes.rest import APPLY_PATCH, object_path
 
 _AUTOSCALER = ("autoscaling/v2", "HorizontalPodAutoscaler")
+_MOUNTED = ("ConfigMap", "Secret")
 
 
 def apply(calls: Calls, manifests: Iterable[Mapping[str, Any]]) -> list[str]:
-    """Create or update each object; returns ``Kind/name`` of each, in order."""
+    """Create or update each object, what the pods mount (ConfigMaps, Secrets) first; returns
+    ``Kind/name`` of each, in the order applied."""
     applied: list[str] = []
     kinds: set[tuple[str, str]] = set()
     deployment = ""
-    for manifest in manifests:
+    for manifest in sorted(manifests, key=lambda m: m["kind"] not in _MOUNTED):
         meta = manifest["metadata"]
         namespace = meta.get("namespace", calls.namespace)
         path = object_path(manifest["apiVersion"], manifest["kind"], namespace, meta["name"])

@@ -107,21 +107,35 @@ def _event(pod: Pod, state: RunState, at: float | None, **fields: Any) -> RunEve
     )
 
 
-def _summary(end: Mapping[str, Any] | None) -> tuple[dict[str, Any], str]:
-    """Results and text from the termination message.
+def _summary(end: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """Results, artifacts and the error text from the termination message.
 
-    runplane's entry point writes ``{"results": {...}}`` there; anything else (a crash before
-    it ran, a user's own image) is taken as plain text.
+    runplane's bootstrap writes ``{"results": {...}, "artifacts": [...], "error": "..."}``
+    there (or ``{"results_in_log": true}``, see :func:`results_in_log`); anything else (a crash
+    before it ran, a user's own image) is taken as plain text.
     """
     text = str((end or {}).get("message") or "").strip()
     if text.startswith("{"):
         try:
             summary = json.loads(text)
         except ValueError:
-            return {}, text
-        if isinstance(summary, dict) and isinstance(summary.get("results"), dict):
-            return summary["results"], str(summary.get("error") or "")
-    return {}, text
+            return {}, [], text
+        if isinstance(summary, dict):
+            results = summary.get("results")
+            artifacts = summary.get("artifacts")
+            return (
+                results if isinstance(results, dict) else {},
+                artifacts if isinstance(artifacts, list) else [],
+                str(summary.get("error") or ""),
+            )
+    return {}, [], text
+
+
+def results_in_log(pod: Pod) -> bool:
+    """Whether the pod's results were too large for its termination message and are on the
+    last line of its log instead."""
+    end = _terminated(pod.get("status") or {})
+    return '"results_in_log": true' in str((end or {}).get("message") or "")
 
 
 def _failure(end: Mapping[str, Any] | None, status: Mapping[str, Any]) -> tuple[str, str]:
@@ -130,7 +144,7 @@ def _failure(end: Mapping[str, Any] | None, status: Mapping[str, Any]) -> tuple[
         return reason, status.get("message") or f"the pod failed ({reason})"
     code = end.get("exitCode")
     reason = end.get("reason") or "Error"
-    _, text = _summary(end)
+    _, _, text = _summary(end)
     if text:
         return reason, text
     if reason == "OOMKilled":
@@ -174,6 +188,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
             reason="Completed",
             exit_code=exit_code or 0,
             results=_summary(end)[0],
+            artifacts=_summary(end)[1],
         )
     disruption = conditions.get("DisruptionTarget")
     if disruption and disruption.get("status") == "True":
@@ -197,6 +212,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
             message=message,
             exit_code=exit_code,
             results=_summary(end)[0],
+            artifacts=_summary(end)[1],
         )
     if stopped or meta.get("deletionTimestamp"):
         return _event(

@@ -26,6 +26,7 @@ APPLY_PATCH = "application/apply-patch+yaml"
 _RESOURCES = {
     ("v1", "Pod"): ("/api/v1", "pods"),
     ("v1", "Secret"): ("/api/v1", "secrets"),
+    ("v1", "ConfigMap"): ("/api/v1", "configmaps"),
     ("v1", "Service"): ("/api/v1", "services"),
     ("apps/v1", "Deployment"): ("/apis/apps/v1", "deployments"),
     ("autoscaling/v2", "HorizontalPodAutoscaler"): (
@@ -118,3 +119,7 @@ def pods_path(namespace: str, name: str | None = None) -> str:
 
 def secrets_path(namespace: str, name: str | None = None) -> str:
     return f"/api/v1/namespaces/{namespace}/secrets" + (f"/{name}" if name else "")
+
+
+def configmaps_path(namespace: str, name: str | None = None) -> str:
+    return f"/api/v1/namespaces/{namespace}/configmaps" + (f"/{name}" if name else "")

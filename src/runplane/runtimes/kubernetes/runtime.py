@@ -2,7 +2,8 @@
 
 The runtime keeps almost no state of its own; the cluster is the truth. Submission is safe to
 repeat (:mod:`.submit`); the watch (:mod:`.watch`) reports every pod of this runtime's runs,
-and :mod:`.tracker` turns its observations into run events. An abort is written onto the pod
+:mod:`.tracker` turns its observations into run events, and :mod:`.logspool` copies each pod's
+output into its run's directory before the run is reported ended. An abort is written onto the pod
 as an annotation before the delete, so whoever watches (this process, another replica, this
 process after a restart) records ``aborted`` rather than a failure. Calls block the caller's
 thread (an async service calls them through ``asyncio.to_thread``).
@@ -16,7 +17,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -25,16 +25,17 @@ from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.placement import NodeSummary
 from runplane.runs import Usage
-from runplane.runtimes.contract import LOG_CHUNK, Capabilities, RunRequest
+from runplane.runtimes.contract import Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.calls import Calls, api_message
 from runplane.runtimes.kubernetes.client import api_client
+from runplane.runtimes.kubernetes.logspool import LogSpool
 from runplane.runtimes.kubernetes.pod_events import pod_to_event
 from runplane.runtimes.kubernetes.rest import MERGE_PATCH, RestApi, pods_path
 from runplane.runtimes.kubernetes.submit import Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
-from runplane.runtimes.kubernetes.watch import PodWatch
+from runplane.runtimes.kubernetes.watch import DELETED, VANISHED, PodWatch
 
 log = logging.getLogger(__name__)
 
@@ -75,15 +76,28 @@ class KubernetesRuntime:
         self._grace = grace_period_seconds
         self._sync_timeout = sync_timeout
         self._events = EventChannel()
-        self._tracker = RunTracker(self._events.publish)
+        self._tracker = RunTracker(self._events.publish, self._results_from_log)
+        self._spool = LogSpool(rest, self.namespace, settings.local.home / "runs")
         self.watch = PodWatch(
             rest,
             self.namespace,
             self._selector(),
-            self._tracker.observe,
+            self._observe,
             resource_version=resource_version,
         )
         self.watch.start()
+
+    def _observe(self, kind: str, pod: dict[str, Any]) -> None:
+        """The watch's news of a pod: its output copied as it comes, and all of it copied
+        before its end becomes the run's."""
+        meta = pod["metadata"]
+        uid = (meta.get("labels") or {}).get(names.RUN_UID)
+        if uid and _started(pod):
+            if _finished(pod) or kind in (DELETED, VANISHED):
+                self._spool.finish(uid, meta["name"])
+            else:
+                self._spool.follow(uid, meta["name"])
+        self._tracker.observe(kind, pod)
 
     def _selector(self, uid: str | None = None) -> str:
         """The label selector of this runtime's pods, or of one run's."""
@@ -96,6 +110,7 @@ class KubernetesRuntime:
         """Stop watching. Pods keep running (``grace`` has nothing to wait for): they belong to
         the cluster, not to this process."""
         self.watch.stop()
+        self._spool.close()
         self._events.close()
 
     # -- launching ------------------------------------------------------------------------
@@ -153,26 +168,17 @@ class KubernetesRuntime:
         return self._events.read()
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
-        """The newest pod's output from byte ``offset``, as the kubelet keeps it (nothing when
-        the pod has none yet, or its node is gone).
+        """The run's output as copied from its pods so far (:mod:`.logspool`)."""
+        return self._spool.read(uid, offset)
 
-        The pod log API reads from the start, so this asks only for what ends at the chunk
-        (``limitBytes``); following a long log by offsets still re-reads its beginning, which
-        a streaming reader of the pod log will replace.
-        """
-        pods = sorted(self._pods(uid), key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
-        if not pods:
-            return b"", offset
-        path = pods_path(self.namespace, pods[-1]["metadata"]["name"]) + "/log"
-        try:
-            response = self._calls.rest.send(
-                "GET", path, {"limitBytes": offset + LOG_CHUNK}, timeout=self._calls.timeout
-            )
-            response.read()
-        except (ApiException, urllib3.exceptions.HTTPError):
-            return b"", offset
-        chunk = bytes(response.data or b"")[offset : offset + LOG_CHUNK]
-        return chunk, offset + len(chunk)
+    def _results_from_log(self, pod: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """A finished pod's results from the last line of its output, where the bootstrap puts
+        them when they are too large for the termination message."""
+        uid = pod["metadata"]["labels"][names.RUN_UID]
+        report = self._spool.results(uid)
+        if report is None:
+            raise LookupError(f"pod {pod['metadata']['name']} printed no results line")
+        return dict(report.get("results") or {}), list(report.get("artifacts") or [])
 
     def usage(self, uid: str) -> Usage | None:
         """Unknown: a cluster's usage needs its metrics API, which runplane does not assume."""
@@ -273,6 +279,15 @@ def _unusable(namespace: str, error: ApiException) -> ConfigError:
         f"{namespace}) or let runplane's account create namespaces, or set RUNPLANE_NAMESPACE "
         "to one it may use"
     )
+
+
+def _started(pod: Mapping[str, Any]) -> bool:
+    """Whether the run's container has started, so that it has output to copy."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == "main":
+            state = status.get("state") or {}
+            return "running" in state or "terminated" in state
+    return False
 
 
 def _finished(pod: Mapping[str, Any]) -> bool:

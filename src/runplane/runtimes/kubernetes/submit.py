@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from runplane import names
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.runtimes.kubernetes.calls import Calls
-from runplane.runtimes.kubernetes.rest import pods_path, secrets_path
+from runplane.runtimes.kubernetes.rest import configmaps_path, pods_path, secrets_path
 
 log = logging.getLogger(__name__)
 
@@ -29,17 +29,20 @@ class Submitter:
         self.calls = calls
         self.namespace = calls.namespace
         self.instance = instance
+        self._known_configmaps: set[str] = set()
 
     def check(self, manifests: Iterable[Mapping[str, Any]]) -> None:
-        """A run is one Pod, named and labelled per attempt, and the Secrets it needs."""
+        """A run is one Pod, named and labelled per attempt, and the Secrets and the
+        bootstrap ConfigMap it needs."""
         pods = []
         for manifest in manifests:
             kind = manifest.get("kind")
-            if kind not in ("Pod", "Secret"):
+            if kind not in ("Pod", "Secret", "ConfigMap"):
                 raise InvalidValueError(
                     "kind",
                     kind,
-                    "the Kubernetes runtime runs jobs: a rendered Pod and its Secrets",
+                    "the Kubernetes runtime runs jobs: a rendered Pod, its Secrets and "
+                    "runplane's bootstrap ConfigMap",
                     "runplane.new_function('train', kind='job')",
                 )
             namespace = (manifest.get("metadata") or {}).get("namespace", self.namespace)
@@ -62,9 +65,11 @@ class Submitter:
             )
 
     def submit(self, manifests: Iterable[Mapping[str, Any]]) -> str:
-        """Create the run's Secrets, then its pod; returns the pod's name."""
+        """Create the run's ConfigMap and Secrets, then its pod; returns the pod's name."""
         owned = [self._own(manifest) for manifest in manifests]
         self.check(owned)
+        for configmap in (m for m in owned if m["kind"] == "ConfigMap"):
+            self._ensure_configmap(configmap)
         for secret in (m for m in owned if m["kind"] == "Secret"):
             self._apply_secret(secret)
         (pod,) = (m for m in owned if m["kind"] == "Pod")
@@ -118,6 +123,22 @@ class Submitter:
                 f"attempt {mine.get(names.ATTEMPT)!r}; delete it or use a new run uid",
             )
         log.info("pod %s already exists for this run attempt; not creating another", name)
+
+    def _ensure_configmap(self, configmap: dict[str, Any]) -> None:
+        """The bootstrap ConfigMap, created once per namespace and content: its name is its
+        content's hash and it is immutable, so an existing one is already right."""
+        name = configmap["metadata"]["name"]
+        if name in self._known_configmaps:
+            return
+        try:
+            self.calls.retried(
+                f"creating configmap {name}",
+                lambda: self._post(configmaps_path(self.namespace), configmap),
+            )
+        except ApiException as error:
+            if error.status != 409:
+                raise self.calls.refused(f"creating configmap {name}", error) from None
+        self._known_configmaps.add(name)
 
     def _apply_secret(self, secret: dict[str, Any]) -> None:
         """Create, or refresh a Secret an earlier run of the same function created."""

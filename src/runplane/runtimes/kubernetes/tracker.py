@@ -16,17 +16,24 @@ from typing import Any
 
 from runplane.runs import RunState
 from runplane.runtimes.events import RunEvent
-from runplane.runtimes.kubernetes.pod_events import POD_DELETED, pod_to_event
+from runplane.runtimes.kubernetes.pod_events import POD_DELETED, pod_to_event, results_in_log
 from runplane.runtimes.kubernetes.watch import DELETED, VANISHED
 
 log = logging.getLogger(__name__)
 
 
+#: Reads a finished pod's results from its log (where large results are); (results, artifacts).
+ResultsReader = Callable[[dict[str, Any]], tuple[dict[str, Any], list[dict[str, Any]]]]
+
+
 class RunTracker:
     """Thread-safe: the watch thread observes, callers' threads abort."""
 
-    def __init__(self, publish: Callable[[RunEvent], None]) -> None:
+    def __init__(
+        self, publish: Callable[[RunEvent], None], read_results: ResultsReader | None = None
+    ) -> None:
         self._publish = publish
+        self._read_results = read_results
         self._lock = threading.Lock()
         self._last: dict[str, tuple[Any, ...]] = {}
         self._finished: set[str] = set()
@@ -43,7 +50,23 @@ class RunTracker:
                 message=f"pod {pod['metadata'].get('name')} was deleted while runplane was not "
                 "watching; how the run ended is unknown",
             )
+        if (
+            event is not None
+            and event.state.terminal
+            and self._read_results is not None
+            and results_in_log(pod)
+            and not self._ended(key)
+        ):
+            try:
+                results, artifacts = self._read_results(pod)
+                event = replace(event, results=results, artifacts=artifacts)
+            except Exception:  # the pod (or its node) may be gone: the end is still the end
+                log.warning("results of pod %s could not be read", key, exc_info=True)
         self.deliver(key, event, forget=gone)
+
+    def _ended(self, key: str) -> bool:
+        with self._lock:
+            return key in self._finished
 
     def abort(self, uid: str, reason: str, message: str) -> None:
         """From now on, the run's pods report the abort (until one of them ends)."""

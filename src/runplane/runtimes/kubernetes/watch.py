@@ -51,7 +51,7 @@ Handler = Callable[[str, dict[str, Any]], None]
 
 
 #: How a streamed read ends when the connection drops, times out or is closed under it.
-_CONNECTION_ENDED = (
+CONNECTION_ENDED = (
     urllib3.exceptions.HTTPError,
     http.client.HTTPException,
     OSError,
@@ -155,7 +155,7 @@ class PodWatch:
         with self._lock:
             response = self._response
         if response is not None:
-            _shutdown(response)
+            shutdown(response)
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
@@ -262,7 +262,7 @@ class PodWatch:
         with self._lock:
             self._response = response
         if self._stop.is_set():
-            _shutdown(response)
+            shutdown(response)
         delivered = False
         try:
             for line in _lines(response):
@@ -270,7 +270,7 @@ class PodWatch:
                     break
                 self._receive(json.loads(line))
                 delivered = True
-        except _CONNECTION_ENDED:
+        except CONNECTION_ENDED:
             # A read timeout, a dropped connection, or our own interrupt()/stop() closing the
             # socket under the read: all resume from the last version.
             if not self._stop.is_set():
@@ -324,7 +324,7 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
         yield pending
 
 
-def _shutdown(response: urllib3.BaseHTTPResponse) -> None:
+def shutdown(response: urllib3.BaseHTTPResponse) -> None:
     """Unblock a read in another thread: shut the socket down, then close."""
     shutdown = getattr(response, "shutdown", None)
     try:

@@ -1,7 +1,8 @@
 """The run's own process: load the embedded code, call the handler, record what it returns.
 
 Started by the executor as ``python -m runplane.runtimes.local.child RUN_DIR``. It reads
-``RUN_DIR/spec.json`` and imports only the standard library and the handler's context.
+``RUN_DIR/spec.json`` and imports only the standard library and :mod:`runplane.bootstrap`,
+the program that runs every handler, here and in pods.
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ def main(run_dir: Path) -> int:
     if spec.get("source_dir"):
         sys.path.insert(0, spec["source_dir"])
 
-    from runplane.runtimes.context import Context
-    from runplane.runtimes.execute import call_handler
-    from runplane.runtimes.invocation import Invocation
+    from runplane.bootstrap import Context, Invocation, call_handler
 
     invocation = Invocation.from_json(spec["invocation"])
     return call_handler(Context(invocation, run_dir, spec["mounts"]), invocation)

@@ -25,6 +25,7 @@ from runplane.placement import PodRequirements
 from runplane.placement.model import resource_amount
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.local.ledger import Claim, Grant
+from runplane.runtimes.output import OUTPUT, private_dir, run_dir
 
 #: Resources this machine offers runs.
 OFFERED = ("cpu", "memory", names.GPU)
@@ -66,10 +67,6 @@ class LocalRun:
             self.cores,
             self.gpus,
         )
-
-
-def run_dir(settings: Settings, uid: str) -> Path:
-    return settings.local.home / "runs" / uid
 
 
 def plan(request: RunRequest, settings: Settings, node_name: str) -> LocalRun:
@@ -122,9 +119,17 @@ def _volume_source(settings: Settings, volume: dict[str, Any]) -> tuple[str, Pat
 
 
 def _mounts(settings: Settings, spec: dict[str, Any]) -> dict[str, str]:
-    sources = {v["name"]: _volume_source(settings, v) for v in spec.get("volumes", [])}
+    """The function's volumes as local directories. runplane's own volumes (the bootstrap and
+    the run directory of a pod) are how a pod runs a handler; here the run's process does."""
+    sources = {
+        v["name"]: _volume_source(settings, v)
+        for v in spec.get("volumes", [])
+        if not v["name"].startswith(names.OWN)
+    }
     mounts = {}
     for mount in spec["containers"][0].get("volumeMounts", []):
+        if mount["name"].startswith(names.OWN):
+            continue
         name, path = sources[mount["name"]]
         if not path.is_dir():
             raise NotFoundError(
@@ -203,11 +208,6 @@ def environment(run: LocalRun, grant: Grant, settings: Settings) -> dict[str, st
     }
 
 
-def _private_dir(path: Path) -> Path:
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
-
-
 def _private_file(path: Path, append: bool = True) -> int:
     """A descriptor of ``path`` for writing, created readable by its owner only."""
     mode = os.O_APPEND if append else os.O_TRUNC
@@ -221,11 +221,11 @@ def spawn(run: LocalRun, grant: Grant, settings: Settings) -> subprocess.Popen[b
     and the run's process starts with umask 077 so that its own files are too.
     """
     request = run.request
-    _private_dir(run.run_dir.parent)
-    _private_dir(run.run_dir)
-    work = _private_dir(run.run_dir / "work")
-    _private_dir(run.run_dir / "home")
-    _private_dir(run.run_dir / "tmp")
+    private_dir(run.run_dir.parent)
+    private_dir(run.run_dir)
+    work = private_dir(run.run_dir / "work")
+    private_dir(run.run_dir / "home")
+    private_dir(run.run_dir / "tmp")
     spec = {
         "invocation": request.invocation.to_json(),
         "mounts": run.mounts,
@@ -240,7 +240,7 @@ def spawn(run: LocalRun, grant: Grant, settings: Settings) -> subprocess.Popen[b
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists():
             link.symlink_to(local)
-    log = _private_file(run.run_dir / "output.log")
+    log = _private_file(run.run_dir / OUTPUT)
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "runplane.runtimes.local.child", str(run.run_dir)],

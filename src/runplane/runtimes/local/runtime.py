@@ -18,12 +18,13 @@ from typing import Any
 from runplane.config import PreemptibleNodes, Settings
 from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
 from runplane.runs import Condition, RunState, Usage
-from runplane.runtimes.contract import LOG_CHUNK, Capabilities, RunRequest
+from runplane.runtimes.contract import Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
-from runplane.runtimes.local.launch import LocalRun, plan, run_dir
+from runplane.runtimes.local.launch import LocalRun, plan
 from runplane.runtimes.local.ledger import Grant, Ledger
 from runplane.runtimes.local.node import detect_capacity, local_node
 from runplane.runtimes.local.supervise import ProcessTable, Supervisor
+from runplane.runtimes.output import OUTPUT, read_output, run_dir
 
 log = logging.getLogger(__name__)
 
@@ -241,14 +242,7 @@ class LocalRuntime:
         return self._events.read()
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
-        path = run_dir(self.settings, uid) / "output.log"
-        try:
-            with path.open("rb") as stream:
-                stream.seek(offset)
-                chunk = stream.read(LOG_CHUNK)
-        except FileNotFoundError:  # not started yet, or never will
-            return b"", offset
-        return chunk, offset + len(chunk)
+        return read_output(run_dir(self.settings, uid) / OUTPUT, offset)
 
     def usage(self, uid: str) -> Usage | None:
         with self._lock:

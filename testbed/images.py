@@ -1,0 +1,257 @@
+"""Container images for the testbed's real node, built offline: no registry, no Docker.
+
+Two images are enough for the real node: the pod sandbox (Kubernetes' own ``pause.c``, which
+ships inside the ``k8s.io/kubernetes`` module zip, compiled statically) and a Python image (a
+Debian root filesystem from ``mmdebstrap``). Each becomes one uncompressed layer wrapped into an
+OCI image-layout tarball that ``ctr -n k8s.io images import`` loads; the image name travels in
+the ``io.containerd.image.name`` annotation of ``index.json``.
+
+Only the standard library is used: ``python -m testbed build`` runs before any Python
+dependency is installed. Archives are deterministic (fixed timestamps, sorted JSON), so the
+same inputs give the same image digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PAUSE_IMAGE = "runplane.local/pause:3.10.2"
+PYTHON_IMAGE = "runplane.local/python:3.11-bookworm"
+PAUSE_ARCHIVE = "pause.oci.tar"
+PYTHON_ARCHIVE = "python.oci.tar"
+ARCHIVES = {PAUSE_IMAGE: PAUSE_ARCHIVE, PYTHON_IMAGE: PYTHON_ARCHIVE}
+
+DEBIAN_SUITE = "bookworm"
+PYTHON_PACKAGES = ("python3",)
+#: Documentation, manuals and translations are most of a minimal rootfs' size and unused.
+DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*")
+#: Bump when the way an image is assembled changes, so cached archives are rebuilt.
+FORMAT_REVISION = 1
+
+DEFAULT_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: A fixed timestamp for every tar entry and the image config: reproducible digests.
+EPOCH = 0
+_EPOCH_TEXT = "1970-01-01T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """The parts of an OCI image config a pod's container inherits when it sets nothing."""
+
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+    env: tuple[str, ...] = (DEFAULT_PATH,)
+    user: str = ""
+
+    def as_oci(self) -> dict[str, object]:
+        config: dict[str, object] = {"Env": list(self.env)}
+        if self.entrypoint:
+            config["Entrypoint"] = list(self.entrypoint)
+        if self.cmd:
+            config["Cmd"] = list(self.cmd)
+        if self.user:
+            config["User"] = self.user
+        return config
+
+
+def inputs_key(k8s_version: str, arch: str) -> str:
+    """A short hash of everything the two images are made from (the pause source comes from
+    the Kubernetes module, so its version is an input)."""
+    inputs = {
+        "k8s": k8s_version,
+        "arch": arch,
+        "pause": PAUSE_IMAGE,
+        "python": PYTHON_IMAGE,
+        "suite": DEBIAN_SUITE,
+        "packages": PYTHON_PACKAGES,
+        "excludes": DPKG_EXCLUDES,
+        "format": FORMAT_REVISION,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def missing_archives(directory: Path) -> list[str]:
+    return [name for name, archive in ARCHIVES.items() if not (directory / archive).is_file()]
+
+
+def _sha256_file(path: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return "sha256:" + digest.hexdigest(), size
+
+
+def _json_bytes(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = EPOCH
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def write_layer(out: Path, files: Mapping[str, Path], mode: int = 0o755) -> Path:
+    """A layer tar of a few root-owned files, for images with no filesystem of their own."""
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
+        for arcname, source in sorted(files.items()):
+            info = tar.gettarinfo(str(source), arcname=arcname)
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            info.mode = mode
+            info.mtime = EPOCH
+            with source.open("rb") as handle:
+                tar.addfile(info, handle)
+    return out
+
+
+def oci_archive(name: str, layer: Path, out: Path, config: ImageConfig, arch: str) -> str:
+    """Wrap one uncompressed layer tar into an OCI image-layout tarball; returns the manifest
+    digest. The archive is written next to ``out`` and renamed, so a reader never sees half of
+    one."""
+    layer_digest, layer_size = _sha256_file(layer)
+    image_config = {
+        "architecture": arch,
+        "os": "linux",
+        "created": _EPOCH_TEXT,
+        "config": config.as_oci(),
+        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
+        "history": [{"created": _EPOCH_TEXT, "created_by": "runplane testbed/images.py"}],
+    }
+    config_bytes = _json_bytes(image_config)
+    config_digest = "sha256:" + hashlib.sha256(config_bytes).hexdigest()
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config_digest,
+            "size": len(config_bytes),
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.oci.image.layer.v1.tar",
+                "digest": layer_digest,
+                "size": layer_size,
+            }
+        ],
+    }
+    manifest_bytes = _json_bytes(manifest)
+    manifest_digest = "sha256:" + hashlib.sha256(manifest_bytes).hexdigest()
+    last = name.rsplit("/", 1)[-1]
+    tag = last.rsplit(":", 1)[1] if ":" in last else "latest"
+    index = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": manifest_digest,
+                "size": len(manifest_bytes),
+                "platform": {"architecture": arch, "os": "linux"},
+                "annotations": {
+                    # ctr names the imported image after this annotation
+                    "io.containerd.image.name": name,
+                    "org.opencontainers.image.ref.name": tag,
+                },
+            }
+        ],
+    }
+    partial = out.with_name(out.name + ".partial")
+    with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as tar:
+        _add_bytes(tar, "oci-layout", _json_bytes({"imageLayoutVersion": "1.0.0"}))
+        _add_bytes(tar, "index.json", _json_bytes(index))
+        _add_bytes(tar, f"blobs/sha256/{config_digest[7:]}", config_bytes)
+        _add_bytes(tar, f"blobs/sha256/{manifest_digest[7:]}", manifest_bytes)
+        info = tar.gettarinfo(str(layer), arcname=f"blobs/sha256/{layer_digest[7:]}")
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mode = 0o644
+        info.mtime = EPOCH
+        with layer.open("rb") as handle:
+            tar.addfile(info, handle)
+    os.replace(partial, out)
+    return manifest_digest
+
+
+def _run(argv: Sequence[str], cwd: Path | None = None) -> None:
+    proc = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"command failed ({proc.returncode}): {' '.join(argv)}\n{proc.stdout}{proc.stderr}"
+        )
+
+
+def _need(tool: str) -> str:
+    found = shutil.which(tool)
+    if not found:
+        raise RuntimeError(
+            f"{tool} not found; the real node's images need it (run scripts/testbed-deps.sh)"
+        )
+    return found
+
+
+def build_pause(pause_c: Path, workdir: Path, out: Path, arch: str) -> str:
+    """Kubernetes' pause, static, so the image needs no libc: a 0.7 MB single-file image."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    binary = workdir / "pause"
+    version = PAUSE_IMAGE.rsplit(":", 1)[1]
+    _run(
+        [
+            _need("gcc"),
+            "-Os",
+            "-Wall",
+            "-Werror",
+            "-static",
+            f"-DVERSION=v{version}-runplane",
+            "-o",
+            str(binary),
+            str(pause_c),
+        ]
+    )
+    _run([_need("strip"), str(binary)])
+    layer = write_layer(workdir / "pause-layer.tar", {"pause": binary})
+    config = ImageConfig(entrypoint=("/pause",), user="65535:65535")
+    return oci_archive(PAUSE_IMAGE, layer, out, config, arch)
+
+
+def build_python(workdir: Path, out: Path, arch: str, mirror: str | None = None) -> str:
+    """A minimal Debian with python3: ``essential`` is the smallest variant apt can extend.
+
+    mmdebstrap picks root mode when run as root and writes the rootfs tar directly; it reads
+    the Debian mirror (``mirror`` or deb.debian.org), the only network access of the build.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    rootfs = workdir / "python-rootfs.tar"
+    argv = [
+        _need("mmdebstrap"),
+        "--quiet",
+        "--variant=essential",
+        f"--architectures={arch}",
+        f"--include={','.join(PYTHON_PACKAGES)}",
+        *(f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES),
+        DEBIAN_SUITE,
+        str(rootfs),
+    ]
+    if mirror:
+        argv.append(mirror)
+    _run(argv)
+    try:
+        config = ImageConfig(cmd=("python3",))
+        return oci_archive(PYTHON_IMAGE, rootfs, out, config, arch)
+    finally:
+        rootfs.unlink(missing_ok=True)
