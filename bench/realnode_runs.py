@@ -49,9 +49,17 @@ class Observer:
         self._changed = threading.Condition()
         self._core = client.CoreV1Api(api)
         self._watch = watch.Watch()
+        self._stopping = threading.Event()
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
+        try:
+            self._observe()
+        except Exception:
+            if not self._stopping.is_set():  # the cluster going down ends the watch: expected
+                raise
+
+    def _observe(self) -> None:
         for event in self._watch.stream(self._core.list_namespaced_pod, NAMESPACE):
             pod = event["object"]
             phase = pod.status.phase if pod.status else None
@@ -70,6 +78,7 @@ class Observer:
             return self.seen[name][phase]
 
     def stop(self) -> None:
+        self._stopping.set()
         self._watch.stop()
 
 

@@ -12,7 +12,13 @@ service_pid=""
 run_dir=""
 
 cleanup() {
-    [ -n "$service_pid" ] && kill "$service_pid" 2>/dev/null && wait "$service_pid" 2>/dev/null
+    # Every step runs whatever the one before it returned (a service stopped by SIGTERM
+    # exits 143), so nothing is left behind.
+    set +e
+    if [ -n "$service_pid" ]; then
+        kill "$service_pid" 2>/dev/null
+        wait "$service_pid" 2>/dev/null
+    fi
     [ -n "$run_dir" ] && "$PYTHON" -m testbed down --run-dir "$run_dir" >/dev/null
     rm -rf "$work"
 }
@@ -53,3 +59,20 @@ echo "== runplane run examples/train.py --param epochs=4"
     | tee "$work/run.log"
 grep -q "results .*loss=0.6561" "$work/run.log"
 echo "== the result was computed in a pod on the real node"
+uid="$(sed -n 's/^run  *\([0-9a-f]\{32\}\).*/\1/p' "$work/run.log")"
+"$PYTHON" - "$uid" <<'PY'
+import sys
+
+from kubernetes import client, config
+
+config.load_kube_config()
+pods = client.CoreV1Api().list_namespaced_pod(
+    "runplane-e2e", label_selector=f"runplane.io/run-uid={sys.argv[1]}"
+).items
+assert len(pods) == 1, f"expected one pod of run {sys.argv[1]}, found {len(pods)}"
+pod = pods[0]
+assert pod.spec.node_name == "vm", pod.spec.node_name
+assert pod.status.phase == "Succeeded", pod.status.phase
+print(f"pod {pod.metadata.name} on node {pod.spec.node_name}: {pod.status.phase}")
+PY
+echo "== e2e passed"

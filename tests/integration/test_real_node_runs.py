@@ -202,7 +202,9 @@ def test_the_example_job_runs_in_a_pod_and_prints_its_results(service):
     assert "epoch 3: loss 0.6561" in stderr  # the handler's own log lines, from the pod
     assert "loss=0.6561" in stdout
     assert "duration  -" not in stdout  # pod times are whole seconds: never before the run's
+    assert "duration  0.0s" not in stdout  # ...nor a run that took no time at all
     assert "epochs=4.0" in stdout
+    assert "usage     not measured" in stdout  # no metrics source: not "cpu 0.00s"
 
 
 def test_results_logged_values_and_an_artifact_on_a_volume(service, shared_dir, tmp_path):
@@ -405,3 +407,22 @@ def test_the_cluster_report_shows_the_real_node_ready(service, real_node):
     assert node["ready"] is True
     assert node["condition"] == ""
     assert node["group"] == "real"
+
+
+def test_a_running_run_holds_its_requests_on_the_node(service, real_node, tmp_path):
+    """What the node has allocated is what the run asked for, as the scheduler counts it."""
+
+    def free() -> dict[str, int]:
+        cluster = service.http.get(f"{service.url}/cluster").json()
+        (node,) = [n for n in cluster["nodes"] if n["name"] == real_node.name]
+        return dict(node["free"])
+
+    before = free()
+    fn = function(tmp_path, STOPPABLE).with_requests(cpu="250m", mem="96Mi")
+    uid = service.submit(fn)
+    service.wait(uid, {"running"})
+    during = free()
+    assert before["cpu"] - during["cpu"] == 250
+    assert before["memory"] - during["memory"] == 96 * 2**20
+    assert service.http.post(f"{service.url}/runs/{uid}/abort").status_code == 200
+    service.wait(uid, {"aborted"})

@@ -26,9 +26,10 @@ T3 = "2026-01-01T10:02:00Z"
 
 
 def ts(value: str) -> float:
+    """The time runplane reads from a whole-second Kubernetes stamp: the middle of its second."""
     from datetime import datetime
 
-    return datetime.fromisoformat(value).timestamp()
+    return datetime.fromisoformat(value).timestamp() + 0.5
 
 
 def pod(
@@ -117,6 +118,14 @@ def test_fresh_pod_waits_for_the_scheduler() -> None:
     assert (event.uid, event.attempt, event.state) == (UID, 2, RunState.PENDING)
     assert event.condition == "pending_not_scheduled"
     assert event.at == ts(T0)
+
+
+def test_a_stamp_with_a_fraction_is_taken_as_it_is() -> None:
+    from datetime import datetime
+
+    event = pod_to_event(pod(creationTimestamp="2026-01-01T10:00:00.250000Z"))
+    assert event is not None
+    assert event.at == datetime.fromisoformat("2026-01-01T10:00:00.250000Z").timestamp()
 
 
 def test_unschedulable_carries_the_scheduler_message() -> None:

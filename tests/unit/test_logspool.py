@@ -59,3 +59,12 @@ def test_the_results_line_goes_apart_only_when_it_is_last(tmp_path):
     assert not (tmp_path / RESULTS).exists()
     assert copy(tmp_path, cursor, [(4, marker)], final=True) == b"a\n" + marker + b"b\n"
     assert json.loads((tmp_path / RESULTS).read_bytes()) == {"results": {"x": 1}}
+
+
+def test_a_spool_on_a_fresh_machine_makes_its_home_private(tmp_path):
+    from runplane.runtimes.output import private_dir
+
+    run = private_dir(tmp_path / "home" / "runs" / "0123")
+    for directory in (run, run.parent, run.parent.parent):
+        assert directory.is_dir()
+        assert directory.stat().st_mode & 0o777 == 0o700

@@ -82,10 +82,14 @@ def _summary(record: RunRecord) -> Any:
         table.add_row("results", ", ".join(f"{k}={v}" for k, v in record.results.items()))
     for artifact in record.artifacts:
         table.add_row("artifact", f"{artifact['key']}: {artifact['path']}")
-    table.add_row(
-        "usage",
-        f"peak memory {_mebibytes(record.peak_memory_bytes)}, cpu {record.cpu_seconds:.2f}s",
+    # Every measured run has a memory peak; none means nothing measured it (a cluster without a
+    # metrics source), which is not the same as using nothing.
+    usage = (
+        f"peak memory {_mebibytes(record.peak_memory_bytes)}, cpu {record.cpu_seconds:.2f}s"
+        if record.peak_memory_bytes
+        else "not measured"
     )
+    table.add_row("usage", usage)
     return table
 
 

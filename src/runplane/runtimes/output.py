@@ -22,7 +22,10 @@ def run_dir(settings: Settings, uid: str) -> Path:
 
 
 def private_dir(path: Path) -> Path:
-    """``path`` as a directory only its owner may enter (its parents must exist)."""
+    """``path`` as a directory only its owner may enter; so is every missing parent it needs
+    (a fresh machine has no runplane home yet), since they hold runs' files too."""
+    if not path.parent.is_dir():
+        private_dir(path.parent)
     path.mkdir(mode=0o700, exist_ok=True)
     return path
 

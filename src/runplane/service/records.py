@@ -228,9 +228,13 @@ class RunStore:
         run = session.get(Run, event.uid, options=[_EVENT_COLUMNS])
         if run is None or not RunState(run.state).may_become(event.state):
             return False
-        if run.state_since is not None and event.at < run.state_since:
-            # A cluster stamps its times in whole seconds: never let a run end before it began.
-            event = replace(event, at=run.state_since)
+        # A cluster stamps its times in whole seconds: never let a run end before it began, nor
+        # a change happen after the service learnt of it.
+        at = min(event.at, time.time())
+        if run.state_since is not None:
+            at = max(at, run.state_since)
+        if at != event.at:
+            event = replace(event, at=at)
         state = event.state.value
         entered = state != run.state
         if entered:

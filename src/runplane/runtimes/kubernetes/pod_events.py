@@ -40,12 +40,16 @@ Pod = Mapping[str, Any]
 
 
 def _timestamp(value: object) -> float | None:
+    """Kubernetes stamps pod times in whole seconds: a time without a fraction stands for the
+    middle of the second it names, so a run that began and ended within one second does not
+    read as taking no time at all."""
     if not isinstance(value, str) or not value:
         return None
     try:
-        return datetime.fromisoformat(value).timestamp()
+        moment = datetime.fromisoformat(value)
     except ValueError:
         return None
+    return moment.timestamp() + (0.5 if moment.microsecond == 0 else 0.0)
 
 
 def _attempt(labels: Mapping[str, str]) -> int:
