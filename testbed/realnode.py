@@ -44,7 +44,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from testbed import build, images, kube, pki
+from testbed import build, images, kube, pki, topology
 from testbed import topology as tb_topology
 from testbed.cluster import Cluster, Process, _spawn, _stop_group, _tail, write_kubeconfig
 
@@ -840,27 +840,22 @@ class RealNode:
             listed = _quietly(core.list_pod_for_all_namespaces, field_selector=selector)
             return list(listed.items) if isinstance(listed, client.V1PodList) else []
 
-        for pod in pods():
-            meta = pod.metadata
-            if meta and meta.name and meta.namespace:
-                _quietly(
-                    core.delete_namespaced_pod,
-                    meta.name,
-                    meta.namespace,
-                    grace_period_seconds=1,
-                )
+        def delete(listed: list[client.V1Pod], grace: int) -> None:
+            for pod in listed:
+                meta = pod.metadata
+                if meta and meta.name and meta.namespace:
+                    _quietly(
+                        core.delete_namespaced_pod,
+                        meta.name,
+                        meta.namespace,
+                        grace_period_seconds=grace,
+                    )
+
+        delete(pods(), grace=1)
         deadline = time.monotonic() + timeout
         while (left := pods()) and time.monotonic() < deadline:
             time.sleep(0.2)
-        for pod in left:
-            meta = pod.metadata
-            if meta and meta.name and meta.namespace:
-                _quietly(
-                    core.delete_namespaced_pod,
-                    meta.name,
-                    meta.namespace,
-                    grace_period_seconds=0,
-                )
+        delete(left, grace=0)
 
     def stop(self, delete_pods: bool = True) -> None:
         """Tear the node down (``teardown``), delete its Node object, and check that nothing
@@ -883,3 +878,20 @@ class RealNode:
         remaining = leftovers(self.work)
         if remaining:
             raise RuntimeError(f"real node {self.name} left behind: {remaining}")
+
+
+def host_path_volume(name: str, path: Path, node: str | None = None) -> dict[str, Any]:
+    """A PersistentVolume on a directory of this machine, which the real node sees as its own;
+    with ``node``, pinned to that node by its node affinity (the directory exists there only)."""
+    spec: dict[str, Any] = {
+        "capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Retain",
+        "storageClassName": "",
+        "hostPath": {"path": str(path), "type": "Directory"},
+    }
+    if node is not None:
+        on_node = {"key": topology.HOSTNAME_LABEL, "operator": "In", "values": [node]}
+        terms = [{"matchExpressions": [on_node]}]
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
+    return {"metadata": {"name": name}, "spec": spec}

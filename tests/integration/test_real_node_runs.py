@@ -21,7 +21,7 @@ from kubernetes import client as k8s
 
 import runplane
 from runplane import names
-from testbed import serve
+from testbed import realnode, serve
 from testbed.pytest_plugin import TestbedCluster
 from testbed.realnode import RealNode
 
@@ -143,18 +143,7 @@ def shared_dir(
     path = tmp_path_factory.mktemp("pv")
     path.chmod(0o777)
     pv = f"{service.namespace}-data"
-    core.create_persistent_volume(
-        {
-            "metadata": {"name": pv},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "storageClassName": "",
-                "hostPath": {"path": str(path), "type": "Directory"},
-            },
-        }
-    )
+    core.create_persistent_volume(realnode.host_path_volume(pv, path))
     core.create_namespaced_persistent_volume_claim(
         service.namespace,
         {

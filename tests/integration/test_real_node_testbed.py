@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
-from testbed import kube, topology
+from testbed import kube, realnode, topology
 from testbed.pytest_plugin import TEST_LABEL, TestbedCluster
 from testbed.realnode import RealNode
 
@@ -177,23 +176,6 @@ def test_secret_env_and_config_map_file_reach_the_container(
         core.delete_namespaced_config_map(config, namespace)
 
 
-def _host_path_volume(name: str, path: Path, node: str) -> Any:
-    """A PersistentVolume on a directory of the real node; such a volume exists on that node
-    only, which its node affinity says."""
-    on_node = {"key": topology.HOSTNAME_LABEL, "operator": "In", "values": [node]}
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "capacity": {"storage": "1Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": "",
-            "hostPath": {"path": str(path), "type": "Directory"},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [on_node]}]}},
-        },
-    }
-
-
 def test_host_path_persistent_volume_is_writable(
     testbed_cluster: TestbedCluster, real_node: RealNode, real_pod: MakePod
 ) -> None:
@@ -202,7 +184,7 @@ def test_host_path_persistent_volume_is_writable(
     pv, pvc = f"real-pv-{suffix}", f"real-pvc-{suffix}"
     host_dir = testbed_cluster.run_dir / "volumes" / pv
     host_dir.mkdir(parents=True)
-    core.create_persistent_volume(_host_path_volume(pv, host_dir, real_node.name))
+    core.create_persistent_volume(realnode.host_path_volume(pv, host_dir, real_node.name))
     claim: Any = {
         "metadata": {"name": pvc},
         "spec": {
