@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, Select, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import load_only, selectinload
 
@@ -65,6 +65,25 @@ def record_of(run: Run) -> RunRecord:
         ],
         artifacts=[{"key": a.key, "path": a.path, "size": a.size} for a in run.artifacts],
     )
+
+
+def _filtered(
+    query: Select[Any],
+    project: str | None,
+    states: Iterable[str],
+    owner: str | None,
+    uids: Iterable[str] | None,
+) -> Select[Any]:
+    if project:
+        query = query.where(Run.project == project)
+    if owner is not None:
+        query = query.where(Run.owner == owner)
+    if states:
+        wanted = [RunState.named("state", state).value for state in states]
+        query = query.where(Run.state.in_(wanted))
+    if uids is not None:
+        query = query.where(Run.uid.in_(list(uids)))
+    return query
 
 
 class RunStore:
@@ -179,10 +198,14 @@ class RunStore:
         states: Iterable[str] = (),
         limit: int = 50,
         owner: str | None = None,
+        offset: int = 0,
+        uids: Iterable[str] | None = None,
     ) -> list[RunRecord]:
+        """Runs, newest first; ``uids`` picks those runs only (a live page's changed rows)."""
         query = (
-            select(Run)
-            .order_by(Run.created_at.desc())
+            _filtered(select(Run), project, states, owner, uids)
+            .order_by(Run.created_at.desc(), Run.uid)
+            .offset(offset)
             .limit(limit)
             .options(
                 selectinload(Run.transitions),
@@ -190,15 +213,16 @@ class RunStore:
                 selectinload(Run.artifacts),
             )
         )
-        if project:
-            query = query.where(Run.project == project)
-        if owner is not None:
-            query = query.where(Run.owner == owner)
-        if states:
-            wanted = [RunState.named("state", state).value for state in states]
-            query = query.where(Run.state.in_(wanted))
         with self._sessions() as session:
             return [record_of(run) for run in session.scalars(query)]
+
+    def count_runs(
+        self, project: str | None = None, states: Iterable[str] = (), owner: str | None = None
+    ) -> int:
+        """How many runs :meth:`list_runs` would find without a limit (for pages)."""
+        query = _filtered(select(func.count()).select_from(Run), project, states, owner, None)
+        with self._sessions() as session:
+            return int(session.scalar(query) or 0)
 
     def apply(self, event: RunEvent) -> bool:
         """Record what a runtime reported; ``False`` if the run had already finished."""
