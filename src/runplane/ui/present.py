@@ -98,6 +98,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "run_duration": run_duration,
     "size": size,
     "resource": resource,
+    "resource_of": resource,
     "resources": resources,
     "pretty": pretty,
 }

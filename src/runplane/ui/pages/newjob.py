@@ -43,6 +43,8 @@ from runplane.ui.web import ROOT, UI
 
 #: A function carried in the form, as the API bounds an inline one.
 MAX_FUNCTION_BYTES = 2 << 20
+#: What the form's submit buttons do: Run now, Schedule for later, Save as ML function.
+ACTIONS = ("run", "schedule", "save")
 _PARAM = re.compile(r"^params\['(?P<name>[^']+)'\]")
 
 
@@ -281,13 +283,19 @@ def router(ui: UI) -> APIRouter:
                 f"This run cannot start on any node: {checked.placement.ever_message} "
                 "Change its resources or node selector, or tick Run anyway to queue it."
             )
-        if action not in ("run", "schedule") or not checked.ok or checked.fn is None:
-            status = 200 if action not in ("run", "schedule") else 422
+        if action not in ACTIONS or not checked.ok or checked.fn is None:
+            status = 200 if action not in ACTIONS else 422
             return ui.page(
                 request, "newjob.html", session, context(session, project, checked), status
             )
         who = session.who
         try:
+            if action == "save":
+                saved = await run_in_threadpool(ui.server.catalog.store, checked.fn, who.user)
+                return RedirectResponse(
+                    f"{ROOT}/projects/{project}/functions/{saved.name}?saved={saved.hash[:12]}",
+                    status_code=303,
+                )
             if action == "schedule":
                 await run_in_threadpool(
                     ui.server.schedule,
