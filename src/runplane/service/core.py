@@ -385,9 +385,16 @@ class RunService:
         owner: str | None = None,
         offset: int = 0,
         uids: Sequence[str] | None = None,
+        updated_since: float | None = None,
     ) -> list[RunRecord]:
         return self.store.list_runs(
-            project=project, states=states, limit=limit, owner=owner, offset=offset, uids=uids
+            project=project,
+            states=states,
+            limit=limit,
+            owner=owner,
+            offset=offset,
+            uids=uids,
+            updated_since=updated_since,
         )
 
     def count_runs(

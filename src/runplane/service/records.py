@@ -200,11 +200,15 @@ class RunStore:
         owner: str | None = None,
         offset: int = 0,
         uids: Iterable[str] | None = None,
+        updated_since: float | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first; ``uids`` picks those runs only (a live page's changed rows)."""
+        """Runs, newest first; ``uids`` picks those runs only and ``updated_since`` those
+        changed since then (a live page's rows)."""
+        query = _filtered(select(Run), project, states, owner, uids)
+        if updated_since is not None:
+            query = query.where(Run.updated_at >= updated_since)
         query = (
-            _filtered(select(Run), project, states, owner, uids)
-            .order_by(Run.created_at.desc(), Run.uid)
+            query.order_by(Run.created_at.desc(), Run.uid)
             .offset(offset)
             .limit(limit)
             .options(

@@ -32,6 +32,8 @@ _TICK = 1.0
 _KEEPALIVE = 15.0
 #: Changes arriving together are sent together.
 _COALESCE = 0.1
+#: The most rows a stream sends for what changed before it connected (a page's worth).
+PAGE_ROWS = 50
 #: Pauses between reads of a live run's output while nothing arrives.
 _LOG_PAUSES = (0.25, 0.5, 1.0)
 
@@ -63,6 +65,7 @@ def router(ui: UI) -> APIRouter:
         session: LoggedIn,
         project: str,
         state: Annotated[str, Query(max_length=16)] = "",
+        since: Annotated[float | None, Query(ge=0, le=2**40)] = None,
     ) -> StreamingResponse:
         """Rows of the runs list as they change: ``run`` (a row, and whether it matches the
         page's filter) or ``reload`` (too much changed at once)."""
@@ -70,9 +73,27 @@ def router(ui: UI) -> APIRouter:
         owner = session.who.owner_filter()
         row = env.get_template("jobs_row.html")
 
+        def row_event(record: RunRecord) -> str:
+            payload = {
+                "uid": record.uid,
+                "html": row.render(run=record),
+                "match": not wanted or record.state.value == wanted,
+            }
+            return sse("run", json.dumps(payload))
+
         async def body() -> AsyncIterator[str]:
             async with feed.subscribe() as changes:
                 yield "retry: 2000\n\n"
+                if since is not None:  # what changed between the page and this subscription
+                    recent = await run_in_threadpool(
+                        ui.server.runs.list_runs,
+                        project=project,
+                        owner=owner,
+                        updated_since=since,
+                        limit=PAGE_ROWS,
+                    )
+                    for record in reversed(recent):
+                        yield row_event(record)
                 quiet = 0.0
                 while not ui.stopping():
                     changed = await changes.changed(_TICK)
@@ -96,12 +117,7 @@ def router(ui: UI) -> APIRouter:
                         limit=len(uids),
                     )
                     for record in reversed(records):  # oldest first: prepending keeps order
-                        payload = {
-                            "uid": record.uid,
-                            "html": row.render(run=record),
-                            "match": not wanted or record.state.value == wanted,
-                        }
-                        yield sse("run", json.dumps(payload))
+                        yield row_event(record)
 
         return _stream(body())
 
@@ -115,7 +131,9 @@ def router(ui: UI) -> APIRouter:
         async def body() -> AsyncIterator[str]:
             async with feed.subscribe() as changes:
                 yield "retry: 2000\n\n"
-                current = record
+                # What changed between the page and this subscription is sent first.
+                current = await run_in_threadpool(ui.server.runs.get, record.uid)
+                yield sse("summary", summary.render(run=current))
                 while not current.finished and not ui.stopping():
                     changed = await changes.changed(_TICK)
                     if current.uid not in changed and None not in changed:
@@ -143,7 +161,8 @@ def router(ui: UI) -> APIRouter:
         async def body() -> AsyncIterator[str]:
             async with feed.subscribe() as changes:
                 yield "retry: 2000\n\n"
-                position, finished, pause = start, record.finished, 0
+                state = await run_in_threadpool(ui.server.runs.store.state_of, record.uid)
+                position, finished, pause = start, state is None or state.terminal, 0
                 # A character split between two reads is decoded whole, on the second.
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
                 while not ui.stopping():

@@ -9,6 +9,7 @@ through :mod:`runplane.ui.live`.
 # routes' parameters, whose dependency is made inside router().
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -40,6 +41,8 @@ class RunsPage:
     pages: int
     total: int
     runs: list[RunRecord]
+    #: When the page was read: its live stream sends what changed since.
+    since: float
 
     def query(self, page: int | None = None) -> str:
         parts = [f"page={page or self.page}"]
@@ -49,6 +52,7 @@ class RunsPage:
 
 
 def runs_page(ui: UI, session: Session, project: str, state: str, page: int) -> RunsPage:
+    since = time.time()
     states = [RunState.named("state", state).value] if state else []
     owner = session.who.owner_filter()
     total = ui.server.runs.count_runs(project=project, states=states, owner=owner)
@@ -61,7 +65,7 @@ def runs_page(ui: UI, session: Session, project: str, state: str, page: int) -> 
         limit=PAGE_SIZE,
         offset=(page - 1) * PAGE_SIZE,
     )
-    return RunsPage(project, state, page, pages, total, runs)
+    return RunsPage(project, state, page, pages, total, runs, since)
 
 
 def visible_run(ui: UI, session: Session, uid: str) -> RunRecord:

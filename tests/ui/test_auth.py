@@ -1,0 +1,73 @@
+"""Login with a token, the session cookie it sets, CSRF on forms, logout."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from .conftest import ADMIN_TOKEN, login, shot
+
+
+def at(path: str) -> re.Pattern[str]:
+    return re.compile(re.escape(path) + "$")
+
+
+def test_token_login_sets_a_strict_http_only_cookie_and_logout_ends_it(page: Page) -> None:
+    page.goto("/ui/projects/default/jobs")
+    expect(page).to_have_url(at("/ui/login?next=%2Fui%2Fprojects%2Fdefault%2Fjobs"))
+    shot(page, "login")
+    page.get_by_label("Token").fill("not-a-token-at-all")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("alert")).to_have_text("That token is not valid.")
+    page.get_by_label("Token").fill(ADMIN_TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Jobs and Workflows")).to_be_visible()
+    (cookie,) = [c for c in page.context.cookies() if c["name"] == "runplane_session"]
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Strict"
+    assert cookie["path"] == "/ui"
+    assert ADMIN_TOKEN not in cookie["value"]
+    page.get_by_role("button", name="Log out").click()
+    expect(page.get_by_label("Token")).to_be_visible()
+    page.goto("/ui/")
+    expect(page).to_have_url(at("/ui/login?next=%2Fui%2F"))
+
+
+def test_login_link_logs_in_and_leaves_no_token_in_the_address(page: Page) -> None:
+    login(page)
+    expect(page).to_have_url(at("/ui/"))
+    expect(page.get_by_role("heading", name="Projects", level=1)).to_be_visible()
+    shot(page, "projects")
+
+
+def test_state_changing_forms_need_the_session_csrf_token(page: Page, service: str) -> None:
+    login(page)
+    session = next(c for c in page.context.cookies() if c["name"] == "runplane_session")
+    cookies = {"runplane_session": session["value"]}
+    # The session cookie alone (what a forged cross-site form would carry) is refused.
+    forged = httpx.post(f"{service}/ui/settings", cookies=cookies, data={"cpu_request": "1"})
+    assert forged.status_code == 403
+    assert "security token" in forged.text
+    logout = httpx.post(f"{service}/ui/logout", cookies=cookies)
+    assert logout.status_code == 403
+    # Another site's origin is refused even with the token.
+    csrf = page.locator("body").get_attribute("data-csrf")
+    elsewhere = httpx.post(
+        f"{service}/ui/logout",
+        cookies=cookies,
+        data={"csrf": csrf},
+        headers={"Origin": "https://evil.example"},
+    )
+    assert elsewhere.status_code == 403
+    # The page itself still works: the session was not ended by the refused requests.
+    page.reload()
+    expect(page.get_by_role("button", name="Log out")).to_be_visible()
+
+
+def test_after_login_the_next_page_is_only_ever_this_ui(page: Page) -> None:
+    page.goto("/ui/login?next=//evil.example/ui/")
+    page.get_by_label("Token").fill(ADMIN_TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(at("/ui/"))
