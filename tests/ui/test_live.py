@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import Browser, Page, expect
 
-from .conftest import ADMIN_TOKEN, code_function, login
+from .conftest import ADMIN_TOKEN, code_function, login, shot
 
 #: Prints a line at a time until told to stop (a file appears), then ends.
 TICKER = """\
@@ -55,6 +55,7 @@ def test_runs_list_shows_new_runs_and_state_changes_without_reload(
     expect(row.locator(".state")).to_have_text("running", timeout=30_000)
     expect(row).to_contain_text("alice")
     expect(row).to_contain_text("cpu 100m")
+    shot(page, "jobs")
     stop.touch()
     expect(row.locator(".state")).to_have_text("completed", timeout=30_000)
     assert not_reloaded(page)

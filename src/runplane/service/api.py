@@ -236,7 +236,7 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         project: Annotated[Name | None, Query()] = None,
         state: Annotated[list[str] | None, Query(max_length=len(RunState))] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-        owner: Annotated[str | None, Query(max_length=253)] = None,
+        owner: Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")] = None,
     ) -> list[RunRecord]:
         """Runs, newest first: a user's own; an admin's choice of owner, or everyone's."""
         if not who.admin:

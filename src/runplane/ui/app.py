@@ -46,7 +46,10 @@ def create_ui(server: Server, stopping: Callable[[], bool] = lambda: False) -> F
         response.headers.setdefault("X-Frame-Options", "DENY")
         # The login URL carries a token: no page ever tells another site where it came from.
         response.headers.setdefault("Referrer-Policy", "no-referrer")
-        if not request.url.path.startswith(f"{ROOT}/static/"):
+        if request.url.path.startswith(f"{ROOT}/static/"):
+            # Their URLs carry runplane's version, so a cached copy is never a stale one.
+            response.headers.setdefault("Cache-Control", "public, max-age=86400")
+        else:
             response.headers.setdefault("Cache-Control", "no-store")
         return response
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -44,6 +45,7 @@ def _environment() -> Environment:
     )
     env.filters.update(present.FILTERS)
     env.globals["ROOT"] = ROOT
+    env.globals["VERSION"] = version("runplane")
     return env
 
 
