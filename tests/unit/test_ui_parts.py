@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,17 @@ from runplane.service.feed import RunFeed
 from runplane.ui import present, sessions
 from runplane.ui.jobform import EnvRow, JobForm, VolumeRow
 from runplane.ui.web import safe_next
+
+
+def run(main: Any) -> Any:
+    """``asyncio.run(main())`` on a thread of its own: a browser test in the same session
+    leaves Playwright's loop running on the main thread."""
+    result: list[Any] = []
+    worker = threading.Thread(target=lambda: result.append(asyncio.run(main())))
+    worker.start()
+    worker.join(30)
+    return result[0]
+
 
 HTMX_SHA256 = "d6fdc75f204e6bdefa99b69bf1e6d4ac69b8a364f77929f45c13476b4000f717"
 
@@ -39,7 +51,7 @@ def test_the_feed_delivers_uids_published_from_other_threads():
             await asyncio.sleep(0)
             return first | await changes.changed(5)
 
-    assert asyncio.run(main()) == {"a", "b", "c", "d"}
+    assert run(main) == {"a", "b", "c", "d"}
     assert feed.subscribers == 0
     feed.publish(["nobody listens"])  # costs nothing, raises nothing
 
@@ -54,7 +66,7 @@ def test_a_slow_subscriber_is_told_to_reload_rather_than_kept_growing():
             await asyncio.sleep(0.05)
             return await changes.changed(1)
 
-    assert asyncio.run(main()) == {None}
+    assert run(main) == {None}
 
 
 def test_a_quiet_feed_returns_nothing_after_the_timeout():
@@ -62,7 +74,7 @@ def test_a_quiet_feed_returns_nothing_after_the_timeout():
         async with RunFeed().subscribe() as changes:
             return await changes.changed(0.01)
 
-    assert asyncio.run(main()) == set()
+    assert run(main) == set()
 
 
 def test_sessions_end_at_logout_and_when_idle(monkeypatch):

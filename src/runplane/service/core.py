@@ -386,6 +386,7 @@ class RunService:
         offset: int = 0,
         uids: Sequence[str] | None = None,
         updated_since: float | None = None,
+        brief: bool = False,
     ) -> list[RunRecord]:
         return self.store.list_runs(
             project=project,
@@ -395,6 +396,7 @@ class RunService:
             offset=offset,
             uids=uids,
             updated_since=updated_since,
+            brief=brief,
         )
 
     def count_runs(

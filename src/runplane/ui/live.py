@@ -91,6 +91,7 @@ def router(ui: UI) -> APIRouter:
                         owner=owner,
                         updated_since=since,
                         limit=PAGE_ROWS,
+                        brief=True,
                     )
                     for record in reversed(recent):
                         yield row_event(record)
@@ -115,6 +116,7 @@ def router(ui: UI) -> APIRouter:
                         owner=owner,
                         uids=uids,
                         limit=len(uids),
+                        brief=True,
                     )
                     for record in reversed(records):  # oldest first: prepending keeps order
                         yield row_event(record)

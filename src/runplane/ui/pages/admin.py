@@ -116,7 +116,10 @@ def router(ui: UI) -> APIRouter:
         runtime = ui.server.runs.runtime
         nodes = ui.server.nodes()
         running = ui.server.runs.list_runs(
-            states=[RunState.RUNNING.value], owner=session.who.owner_filter(), limit=1000
+            states=[RunState.RUNNING.value],
+            owner=session.who.owner_filter(),
+            limit=1000,
+            brief=True,
         )
         where: dict[str, list[Any]] = defaultdict(list)
         for run in running:

@@ -64,6 +64,7 @@ def runs_page(ui: UI, session: Session, project: str, state: str, page: int) -> 
         owner=owner,
         limit=PAGE_SIZE,
         offset=(page - 1) * PAGE_SIZE,
+        brief=True,
     )
     return RunsPage(project, state, page, pages, total, runs, since)
 
