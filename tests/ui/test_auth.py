@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 from playwright.sync_api import Page, expect
+
+from testbed import serve
 
 from .conftest import ADMIN_TOKEN, login, shot
 
@@ -71,3 +78,46 @@ def test_after_login_the_next_page_is_only_ever_this_ui(page: Page) -> None:
     page.get_by_label("Token").fill(ADMIN_TOKEN)
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(at("/ui/"))
+
+
+def test_runplane_ui_prints_a_login_link_and_stops_with_pages_open(
+    page: Page, tmp_path: Path
+) -> None:
+    """`runplane ui`: the service on 127.0.0.1, a link with this start's token; a page
+    following runs live does not hold up the stop."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
+    env.update({"RUNPLANE_CONFIG": os.devnull, "RUNPLANE_LOCAL__HOME": str(tmp_path / "home")})
+    env.pop("DISPLAY", None)
+    port = serve.free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "runplane", "ui", "--port", str(port)],
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        link = ""
+        for line in process.stderr:
+            if "/ui/login?token=" in line:
+                link = line.strip()
+                break
+        assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/ui/login\?token=[\w-]{{43}}", link)
+        page.goto(link)
+        expect(page.get_by_role("heading", name="Projects", level=1)).to_be_visible()
+        expect(page.locator(".who")).to_contain_text("(admin)")
+        token = link.rsplit("=", 1)[1]
+        health = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/runs", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert health.status_code == 200  # the same token is the API's
+        with page.expect_response(re.compile("/jobs/live")):
+            page.goto(f"http://127.0.0.1:{port}/ui/projects/default/jobs")
+        process.send_signal(signal.SIGTERM)
+        # uvicorn re-raises SIGTERM once it has shut down gracefully.
+        assert process.wait(timeout=10) in (0, -signal.SIGTERM)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
