@@ -143,11 +143,6 @@ def router(ui: UI) -> APIRouter:
         context = {**run_context(ui, record), "nav": "jobs"}
         return ui.page(request, "run.html", session, context)
 
-    @routes.get("/runs/{uid}/summary", response_class=HTMLResponse)
-    def run_summary(request: Request, session: LoggedIn, uid: str) -> Response:
-        record = visible_run(ui, session, uid)
-        return ui.page(request, "run_live.html", session, {"run": record})
-
     @routes.get("/runs/{uid}/logs", response_class=HTMLResponse)
     def run_logs(
         request: Request,
