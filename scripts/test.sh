@@ -12,6 +12,8 @@ bash scripts/setup.sh
 .venv/bin/lint-imports
 # The Kubernetes testbed binaries: built from Go modules once, cached outside the repo.
 PYTHON=.venv/bin/python bash testbed/ci.sh
+# Debian's chromium for the web UI's browser tests (tests/ui fail, never skip, without it).
+bash scripts/ui-deps.sh
 # A real PostgreSQL for the service tests (they also run on SQLite).
 eval "$(bash scripts/postgres.sh start)"
 trap 'bash scripts/postgres.sh stop' EXIT

@@ -131,12 +131,12 @@ def test_bad_configuration_exits_2(workdir):
 
 def test_secret_values_are_redacted_in_printed_manifests():
     import runplane
-    from runplane.cli.main import _redacted
     from runplane.config import load_settings
     from runplane.rendering import render
+    from runplane.rendering.text import manifests_yaml
 
     fn = runplane.new_function("t").apply(runplane.mount_v3io(access_key="TOPSECRET"))
-    printed = yaml.safe_dump_all([_redacted(m) for m in render(fn, load_settings()).manifests])
+    printed = manifests_yaml(render(fn, load_settings()).manifests)
     assert "TOPSECRET" not in printed
     assert "accessKey: <redacted>" in printed
 

@@ -16,9 +16,8 @@ from runplane.cli.options import (
 )
 from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
 from runplane.cli.service import deploy_command, schedule_group
+from runplane.cli.serving import serve, ui_command
 from runplane.errors import RunplaneError
-
-REDACTED = "<redacted>"
 
 
 def configure_logging(verbose: bool) -> None:
@@ -51,13 +50,6 @@ def cli(api: str | None, verbose: bool) -> None:
         current.cache_clear()
 
 
-def _redacted(manifest: dict[str, Any]) -> dict[str, Any]:
-    if manifest.get("kind") != "Secret":
-        return manifest
-    hidden = {key: REDACTED for key in manifest.get("stringData", {})}
-    return {**manifest, "stringData": hidden}
-
-
 @cli.command()
 @click.argument("source")
 @click.option("--name", help="Function name (default: the file name).")
@@ -73,73 +65,17 @@ def render(
     them before it. The QoS class and warnings follow as YAML comments, so the output stays
     valid YAML. Secret values are redacted.
     """
-    import yaml
-
     from runplane.config import current
     from runplane.rendering import render as render_function
+    from runplane.rendering.text import manifests_yaml
 
-    class Dumper(yaml.SafeDumper):
-        """Multi-line strings (the bootstrap program) as literal blocks, readable as code."""
-
-    def string(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-        style = "|" if "\n" in value else None
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-    Dumper.add_representer(str, string)
     fn = apply_resource_options(load_function(source, name, handler, kind), options)
     rendered = render_function(fn, current())
     workload, *needed = rendered.manifests  # what the workload needs comes first, for kubectl
-    documents = [_redacted(m) for m in [*needed, workload]]
-    click.echo(yaml.dump_all(documents, Dumper=Dumper, sort_keys=False), nl=False)
+    click.echo(manifests_yaml([*needed, workload]), nl=False)
     click.echo(f"# QoS class: {rendered.qos.value}")
     for lint in rendered.lints:
         click.echo(f"# {lint}")
-
-
-@cli.command()
-@click.option("--host", help="Address to listen on (default: service.host).")
-@click.option("--port", type=int, help="Port to listen on (default: service.port).")
-def serve(host: str | None, port: int | None) -> None:
-    """Serve the runplane API (runs, functions, schedules, defaults) over HTTP."""
-    import uvicorn
-
-    from runplane.config import current
-    from runplane.errors import ConfigError
-    from runplane.service.api import create_app
-    from runplane.service.server import Server
-
-    settings = current()
-    if not settings.service.tokens:
-        raise ConfigError(
-            "service.tokens is empty, so nobody could use the API; set for example "
-            'RUNPLANE_SERVICE__TOKENS=\'[{"token": "<secret>", "user": "me", '
-            '"role": "admin"}]\''
-        )
-    service_log = logging.getLogger("runplane.serve")
-    if not service_log.isEnabledFor(logging.INFO):  # a service says what it is doing
-        logging.getLogger("runplane").setLevel(logging.INFO)
-    server = Server(settings)
-    found = server.reconciliation
-    service_log.info(
-        "runs execute on the %s runtime; at start %d run(s) were launched again, %d were lost, "
-        "%d unknown run(s) had objects",
-        server.runs.runtime.name,
-        len(found.resubmitted),
-        len(found.lost),
-        len(found.orphans),
-    )
-    try:
-        # On SIGTERM (or Ctrl-C) uvicorn stops accepting and finishes the requests under way;
-        # then, as the app shuts down, runs executing here get service.shutdown_grace seconds
-        # before they are aborted, and queued ones wait for the next start.
-        uvicorn.run(
-            create_app(server, shutdown_grace=settings.service.shutdown_grace),
-            host=host or settings.service.host,
-            port=port or settings.service.port,
-            log_level="info",
-        )
-    finally:
-        server.close()  # when uvicorn could not start; after a shutdown it is closed already
 
 
 for _command in (
@@ -150,6 +86,8 @@ for _command in (
     abort_command,
     schedule_group,
     deploy_command,
+    serve,
+    ui_command,
 ):
     cli.add_command(_command)
 

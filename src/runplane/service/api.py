@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import secrets
 from collections.abc import AsyncIterator
 from importlib.metadata import version
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import pydantic
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
@@ -22,19 +20,24 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from runplane.errors import InvalidValueError, PolicyError, RunplaneError, shown
+from runplane.errors import InvalidValueError, RunplaneError, shown
 from runplane.placement import NodeSummary
 from runplane.runs import RunRecord, RunState, TransitionRecord, Usage
 from runplane.runtimes.contract import Capabilities
-from runplane.runtimes.request import build_request
+from runplane.service.access import (
+    Principal,
+    admin_only,
+    check_owner,
+    identify,
+    token_table,
+)
 from runplane.service.catalog import StoredFunction
 from runplane.service.guard import BodyLimit
-from runplane.service.schedules import ScheduleRecord, check_cron
+from runplane.service.schedules import ScheduleRecord
 from runplane.service.server import Server
 from runplane.service.wire import API, NEXT_OFFSET
 from runplane.spec.bounds import MAX_DEPTH, check_json
 from runplane.spec.function import Function
-from runplane.spec.thresholds import check_thresholds
 
 #: A function (or a defaults patch) sent inline, as JSON; its code is bounded on its own.
 MAX_FUNCTION_BYTES = 2 << 20
@@ -44,12 +47,6 @@ Name = Annotated[str, pydantic.StringConstraints(pattern=_NAME, max_length=63)]
 PathName = Annotated[str, Path(pattern=_NAME, max_length=63)]
 Uid = Annotated[str, Path(min_length=6, max_length=32, pattern=r"^[0-9a-f]+$")]
 ScheduleId = Annotated[str, Path(min_length=1, max_length=32)]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Principal:
-    user: str
-    role: Literal["admin", "user"]
 
 
 class RunSubmission(pydantic.BaseModel):
@@ -98,13 +95,8 @@ def principal(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """Who is calling, from the bearer token. Every known token is compared, in constant
-    time, so how long the check takes says nothing about which token came close."""
-    offered = (credentials.credentials if credentials else "").encode()
-    found: Principal | None = None
-    for known, who in request.app.state.tokens:
-        if secrets.compare_digest(known, offered) and offered:
-            found = who
+    """Who is calling, from the bearer token."""
+    found = identify(request.app.state.tokens, credentials.credentials if credentials else "")
     if found is None:
         raise HTTPException(
             401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
@@ -113,10 +105,8 @@ def principal(
 
 
 def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
-    if who.role != "admin":
-        raise HTTPException(
-            403, f"user {who.user!r} may not change service defaults; only admins may"
-        )
+    if not who.admin:
+        raise HTTPException(403, admin_only(who))
     return who
 
 
@@ -128,14 +118,6 @@ def _error(error: str, message: str, status: int, field: str | None = None) -> J
     """Every 4xx has this one shape: what kind of error, the message, the field."""
     body = ErrorOut(error=error, message=message, field=field)
     return JSONResponse(body.model_dump(), status_code=status)
-
-
-def _mine(who: Principal, owner: str, what: str) -> None:
-    """Users see and act on their own runs and schedules; admins on everyone's."""
-    if who.role != "admin" and owner != who.user:
-        raise PolicyError(
-            what, f"belongs to another user; user {who.user!r} sees and acts on their own only"
-        )
 
 
 def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
@@ -151,10 +133,7 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     app = FastAPI(
         title="runplane", version=version("runplane"), responses=ERRORS, lifespan=lifespan
     )
-    app.state.tokens = [
-        (t.token.get_secret_value().encode(), Principal(t.user, t.role))
-        for t in server.base_settings.service.tokens
-    ]
+    app.state.tokens = token_table(server.base_settings)
     app.add_middleware(BodyLimit, max_bytes=server.base_settings.service.max_request_bytes)
 
     @app.exception_handler(RunplaneError)
@@ -208,7 +187,7 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
 
     def run_of(uid: str, who: Principal) -> RunRecord:
         record = server.runs.get(uid)
-        _mine(who, record.owner, f"run {record.uid}")
+        check_owner(who, record.owner, f"run {record.uid}")
         return record
 
     @app.get(f"{API}/health")
@@ -257,10 +236,10 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         project: Annotated[Name | None, Query()] = None,
         state: Annotated[list[str] | None, Query(max_length=len(RunState))] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-        owner: Annotated[str | None, Query(max_length=253)] = None,
+        owner: Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")] = None,
     ) -> list[RunRecord]:
         """Runs, newest first: a user's own; an admin's choice of owner, or everyone's."""
-        if who.role != "admin":
+        if not who.admin:
             owner = who.user
         return server.runs.list_runs(project=project, states=state or (), limit=limit, owner=owner)
 
@@ -307,20 +286,8 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
 
     @app.post(f"{API}/schedules", status_code=201)
     def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleRecord:
-        fn = function_of(body)
-        check_cron(body.schedule)
-        # Refuse now what would fail at every fire: policies, code, parameters, thresholds.
-        build_request(fn, server.settings, uid="0" * 32, params=body.params, role=who.role)
-        check_thresholds("state_thresholds", body.state_thresholds)
-        return server.schedules.create(
-            project=fn.metadata.project,
-            name=fn.metadata.name,
-            cron=body.schedule,
-            function=fn.to_dict(),
-            params=body.params,
-            state_thresholds=body.state_thresholds,
-            user=who.user,
-            role=who.role,
+        return server.schedule(
+            function_of(body), body.schedule, body.params, body.state_thresholds, who.user, who.role
         )
 
     @app.get(f"{API}/schedules")
@@ -328,13 +295,12 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         who: User, project: Annotated[Name | None, Query()] = None
     ) -> list[ScheduleRecord]:
         """Schedules: a user's own, or everyone's for an admin."""
-        owner = None if who.role == "admin" else who.user
-        return server.schedules.list_schedules(project, owner=owner)
+        return server.schedules.list_schedules(project, owner=who.owner_filter())
 
     @app.delete(f"{API}/schedules/{{schedule_id}}", status_code=204)
     def delete_schedule(schedule_id: ScheduleId, who: User) -> None:
         schedule = server.schedules.get(schedule_id)
-        _mine(who, schedule.created_by, f"schedule {schedule_id}")
+        check_owner(who, schedule.created_by, f"schedule {schedule_id}")
         server.schedules.delete(schedule_id)
 
     @app.get(f"{API}/defaults")

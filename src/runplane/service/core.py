@@ -25,6 +25,7 @@ from runplane.runs import LIVE, TERMINAL, RunRecord, RunState, Usage
 from runplane.runtimes.contract import RunRequest, Runtime
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.request import build_request
+from runplane.service.feed import RunFeed
 from runplane.service.records import RunStore
 from runplane.service.thresholds import ThresholdClocks
 from runplane.spec.function import Function
@@ -112,6 +113,8 @@ class RunService:
         #: Who a run belongs to when the caller names nobody (the embedded default: the
         #: local user).
         self.default_owner = ""
+        #: Uids of runs as their records change, for live clients.
+        self.feed = RunFeed()
         durable = runtime.capabilities.durable
         self.executor = None if durable else THIS_PROCESS
         self._condition = threading.Condition()
@@ -196,6 +199,7 @@ class RunService:
         with self._condition:
             self._clocks.track(uid, threshold_seconds(thresholds))
             self._finished[uid] = threading.Event()
+        self.feed.publish([uid])
         return record if self._launch(request) else self.store.get(uid)
 
     def _launch(self, request: RunRequest) -> bool:
@@ -318,6 +322,9 @@ class RunService:
                     if finished is not None:
                         finished.set()
             self._condition.notify()
+        self.feed.publish(
+            event.uid for event, recorded in zip(events, applied, strict=True) if recorded
+        )
         refused = {event.uid: event for event, ok in zip(events, applied, strict=True) if not ok}
         for uid, event in refused.items():
             if self._closed or event.state.terminal:
@@ -364,7 +371,7 @@ class RunService:
             return record
         owner_pid, owner_started = self.store.owner(record.uid)
         if owner_pid is not None and not process_alive(owner_pid, owner_started or 0.0):
-            self.store.mark_lost(process_alive)
+            self.feed.publish(self.store.mark_lost(process_alive)[0])
         return self.store.get(record.uid)
 
     def get(self, uid: str) -> RunRecord:
@@ -376,8 +383,26 @@ class RunService:
         states: Sequence[str] = (),
         limit: int = 50,
         owner: str | None = None,
+        offset: int = 0,
+        uids: Sequence[str] | None = None,
+        updated_since: float | None = None,
+        brief: bool = False,
     ) -> list[RunRecord]:
-        return self.store.list_runs(project=project, states=states, limit=limit, owner=owner)
+        return self.store.list_runs(
+            project=project,
+            states=states,
+            limit=limit,
+            owner=owner,
+            offset=offset,
+            uids=uids,
+            updated_since=updated_since,
+            brief=brief,
+        )
+
+    def count_runs(
+        self, project: str | None = None, states: Sequence[str] = (), owner: str | None = None
+    ) -> int:
+        return self.store.count_runs(project=project, states=states, owner=owner)
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
         """The run's output from byte ``offset`` (a bounded chunk), and the next offset."""

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, Select, func, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import load_only, selectinload
+from sqlalchemy.orm import defer, load_only, selectinload
 
 from runplane.errors import NotFoundError, RunExistsError, RunFinishedError
 from runplane.runs import TERMINAL, AttemptRecord, RunRecord, RunState, TransitionRecord
@@ -28,8 +28,9 @@ TERMINAL_STATES = [state.value for state in TERMINAL]
 _EVENT_COLUMNS = load_only(Run.state, Run.results, Run.started_at, Run.state_since)
 
 
-def record_of(run: Run) -> RunRecord:
-    """The run model's record of a row and its children."""
+def record_of(run: Run, brief: bool = False) -> RunRecord:
+    """The run model's record of a row and its children; ``brief`` leaves out the function
+    snapshot, transitions and artifacts (see :meth:`RunStore.list_runs`)."""
     return RunRecord(
         uid=run.uid,
         project=run.project,
@@ -53,8 +54,10 @@ def record_of(run: Run) -> RunRecord:
         started_at=run.started_at,
         ended_at=run.ended_at,
         owner=run.owner,
-        function=run.function,
-        transitions=[
+        function={} if brief else run.function,
+        transitions=[]
+        if brief
+        else [
             TransitionRecord(RunState(t.state), t.reason, t.message, t.at) for t in run.transitions
         ],
         attempts=[
@@ -63,8 +66,29 @@ def record_of(run: Run) -> RunRecord:
             )
             for a in run.attempts
         ],
-        artifacts=[{"key": a.key, "path": a.path, "size": a.size} for a in run.artifacts],
+        artifacts=[]
+        if brief
+        else [{"key": a.key, "path": a.path, "size": a.size} for a in run.artifacts],
     )
+
+
+def _filtered(
+    query: Select[Any],
+    project: str | None,
+    states: Iterable[str],
+    owner: str | None,
+    uids: Iterable[str] | None,
+) -> Select[Any]:
+    if project:
+        query = query.where(Run.project == project)
+    if owner is not None:
+        query = query.where(Run.owner == owner)
+    if states:
+        wanted = [RunState.named("state", state).value for state in states]
+        query = query.where(Run.state.in_(wanted))
+    if uids is not None:
+        query = query.where(Run.uid.in_(list(uids)))
+    return query
 
 
 class RunStore:
@@ -179,26 +203,42 @@ class RunStore:
         states: Iterable[str] = (),
         limit: int = 50,
         owner: str | None = None,
+        offset: int = 0,
+        uids: Iterable[str] | None = None,
+        updated_since: float | None = None,
+        brief: bool = False,
     ) -> list[RunRecord]:
+        """Runs, newest first; ``uids`` picks those runs only and ``updated_since`` those
+        changed since then (a live page's rows).
+
+        ``brief`` records, for lists that show a run per row, have no function snapshot,
+        transitions or artifacts (empty): reading the snapshots, embedded code included, is
+        most of the cost of a page of runs.
+        """
+        query = _filtered(select(Run), project, states, owner, uids)
+        if updated_since is not None:
+            query = query.where(Run.updated_at >= updated_since)
+        children = [selectinload(Run.attempts)]
+        if brief:
+            query = query.options(defer(Run.function, raiseload=True))
+        else:
+            children += [selectinload(Run.transitions), selectinload(Run.artifacts)]
         query = (
-            select(Run)
-            .order_by(Run.created_at.desc())
+            query.order_by(Run.created_at.desc(), Run.uid)
+            .offset(offset)
             .limit(limit)
-            .options(
-                selectinload(Run.transitions),
-                selectinload(Run.attempts),
-                selectinload(Run.artifacts),
-            )
+            .options(*children)
         )
-        if project:
-            query = query.where(Run.project == project)
-        if owner is not None:
-            query = query.where(Run.owner == owner)
-        if states:
-            wanted = [RunState.named("state", state).value for state in states]
-            query = query.where(Run.state.in_(wanted))
         with self._sessions() as session:
-            return [record_of(run) for run in session.scalars(query)]
+            return [record_of(run, brief) for run in session.scalars(query)]
+
+    def count_runs(
+        self, project: str | None = None, states: Iterable[str] = (), owner: str | None = None
+    ) -> int:
+        """How many runs :meth:`list_runs` would find without a limit (for pages)."""
+        query = _filtered(select(func.count()).select_from(Run), project, states, owner, None)
+        with self._sessions() as session:
+            return int(session.scalar(query) or 0)
 
     def apply(self, event: RunEvent) -> bool:
         """Record what a runtime reported; ``False`` if the run had already finished."""

@@ -77,6 +77,15 @@ def latest_due(cron: str, after: float, now: float) -> float | None:
     return due
 
 
+def next_fires(cron: str, after: float, count: int) -> list[float]:
+    """The next ``count`` times after ``after`` that ``cron`` names ("Schedule for later"
+    shows them before it is saved)."""
+    from croniter import croniter
+
+    iterator = croniter(_expression(cron), after)
+    return [iterator.get_next(float) for _ in range(count)]
+
+
 def fire_uid(schedule_id: str, due: float) -> str:
     return hashlib.sha256(f"{schedule_id}:{due:.0f}".encode()).hexdigest()[:32]
 

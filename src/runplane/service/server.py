@@ -13,14 +13,17 @@ from runplane.errors import InvalidValueError, RunExistsError
 from runplane.placement import NodeSummary
 from runplane.rendering import render
 from runplane.runtimes.registry import create_runtime
+from runplane.runtimes.request import build_request
 from runplane.service.catalog import FunctionCatalog
 from runplane.service.core import Reconciliation, RunService
 from runplane.service.db import connect, sqlite_url
 from runplane.service.defaults import DefaultsStore, apply_overrides, merge
+from runplane.service.preflight import Placement, check_placement
 from runplane.service.records import RunStore
-from runplane.service.schedules import ScheduleRecord, ScheduleStore
+from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
 from runplane.spec.function import Function, FunctionKind
 from runplane.spec.loaders import new_function
+from runplane.spec.thresholds import check_thresholds
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +76,36 @@ class Server:
     def nodes(self) -> list[NodeSummary]:
         """Each node: its group, labels, taints, what it can hold and what is free on it."""
         return self.runs.runtime.nodes()
+
+    def schedule(
+        self,
+        fn: Function,
+        cron: str,
+        params: dict[str, Any],
+        state_thresholds: dict[str, Any],
+        user: str,
+        role: str,
+    ) -> ScheduleRecord:
+        """ "Schedule for later": store a cron schedule of ``fn``, refusing now what would fail
+        at every fire (the cron, policies, code, parameters, thresholds)."""
+        check_cron(cron)
+        build_request(fn, self.settings, uid="0" * 32, params=params, role=role)
+        check_thresholds("state_thresholds", state_thresholds)
+        return self.schedules.create(
+            project=fn.metadata.project,
+            name=fn.metadata.name,
+            cron=cron,
+            function=fn.to_dict(),
+            params=params,
+            state_thresholds=state_thresholds,
+            user=user,
+            role=role,
+        )
+
+    def placement(self, fn: Function, role: str | None = None) -> Placement:
+        """Where ``fn`` could run on this runtime's nodes, and why not elsewhere (before it is
+        submitted)."""
+        return check_placement(render(fn, self.settings, role=role).pod_spec, self.nodes())
 
     def update_defaults(self, patch: dict[str, Any], user: str) -> Settings:
         """Merge ``patch`` into the stored overrides (``None`` removes a key, back to the

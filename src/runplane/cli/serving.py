@@ -1,0 +1,156 @@
+"""``runplane serve`` (the shared service: API and web UI) and ``runplane ui`` (the same on
+this machine, for one person, in one command)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from runplane.config import Settings
+
+log = logging.getLogger("runplane.serve")
+
+#: Ports ``runplane ui`` tries after a busy one, as Jupyter does.
+_PORT_TRIES = 50
+
+
+def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
+    """Run the service (API at ``/api/v1``, pages at ``/ui``) until SIGTERM or Ctrl-C;
+    ``ready(url)`` is called once it accepts connections."""
+    import uvicorn
+
+    from runplane.service.api import create_app
+    from runplane.service.server import Server
+    from runplane.ui import mount
+
+    if not log.isEnabledFor(logging.INFO):  # a service says what it is doing
+        logging.getLogger("runplane").setLevel(logging.INFO)
+    server = Server(settings)
+    found = server.reconciliation
+    log.info(
+        "runs execute on the %s runtime; at start %d run(s) were launched again, %d were lost, "
+        "%d unknown run(s) had objects",
+        server.runs.runtime.name,
+        len(found.resubmitted),
+        len(found.lost),
+        len(found.orphans),
+    )
+    try:
+        # On SIGTERM (or Ctrl-C) uvicorn stops accepting and finishes the requests under way
+        # (open pages' live streams end at once); then, as the app shuts down, runs executing
+        # here get service.shutdown_grace seconds before they are aborted, and queued ones
+        # wait for the next start.
+        app = create_app(server, shutdown_grace=settings.service.shutdown_grace)
+        config = uvicorn.Config(app, host=host, port=port, log_level="info")
+        web = uvicorn.Server(config)
+        mount(app, server, stopping=lambda: web.should_exit)
+        if ready is not None:
+            threading.Thread(
+                target=_when_started, args=(web, host, port, ready), daemon=True
+            ).start()
+        web.run()
+    finally:
+        server.close()  # when uvicorn could not start; after a shutdown it is closed already
+
+
+def _when_started(web: Any, host: str, port: int, ready: Any) -> None:
+    while not web.started:
+        if web.should_exit:
+            return
+        time.sleep(0.05)
+    ready(f"http://{host}:{port}")
+
+
+@click.command()
+@click.option("--host", help="Address to listen on (default: service.host).")
+@click.option("--port", type=int, help="Port to listen on (default: service.port).")
+def serve(host: str | None, port: int | None) -> None:
+    """Serve the runplane API (runs, functions, schedules, defaults) and the web UI over HTTP."""
+    from runplane.config import current
+    from runplane.errors import ConfigError
+
+    settings = current()
+    if not settings.service.tokens:
+        raise ConfigError(
+            "service.tokens is empty, so nobody could use the API; set for example "
+            'RUNPLANE_SERVICE__TOKENS=\'[{"token": "<secret>", "user": "me", '
+            '"role": "admin"}]\''
+        )
+    _serve(settings, host or settings.service.host, port or settings.service.port)
+
+
+def _free_port(host: str, first: int) -> int:
+    for port in range(first, first + _PORT_TRIES):
+        with socket.socket() as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    from runplane.errors import ConfigError
+
+    raise ConfigError(
+        f"ports {first} to {first + _PORT_TRIES - 1} on {host} are all in use; choose one "
+        "with --port (example: runplane ui --port 9000)"
+    )
+
+
+def _has_browser() -> bool:
+    """Whether a graphical browser can open here (never a text browser taking the terminal)."""
+    if os.environ.get("BROWSER"):
+        return True
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+@click.command("ui")
+@click.option(
+    "--port", type=int, help="Port to listen on (default: service.port, or the next free one)."
+)
+@click.option("--no-browser", is_flag=True, help="Print the link only; do not open a browser.")
+def ui_command(port: int | None, no_browser: bool) -> None:
+    """Open the web UI: the service on 127.0.0.1 running on this machine, for you.
+
+    A login token is made for this start only (never written anywhere) and printed in the
+    link; the link logs you in as an admin. Stop with Ctrl-C.
+    """
+    import getpass
+    import secrets
+    import webbrowser
+
+    from runplane.config import Token, current
+
+    settings = current()
+    token = secrets.token_urlsafe(32)
+    me = Token(token=token, user=getpass.getuser(), role="admin")
+    host = "127.0.0.1"
+    chosen = port or _free_port(host, settings.service.port)
+    service = settings.service.model_copy(
+        update={"tokens": [*settings.service.tokens, me], "runtime": "local", "host": host}
+    )
+    settings = settings.model_copy(update={"service": service})
+
+    def ready(url: str) -> None:
+        link = f"{url}/ui/login?token={token}"
+        click.echo(
+            "\n    runplane is running on this machine. To use it, open:\n\n"
+            f"        {link}\n\n"
+            "    The token in the link is this start's own (also a bearer token for the API\n"
+            "    at " + url + "/api/v1). Stop with Ctrl-C.\n",
+            err=True,
+        )
+        if not no_browser and _has_browser():
+            with contextlib.suppress(webbrowser.Error):
+                webbrowser.open(link)
+
+    _serve(settings, host, chosen, ready)

@@ -1,0 +1,176 @@
+"""The web UI as an application mounted into the service's own, at ``/ui``.
+
+It shares the process, the tokens and the :class:`~runplane.service.server.Server` with the
+API, so a page and an API call see the same runs and obey the same rules. Pages are rendered
+on the server (Jinja2) and work without JavaScript for reading; htmx, shipped in the package,
+and a small script of ours enhance them (filters, checks as you type, live updates).
+"""
+
+# Annotations stay evaluated (no `from __future__ import annotations`): FastAPI reads the
+# routes' parameters, whose dependency is made inside router().
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from runplane.errors import RunplaneError
+from runplane.service.access import identify, token_table
+from runplane.service.server import Server
+from runplane.ui import live
+from runplane.ui.pages import admin, functions, newjob, runs
+from runplane.ui.sessions import LOGIN_COOKIE, SESSION_COOKIE, Session, same_token
+from runplane.ui.web import ROOT, UI, CsrfRefused, LoginRequired, login_url, safe_next
+
+#: No inline scripts or styles, nothing from elsewhere; pages never framed.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+def create_ui(server: Server, stopping: Callable[[], bool] = lambda: False) -> FastAPI:
+    ui = UI(server, token_table(server.base_settings), stopping)
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.ui = ui
+    app.mount("/static", StaticFiles(packages=[("runplane.ui", "static")]), name="static")
+
+    @app.middleware("http")
+    async def headers(request: Request, call_next: Callable[..., object]) -> Response:
+        response: Response = await call_next(request)  # type: ignore[misc]
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        # The login URL carries a token: no page ever tells another site where it came from.
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        if request.url.path.startswith(f"{ROOT}/static/"):
+            # Their URLs carry runplane's version, so a cached copy is never a stale one.
+            response.headers.setdefault("Cache-Control", "public, max-age=86400")
+        else:
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    @app.exception_handler(LoginRequired)
+    async def login_required(request: Request, _: LoginRequired) -> Response:
+        if request.method == "GET" and "hx-request" not in request.headers:
+            return RedirectResponse(login_url(request), status_code=303)
+        response = ui.page(
+            request,
+            "message.html",
+            None,
+            {"title": "Logged out", "message": "Your session has ended; log in again."},
+            status_code=401,
+        )
+        response.headers["HX-Redirect"] = f"{ROOT}/login"
+        return response
+
+    @app.exception_handler(CsrfRefused)
+    async def csrf_refused(request: Request, _: CsrfRefused) -> Response:
+        message = (
+            "This form was refused: it did not carry this session's security token or came "
+            "from another site. Reload the page and try again."
+        )
+        return ui.page(request, "message.html", None, {"title": "Refused", "message": message}, 403)
+
+    @app.exception_handler(RunplaneError)
+    async def runplane_error(request: Request, error: RunplaneError) -> Response:
+        session = ui.sessions.get(request.cookies.get(SESSION_COOKIE))
+        context = {
+            "title": "Refused" if error.http_status == 403 else "Error",
+            "message": str(error),
+        }
+        return ui.page(request, "message.html", session, context, error.http_status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
+        session = ui.sessions.get(request.cookies.get(SESSION_COOKIE))
+        context = {"title": "Error", "message": str(error.detail)}
+        return ui.page(request, "message.html", session, context, error.status_code)
+
+    _auth_routes(app, ui)
+    for module in (runs, live, newjob, functions, admin):
+        app.include_router(module.router(ui))
+    return app
+
+
+def _auth_routes(app: FastAPI, ui: UI) -> None:
+    import secrets
+
+    LoggedIn = Annotated[Session, Depends(ui.session)]
+
+    def login_page(
+        request: Request, next_page: str, error: str = "", status_code: int = 200
+    ) -> HTMLResponse:
+        nonce = secrets.token_urlsafe(32)
+        response = ui.page(
+            request,
+            "login.html",
+            None,
+            {"nonce": nonce, "next": safe_next(next_page), "error": error},
+            status_code,
+        )
+        response.set_cookie(
+            LOGIN_COOKIE, nonce, httponly=True, samesite="strict", path=ROOT, secure=_https(request)
+        )
+        return response
+
+    def logged_in(request: Request, session: Session, target: str) -> RedirectResponse:
+        response = RedirectResponse(safe_next(target), status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE,
+            session.id,
+            httponly=True,
+            samesite="strict",
+            path=ROOT,
+            secure=_https(request),
+        )
+        response.delete_cookie(LOGIN_COOKIE, path=ROOT)
+        return response
+
+    @app.get("/login", response_class=HTMLResponse)
+    def login(request: Request, next: str = "", token: str = "") -> Response:
+        """The login page; with ``?token=`` (the link ``runplane ui`` prints) it logs in."""
+        if token:
+            who = identify(ui.tokens, token)
+            if who is not None:
+                return logged_in(request, ui.sessions.login(who), next)
+            return login_page(request, next, "That token is not valid.", 401)
+        return login_page(request, next)
+
+    @app.post("/login")
+    async def submit_login(request: Request) -> Response:
+        form = await request.form()
+        target = str(form.get("next") or "")
+        if not same_token(request.cookies.get(LOGIN_COOKIE, ""), form.get("nonce")) or not (
+            request.cookies.get(LOGIN_COOKIE)
+        ):
+            return login_page(request, target, "The login form expired; try again.", 403)
+        who = identify(ui.tokens, str(form.get("token") or ""))
+        if who is None:
+            return login_page(request, target, "That token is not valid.", 401)
+        return logged_in(request, ui.sessions.login(who), target)
+
+    @app.post("/logout")
+    async def logout(request: Request, session: LoggedIn) -> Response:
+        await ui.form(request, session)
+        ui.sessions.logout(session.id)
+        response = RedirectResponse(f"{ROOT}/login", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path=ROOT)
+        return response
+
+
+def _https(request: Request) -> bool:
+    return request.url.scheme == "https"
+
+
+def mount(app: FastAPI, server: Server, stopping: Callable[[], bool] = lambda: False) -> None:
+    """Serve the UI from ``app`` (the service's API application) at ``/ui``; ``/`` leads
+    there."""
+    app.mount(ROOT, create_ui(server, stopping))
+
+    @app.get("/", include_in_schema=False)
+    def home() -> RedirectResponse:
+        return RedirectResponse(f"{ROOT}/", status_code=307)

@@ -1,0 +1,177 @@
+"""**Common Parameters** (User jobs defaults and the policies), **Cluster** and
+**Schedules**.
+
+Defaults are read by everyone and changed by admins only, through
+:meth:`~runplane.service.server.Server.update_defaults`, the validation ``PATCH
+/api/v1/defaults`` uses; a user who sends the form anyway gets the API's 403 and its message.
+"""
+
+# Annotations stay evaluated (no `from __future__ import annotations`): FastAPI reads the
+# routes' parameters, whose dependency is made inside router().
+
+import dataclasses
+import time
+from collections import defaultdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from runplane.errors import RunplaneError
+from runplane.runs import RunState
+from runplane.service.access import admin_only, check_owner
+from runplane.service.schedules import next_fires
+from runplane.ui.sessions import Session
+from runplane.ui.web import ROOT, UI
+
+#: The User jobs defaults form: field -> (its place in the defaults, its label).
+DEFAULT_FIELDS = {
+    "mem_request": (("resources", "requests", "memory"), "Memory request"),
+    "mem_limit": (("resources", "limits", "memory"), "Memory limit"),
+    "cpu_request": (("resources", "requests", "cpu"), "CPU request"),
+    "cpu_limit": (("resources", "limits", "cpu"), "CPU limit"),
+}
+
+
+def defaults_values(defaults: dict[str, Any]) -> dict[str, str]:
+    values = {}
+    for name, (path, _) in DEFAULT_FIELDS.items():
+        node: Any = defaults
+        for part in path:
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        values[name] = "" if node in ({}, None) else str(node)
+    values["priority_class"] = str(defaults.get("priority_class", ""))
+    values["preemption_mode"] = str(defaults.get("preemption_mode", ""))
+    return values
+
+
+def defaults_patch(values: dict[str, str]) -> dict[str, Any]:
+    """The form as a merge patch: an empty field goes back to the configured value."""
+    resources: dict[str, dict[str, Any]] = {"requests": {}, "limits": {}}
+    for name, (path, _) in DEFAULT_FIELDS.items():
+        resources[path[1]][path[2]] = values.get(name) or None
+    patch: dict[str, Any] = {"resources": resources}
+    for key in ("priority_class", "preemption_mode"):
+        patch[key] = values.get(key) or None
+    return patch
+
+
+def router(ui: UI) -> APIRouter:
+    routes = APIRouter()
+    LoggedIn = Annotated[Session, Depends(ui.session)]
+
+    def settings_page(
+        request: Request,
+        session: Session,
+        values: dict[str, str] | None = None,
+        message: str = "",
+        error: str = "",
+        status_code: int = 200,
+    ) -> Response:
+        settings = ui.server.settings
+        defaults = settings.function_defaults.model_dump(mode="json")
+        context = {
+            "nav": "settings",
+            "values": values or defaults_values(defaults),
+            "fields": {name: label for name, (_, label) in DEFAULT_FIELDS.items()},
+            "classes": settings.priority_classes,
+            "modes": ["prevent", "allow", "constrain", "none"],
+            "reserved": settings.reserved_node_groups,
+            "thresholds": defaults.get("state_thresholds", {}),
+            "message": message,
+            "error": error,
+            "editable": session.who.admin,
+            "readonly_reason": "" if session.who.admin else admin_only(session.who),
+        }
+        return ui.page(request, "settings.html", session, context, status_code)
+
+    @routes.get("/settings", response_class=HTMLResponse)
+    def common_parameters(request: Request, session: LoggedIn, saved: str = "") -> Response:
+        return settings_page(request, session, message="Saved." if saved else "")
+
+    @routes.post("/settings", response_class=HTMLResponse)
+    async def save_defaults(request: Request, session: LoggedIn) -> Response:
+        data = await ui.form(request, session)
+        values = {
+            key: str(data.get(key) or "").strip()
+            for key in [*DEFAULT_FIELDS, "priority_class", "preemption_mode"]
+        }
+        if not session.who.admin:
+            return settings_page(
+                request, session, values, error=admin_only(session.who), status_code=403
+            )
+        try:
+            await run_in_threadpool(
+                ui.server.update_defaults, defaults_patch(values), session.who.user
+            )
+        except RunplaneError as error:
+            return settings_page(
+                request, session, values, error=str(error), status_code=error.http_status
+            )
+        return RedirectResponse(f"{ROOT}/settings?saved=1", status_code=303)
+
+    @routes.get("/cluster", response_class=HTMLResponse)
+    def cluster(request: Request, session: LoggedIn) -> Response:
+        runtime = ui.server.runs.runtime
+        nodes = ui.server.nodes()
+        running = ui.server.runs.list_runs(
+            states=[RunState.RUNNING.value],
+            owner=session.who.owner_filter(),
+            limit=1000,
+            brief=True,
+        )
+        where: dict[str, list[Any]] = defaultdict(list)
+        for run in running:
+            if run.attempts:
+                where[run.attempts[-1].node].append(run)
+        context = {
+            "nav": "cluster",
+            "runtime": runtime.name,
+            "capabilities": dataclasses.asdict(runtime.capabilities).items(),
+            "nodes": nodes,
+            "running": where,
+            "ready": sum(1 for node in nodes if node.ready),
+        }
+        return ui.page(request, "cluster.html", session, context)
+
+    @routes.get("/projects/{project}/schedules", response_class=HTMLResponse)
+    def schedules(
+        request: Request,
+        session: LoggedIn,
+        project: str,
+        created: Annotated[str, Query(max_length=8)] = "",
+        deleted: Annotated[str, Query(max_length=40)] = "",
+    ) -> Response:
+        now = time.time()
+        listed = []
+        for schedule in ui.server.schedules.list_schedules(
+            project, owner=session.who.owner_filter()
+        ):
+            try:
+                upcoming = next_fires(schedule.cron, now, 1)[0]
+            except Exception:  # a stored cron the scheduler cannot read: show it, flagged
+                upcoming = None
+            listed.append((schedule, upcoming))
+        context = {
+            "project": project,
+            "nav": "schedules",
+            "schedules": listed,
+            "created": bool(created),
+            "deleted": deleted,
+        }
+        return ui.page(request, "schedules.html", session, context)
+
+    @routes.post("/projects/{project}/schedules/{schedule_id}/delete")
+    async def delete_schedule(
+        request: Request, session: LoggedIn, project: str, schedule_id: str
+    ) -> Response:
+        await ui.form(request, session)
+        schedule = await run_in_threadpool(ui.server.schedules.get, schedule_id)
+        check_owner(session.who, schedule.created_by, f"schedule {schedule_id}")
+        await run_in_threadpool(ui.server.schedules.delete, schedule_id)
+        return RedirectResponse(
+            f"{ROOT}/projects/{project}/schedules?deleted={schedule_id[:12]}", status_code=303
+        )
+
+    return routes

@@ -1,0 +1,116 @@
+"""What every page shares: the server, sessions, templates, and the checks before a handler.
+
+A page handler asks for :func:`UI.session` (a logged-in user, else the login page) and, for a
+form that changes something, :meth:`UI.form` (the form, its CSRF token checked). Handlers call
+the same :class:`~runplane.service.server.Server` the API calls; rules live there, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.datastructures import FormData
+
+from runplane.service.access import Principal
+from runplane.service.server import Server
+from runplane.ui import present
+from runplane.ui.sessions import SESSION_COOKIE, Session, Sessions, same_token
+
+#: Where the pages live under the service.
+ROOT = "/ui"
+
+
+class LoginRequired(Exception):
+    """No valid session: the login page, then back to where the user was going."""
+
+
+class CsrfRefused(Exception):
+    """A state-changing request without this session's CSRF token, or from another site."""
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("runplane.ui", "templates"),
+        autoescape=select_autoescape(default=True),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(present.FILTERS)
+    env.globals["ROOT"] = ROOT
+    env.globals["VERSION"] = version("runplane")
+    return env
+
+
+@dataclass
+class UI:
+    server: Server
+    #: The service's tokens and who holds each (the API's own table).
+    tokens: Sequence[tuple[bytes, Principal]]
+    #: True once the service is shutting down: live streams end so it can stop.
+    stopping: Callable[[], bool] = lambda: False
+    sessions: Sessions = field(default_factory=Sessions)
+    templates: Jinja2Templates = field(default_factory=lambda: Jinja2Templates(env=_environment()))
+
+    def session(self, request: Request) -> Session:
+        """The logged-in session of ``request`` (a FastAPI dependency)."""
+        session = self.sessions.get(request.cookies.get(SESSION_COOKIE))
+        if session is None:
+            raise LoginRequired
+        return session
+
+    async def form(self, request: Request, session: Session) -> FormData:
+        """The submitted form, once its CSRF token and origin are checked."""
+        origin = request.headers.get("origin")
+        if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+            raise CsrfRefused
+        form = await request.form()
+        offered = form.get("csrf") or request.headers.get("x-csrf-token")
+        if not same_token(session.csrf, offered):
+            raise CsrfRefused
+        return form
+
+    def page(
+        self,
+        request: Request,
+        template: str,
+        session: Session | None,
+        context: Mapping[str, Any] | None = None,
+        status_code: int = 200,
+    ) -> HTMLResponse:
+        """A template rendered with what every page needs: the user, the CSRF token and the
+        projects of the left menu pane."""
+        values: dict[str, Any] = {"who": None, "csrf": "", "projects": [], "project": None}
+        if session is not None:
+            values.update(who=session.who, csrf=session.csrf, projects=self.projects())
+        values.update(context or {})
+        response = self.templates.TemplateResponse(
+            request, template, values, status_code=status_code
+        )
+        return response
+
+    def projects(self) -> list[str]:
+        return sorted({"default", *self.server.catalog.projects()})
+
+
+def login_url(request: Request) -> str:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return f"{ROOT}/login?next={quote(target, safe='')}"
+
+
+def safe_next(target: str | None) -> str:
+    """Where to go after login: a page of this UI only, never another site."""
+    if (
+        target
+        and target.startswith(f"{ROOT}/")
+        and not any(part in target for part in ("\\", "/..", "//", "\n", "\r"))
+    ):
+        return target
+    return f"{ROOT}/"
