@@ -128,6 +128,7 @@ def serve(host: str | None, port: int | None) -> None:
         len(found.lost),
         len(found.orphans),
     )
+    service_log.info("runs are held so: %s", server.runs.runtime.isolation)
     try:
         # On SIGTERM (or Ctrl-C) uvicorn stops accepting and finishes the requests under way;
         # then, as the app shuts down, runs executing here get service.shutdown_grace seconds

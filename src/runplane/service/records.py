@@ -53,6 +53,7 @@ def record_of(run: Run) -> RunRecord:
         started_at=run.started_at,
         ended_at=run.ended_at,
         owner=run.owner,
+        isolation=run.isolation,
         function=run.function,
         transitions=[
             TransitionRecord(RunState(t.state), t.reason, t.message, t.at) for t in run.transitions
@@ -250,6 +251,8 @@ class RunStore:
         run.updated_at = time.time()  # when the service learnt it (event.at is the source's)
         if event.state is RunState.RUNNING and entered:
             run.started_at = run.started_at or event.at
+            if event.isolation:
+                run.isolation = event.isolation
             session.add(
                 Attempt(
                     run_uid=run.uid,
