@@ -224,6 +224,35 @@ class Local(pydantic.BaseModel):
     #: the time zone (e.g. ``["HTTPS_PROXY", "CUDA_HOME"]``). Nothing else of that process's
     #: environment reaches a run.
     inherit_env: list[str] = pydantic.Field(default_factory=list)
+    #: How runs' limits are enforced and their processes held (docs/local.md): ``cgroup``, a
+    #: cgroup per run (an error at start where none is writable); ``watchdog``, polling every
+    #: ``poll_interval``; ``auto``, a cgroup where one is writable, else the watchdog.
+    isolation: Literal["auto", "cgroup", "watchdog"] = "auto"
+    #: The most processes and threads a run may have at once (its cgroup's ``pids.max``), so a
+    #: fork bomb stops there; ``None`` for no limit.
+    pids_limit: int | None = pydantic.Field(default=4096, ge=16)
+    #: Which user runs run as: ``per-run``, a uid of its own for each run (root only);
+    #: ``same``, runplane's own; ``auto``, per-run under ``runplane serve`` as root, else same.
+    run_users: Literal["auto", "per-run", "same"] = "auto"
+    #: The uids leased to runs, one per running run, as ``FIRST-LAST``: a range no account uses.
+    run_uids: str = "1000000000-1000065535"
+    #: The Python interpreter that runs' processes use; runplane's own when unset. Runs under
+    #: users of their own need one those users can execute.
+    python: Path | None = None
+
+    @pydantic.field_validator("run_uids")
+    @classmethod
+    def _uid_range(cls, value: str) -> str:
+        first, dash, last = value.partition("-")
+        if not (dash and first.isdigit() and last.isdigit() and 0 < int(first) <= int(last)):
+            raise InvalidValueError(
+                "local.run_uids", value, "a range FIRST-LAST of uids", "1000000000-1000065535"
+            )
+        if int(last) >= 2**32 - 1:
+            raise InvalidValueError(
+                "local.run_uids", value, "uids below 4294967295", "1000000000-1000065535"
+            )
+        return value
 
     @pydantic.field_validator("node_labels", mode="before")
     @classmethod

@@ -152,6 +152,9 @@ class RunRecord:
     function: dict[str, Any] = field(repr=False)
     #: Who submitted it: a service user, or the local user of the embedded default.
     owner: str = ""
+    #: How the run was held where it ran (``cgroup v1, uid 1000000007 (its own)``; locally
+    #: ``watchdog, ...`` where no cgroup is writable); empty until it starts.
+    isolation: str = ""
     transitions: list[TransitionRecord] = field(default_factory=list)
     attempts: list[AttemptRecord] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)

@@ -1,7 +1,7 @@
 """Fixtures for the embedded default: a private runplane home and a machine of known size.
 
-Runs are real processes; capacity is pinned (2 CPUs, 4Gi, 2 GPUs on request) so scheduling
-tests mean the same on every machine.
+Runs are real processes in real cgroups; capacity is pinned (2 CPUs, 4Gi, 2 GPUs on request)
+so scheduling tests mean the same on every machine.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     # the runs' processes too.
     monkeypatch.setenv("RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG"]')
     monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)
+    # Runs are held in cgroups, as on any machine where one is writable (this one, as root):
+    # named, so that a machine where none is fails these tests instead of falling back.
+    monkeypatch.setenv("RUNPLANE_LOCAL__ISOLATION", "cgroup")
     from runplane import config
 
     config.current.cache_clear()
@@ -41,7 +44,16 @@ def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings() -> Settings:
+def isolation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How runs are held: ``cgroup`` unless a test asks for both, with
+    ``@pytest.mark.parametrize("isolation", ["cgroup", "watchdog"], indirect=True)``."""
+    mode: str = getattr(request, "param", "cgroup")
+    monkeypatch.setenv("RUNPLANE_LOCAL__ISOLATION", mode)
+    return mode
+
+
+@pytest.fixture
+def settings(isolation: str) -> Settings:
     return load_settings()
 
 

@@ -47,8 +47,11 @@ def gone(pid: int) -> bool:
         return True
 
 
+@pytest.mark.parametrize("isolation", ["cgroup", "watchdog"], indirect=True)
 @pytest.mark.parametrize("ending", ["completes", "aborted", "threshold"])
-def test_a_daemon_the_run_started_ends_with_the_run(service, make_function, tmp_path, ending):
+def test_a_daemon_the_run_started_ends_with_the_run(
+    isolation, service, make_function, tmp_path, ending
+):
     pidfile = tmp_path / "daemon.pid"
     fn = make_function(DAEMON, name="daemonizer")
     linger = 0.0 if ending == "completes" else 60.0

@@ -197,6 +197,9 @@ def test_cli_run_runs_get_and_logs(tmp_path):
         "completed",
     ]
     assert detail["limits"] == {"memory": "256Mi"}
+    # How it was held: in a cgroup of its own, as runplane's own user (the embedded default).
+    assert detail["isolation"].startswith("cgroup v")
+    assert detail["isolation"].endswith(f"uid {os.geteuid()} (runplane's)")
     logs = cli("logs", uid, check=True)
     assert "epoch count 4" in logs.stdout
 

@@ -67,6 +67,9 @@ def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database: str) -> It
             monkeypatch.delenv(name)
     monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)
     monkeypatch.setenv("RUNPLANE_LOCAL__HOME", str(tmp_path / "home"))
+    # Runs run as runplane's own user here (as root, a service would give each a user of its
+    # own, which test_run_users.py tests: it needs a home and a Python those users can reach).
+    monkeypatch.setenv("RUNPLANE_LOCAL__RUN_USERS", "same")
     monkeypatch.setenv("RUNPLANE_LOCAL__CPU", "2")
     monkeypatch.setenv("RUNPLANE_LOCAL__MEMORY", "4Gi")
     monkeypatch.setenv("RUNPLANE_LOCAL__GPUS", "0")

@@ -42,6 +42,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     env |= {
         "RUNPLANE_CONFIG": os.devnull,
         "RUNPLANE_LOCAL__HOME": str(home / "home"),
+        "RUNPLANE_LOCAL__RUN_USERS": "same",  # users of their own: test_run_users.py
         "RUNPLANE_LOCAL__CPU": "2",
         "RUNPLANE_SERVICE__TOKENS": json.dumps([{"token": TOKEN, "user": "mallory"}]),
         "RUNPLANE_SERVICE__MAX_REQUEST_BYTES": str(1 << 20),

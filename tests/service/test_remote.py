@@ -23,6 +23,7 @@ def service_url(tmp_path: Path):
         {
             "RUNPLANE_CONFIG": os.devnull,
             "RUNPLANE_LOCAL__HOME": str(tmp_path / "server-home"),
+            "RUNPLANE_LOCAL__RUN_USERS": "same",  # users of their own: test_run_users.py
             "RUNPLANE_LOCAL__CPU": "2",
             "RUNPLANE_LOCAL__INHERIT_ENV": '["COVERAGE_PROCESS_CONFIG"]',
             "RUNPLANE_SERVICE__TOKENS": TOKENS,

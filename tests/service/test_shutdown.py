@@ -27,6 +27,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
     return env | {
         "RUNPLANE_CONFIG": os.devnull,
         "RUNPLANE_LOCAL__HOME": str(tmp_path / "home"),
+        "RUNPLANE_LOCAL__RUN_USERS": "same",  # users of their own: test_run_users.py
         "RUNPLANE_LOCAL__CPU": "2",
         "RUNPLANE_LOCAL__INHERIT_ENV": '["COVERAGE_PROCESS_CONFIG"]',
         "RUNPLANE_SERVICE__TOKENS": json.dumps([{"token": TOKEN, "user": "ops"}]),

@@ -44,6 +44,7 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
         len(found.lost),
         len(found.orphans),
     )
+    log.info("runs are held so: %s", server.runs.runtime.isolation)
     try:
         # On SIGTERM (or Ctrl-C) uvicorn stops accepting and finishes the requests under way
         # (open pages' live streams end at once); then, as the app shuts down, runs executing

@@ -80,6 +80,9 @@ class Runtime(Protocol):
     #: The name runs record and configuration uses (``service.runtime``).
     name: str
     capabilities: Capabilities
+    #: How runs are held and kept apart (limits, processes, users), in a sentence for
+    #: ``runplane serve`` to say at start.
+    isolation: str
 
     def check(self, request: RunRequest) -> None:
         """Raise the user errors this runtime can find before anything is recorded (a volume

@@ -41,6 +41,9 @@ class RunEvent:
     usage: Usage | None = None
     results: dict[str, Any] = field(default_factory=dict)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+    #: How the run is held where it runs (``cgroup v1, uid 1000000007 (its own)``), when it
+    #: starts.
+    isolation: str = ""
     at: float = field(default_factory=time.time)
 
 

@@ -12,13 +12,13 @@ from runplane.config import Settings
 from runplane.runtimes.contract import Runtime
 
 
-def _local(settings: Settings) -> Runtime:
+def _local(settings: Settings, serving: bool) -> Runtime:
     from runplane.runtimes.local.runtime import LocalRuntime
 
-    return LocalRuntime(settings)
+    return LocalRuntime(settings, serving=serving)
 
 
-def _kubernetes(settings: Settings) -> Runtime:
+def _kubernetes(settings: Settings, serving: bool) -> Runtime:
     from runplane.runtimes.kubernetes.runtime import KubernetesRuntime
 
     service = settings.service
@@ -30,9 +30,13 @@ def _kubernetes(settings: Settings) -> Runtime:
     )
 
 
-RUNTIMES: dict[str, Callable[[Settings], Runtime]] = {"local": _local, "kubernetes": _kubernetes}
+RUNTIMES: dict[str, Callable[[Settings, bool], Runtime]] = {
+    "local": _local,
+    "kubernetes": _kubernetes,
+}
 
 
-def create_runtime(settings: Settings) -> Runtime:
-    """The runtime ``settings.service.runtime`` names."""
-    return RUNTIMES[settings.service.runtime](settings)
+def create_runtime(settings: Settings, serving: bool = False) -> Runtime:
+    """The runtime ``settings.service.runtime`` names; ``serving`` when ``runplane serve``
+    runs it, for its users' runs rather than its own user's."""
+    return RUNTIMES[settings.service.runtime](settings, serving)

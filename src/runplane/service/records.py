@@ -54,6 +54,7 @@ def record_of(run: Run, brief: bool = False) -> RunRecord:
         started_at=run.started_at,
         ended_at=run.ended_at,
         owner=run.owner,
+        isolation=run.isolation,
         function={} if brief else run.function,
         transitions=[]
         if brief
@@ -294,6 +295,8 @@ class RunStore:
         run.updated_at = time.time()  # when the service learnt it (event.at is the source's)
         if event.state is RunState.RUNNING and entered:
             run.started_at = run.started_at or event.at
+            if event.isolation:
+                run.isolation = event.isolation
             session.add(
                 Attempt(
                     run_uid=run.uid,

@@ -37,7 +37,8 @@ class Server:
         self.defaults = DefaultsStore(engine)
         self.base_settings = settings
         effective = apply_overrides(settings, self.defaults.overrides())
-        self.runs = RunService(effective, RunStore(engine), create_runtime(effective), service=True)
+        runtime = create_runtime(effective, serving=True)
+        self.runs = RunService(effective, RunStore(engine), runtime, service=True)
         self._stop = threading.Event()
         self._scheduler = threading.Thread(
             target=self._fire_schedules, daemon=True, name="runplane-schedules"

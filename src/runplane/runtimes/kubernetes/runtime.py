@@ -52,6 +52,7 @@ class KubernetesRuntime:
     capabilities = Capabilities(
         gpus=True, preemption=True, node_labels=True, deploy=True, durable=True
     )
+    isolation = "each run is a pod: the kubelet's cgroups hold its limits and its processes"
 
     def __init__(
         self,

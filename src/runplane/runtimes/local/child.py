@@ -1,8 +1,13 @@
 """The run's own process: load the embedded code, call the handler, record what it returns.
 
-Started by the executor as ``python -m runplane.runtimes.local.child RUN_DIR``. It reads
-``RUN_DIR/spec.json`` and imports only the standard library and :mod:`runplane.bootstrap`,
-the program that runs every handler, here and in pods.
+Started by the executor as ``python .../runtimes/local/child.py RUN_DIR``, already in the run's
+cgroup and as the run's user. It reads ``RUN_DIR/spec.json`` and imports only the standard
+library and :mod:`runplane.bootstrap`, the program that runs every handler, here and in pods:
+from runplane's package when the interpreter has it, else from its file next to this one, so
+any Python 3.9+ (``local.python``) can run a run.
+
+``child.py --check DIR`` is the start-up probe of runs under users of their own: it loads what
+a run loads and reaches ``DIR`` as a run would, and says what stops it.
 """
 
 from __future__ import annotations
@@ -11,36 +16,83 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import ModuleType
+
+_HERE = Path(__file__).resolve().parent
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
+
+
+def _prctl(option: int, value: int) -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 def _die_with_executor(expected_parent: int) -> None:
     """Exit if the executor is gone, and ask Linux to kill us if it goes later."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
+    import signal
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != expected_parent:
         os._exit(137)
+
+
+def _bootstrap() -> ModuleType:
+    try:
+        import runplane.bootstrap as bootstrap
+    except ImportError:  # another interpreter than runplane's: load the file itself
+        import importlib.util
+
+        path = _HERE.parents[1] / "bootstrap.py"
+        spec = importlib.util.spec_from_file_location("runplane_bootstrap", path)
+        assert spec is not None
+        assert spec.loader is not None
+        bootstrap = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = bootstrap
+        spec.loader.exec_module(bootstrap)
+    return bootstrap
 
 
 def main(run_dir: Path) -> int:
     os.umask(0o077)  # what the run writes (results, artifacts, files) is its owner's only
     spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
     _die_with_executor(spec["executor_pid"])
+    if spec.get("no_new_privileges"):
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     if spec.get("cpu_ids") and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, spec["cpu_ids"])
     os.chdir(run_dir / "work")
     if spec.get("source_dir"):
         sys.path.insert(0, spec["source_dir"])
+    bootstrap = _bootstrap()
+    invocation = bootstrap.Invocation.from_json(spec["invocation"])
+    code: int = bootstrap.call_handler(
+        bootstrap.Context(invocation, run_dir, spec["mounts"]), invocation
+    )
+    return code
 
-    from runplane.bootstrap import Context, Invocation, call_handler
 
-    invocation = Invocation.from_json(spec["invocation"])
-    return call_handler(Context(invocation, run_dir, spec["mounts"]), invocation)
+def check(directory: Path) -> int:
+    """The probe: 0 when a run's user can load a run and pass through ``directory``."""
+    try:
+        _bootstrap()
+    except Exception as error:
+        sys.stderr.write(f"{sys.executable} cannot load runplane's bootstrap: {error}")
+        return 1
+    if not os.access(directory, os.X_OK):
+        blocked = next(
+            (p for p in reversed([directory, *directory.parents]) if not os.access(p, os.X_OK)),
+            directory,
+        )
+        sys.stderr.write(f"it cannot pass through {blocked} to reach {directory}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
+    if sys.path and Path(sys.path[0]).resolve() == _HERE:
+        del sys.path[0]  # run as a script: its directory's modules are not the handler's
+    if sys.argv[1] == "--check":
+        sys.exit(check(Path(sys.argv[2])))
     sys.exit(main(Path(sys.argv[1])))

@@ -8,6 +8,7 @@ run's own process (``runplane.runtimes.local.child``) with what the plan and the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -23,8 +24,11 @@ from runplane.config import Settings
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.placement import PodRequirements
 from runplane.placement.model import resource_amount
+from runplane.runs import Usage
 from runplane.runtimes.contract import RunRequest
+from runplane.runtimes.local.cgroups import RunGroup
 from runplane.runtimes.local.ledger import Claim, Grant
+from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.output import OUTPUT, private_dir, run_dir
 
 #: Resources this machine offers runs.
@@ -49,13 +53,47 @@ class LocalRun:
     #: (reason, message) once an abort is asked for.
     abort: tuple[str, str] | None = None
     process: subprocess.Popen[bytes] | None = None
-    #: The highest memory use seen so far, in bytes.
+    #: The highest memory use seen so far, in bytes (by the watchdog; a cgroup counts its own).
     peak_memory: int = 0
     done: threading.Event = field(default_factory=threading.Event)
+    #: The CPU limit and request, in millicores.
+    cpu_limit: int | None = None
+    cpu_request: int = 0
+    #: The run's cgroup while it runs (``None`` under the watchdog), and what it had counted
+    #: when it was removed.
+    group: RunGroup | None = None
+    usage_so_far: Usage | None = None
+    #: How the run is held, as its record shows it (``cgroup v1, uid 1000000007``).
+    isolation: str = ""
+    _wake: int | None = None
+    _wake_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def uid(self) -> str:
         return self.request.uid
+
+    def open_wake(self) -> int:
+        """An eventfd its supervisor sleeps on, written when an abort is asked for."""
+        with self._wake_lock:
+            if self._wake is None:
+                self._wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+            return self._wake
+
+    def request_abort(self, reason: str, message: str) -> bool:
+        """Ask the supervisor to stop the run; ``False`` if one was asked for already."""
+        if self.abort is not None:
+            return False
+        self.abort = (reason, message)
+        with self._wake_lock:
+            if self._wake is not None:
+                os.eventfd_write(self._wake, 1)
+        return True
+
+    def close_wake(self) -> None:
+        with self._wake_lock:
+            if self._wake is not None:
+                os.close(self._wake)
+                self._wake = None
 
     @property
     def claim(self) -> Claim:
@@ -84,7 +122,8 @@ def plan(request: RunRequest, settings: Settings, node_name: str) -> LocalRun:
         )
     limits = container.get("resources", {}).get("limits", {})
     memory_limit = resource_amount("memory", limits["memory"]) if "memory" in limits else None
-    cores = math.ceil(resource_amount("cpu", limits["cpu"]) / 1000) if "cpu" in limits else 0
+    cpu_limit = resource_amount("cpu", limits["cpu"]) if "cpu" in limits else None
+    cores = math.ceil(cpu_limit / 1000) if cpu_limit is not None else 0
     return LocalRun(
         request=request,
         requirements=requirements,
@@ -94,6 +133,8 @@ def plan(request: RunRequest, settings: Settings, node_name: str) -> LocalRun:
         cores=cores,
         gpus=requirements.requests.get(names.GPU, 0),
         run_dir=run_dir(settings, request.uid),
+        cpu_limit=cpu_limit,
+        cpu_request=requirements.requests.get("cpu", 0),
     )
 
 
@@ -214,24 +255,39 @@ def _private_file(path: Path, append: bool = True) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o600)
 
 
-def spawn(run: LocalRun, grant: Grant, settings: Settings) -> subprocess.Popen[bytes]:
-    """Start the run's process in its own session, output to ``output.log`` in its directory.
+#: The run's first process waits on its standard input for this line before it runs anything
+#: (runplane places it in its cgroup meanwhile), then becomes the run's interpreter.
+_GATE = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
+CHILD = Path(__file__).resolve().parent / "child.py"
+
+
+def spawn(
+    run: LocalRun,
+    grant: Grant,
+    settings: Settings,
+    *,
+    pin: bool,
+    user: RunUser | None,
+) -> subprocess.Popen[bytes]:
+    """Start the run's process, held at its gate (see :func:`open_gate`), in its own session,
+    as ``user`` (runplane's own when ``None``), output to ``output.log`` in its directory.
 
     The run's directory and what runplane writes there are its owner's only (0700, 0600),
-    and the run's process starts with umask 077 so that its own files are too.
+    and the run's process starts with umask 077 so that its own files are too. ``pin``
+    confines it to the cores of its grant (the watchdog's CPU limit; a cgroup has a quota).
     """
     request = run.request
     private_dir(run.run_dir.parent)
     private_dir(run.run_dir)
-    work = private_dir(run.run_dir / "work")
-    private_dir(run.run_dir / "home")
-    private_dir(run.run_dir / "tmp")
+    own = [private_dir(run.run_dir / name) for name in ("work", "home", "tmp")]
+    work = own[0]
     spec = {
         "invocation": request.invocation.to_json(),
         "mounts": run.mounts,
         "source_dir": request.source_dir,
-        "cpu_ids": list(grant.cpu_ids) if run.cores else [],
+        "cpu_ids": list(grant.cpu_ids) if pin and run.cores else [],
         "executor_pid": os.getpid(),
+        "no_new_privileges": user is not None,
     }
     with os.fdopen(_private_file(run.run_dir / "spec.json", append=False), "w") as file:
         file.write(json.dumps(spec))
@@ -240,16 +296,29 @@ def spawn(run: LocalRun, grant: Grant, settings: Settings) -> subprocess.Popen[b
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists():
             link.symlink_to(local)
+    RunUsers.hand_over(run.run_dir, user, [*own, run.run_dir / "spec.json"])
+    python = str(settings.local.python or sys.executable)
     log = _private_file(run.run_dir / OUTPUT)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "runplane.runtimes.local.child", str(run.run_dir)],
-            stdin=subprocess.DEVNULL,
+            ["/bin/sh", "-c", _GATE, python, str(CHILD), str(run.run_dir)],
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=environment(run, grant, settings),
             cwd=work,
             start_new_session=True,
+            user=None if user is None else user.uid,
+            group=None if user is None else user.gid,
+            extra_groups=None if user is None else [],
         )
     finally:
         os.close(log)
+
+
+def open_gate(process: subprocess.Popen[bytes]) -> None:
+    """Let the run's process go on to run the handler."""
+    assert process.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.write(b"go\n")
+        process.stdin.close()

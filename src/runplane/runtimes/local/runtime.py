@@ -3,27 +3,35 @@
 The machine is one node. A run that fits is queued on the capacity ledger (shared by every
 runplane process here); one scheduler thread per process asks the ledger for grants, in
 kube-scheduler's queue order, and hands each granted run to a supervisor thread
-(:mod:`~runplane.runtimes.local.supervise`). A run that can never fit waits with the reason.
-Everything the runtime learns leaves as a :class:`RunEvent`.
+(:mod:`~runplane.runtimes.local.supervise`), which holds it in a cgroup of its own
+(:mod:`~runplane.runtimes.local.cgroups`) or, where none is writable, under the watchdog, as
+its own user when runplane serves as root (:mod:`~runplane.runtimes.local.users`). A run that
+can never fit waits with the reason. Everything the runtime learns leaves as a
+:class:`RunEvent`.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from runplane.config import PreemptibleNodes, Settings
+from runplane.errors import ConfigError
 from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
 from runplane.runs import Condition, RunState, Usage
 from runplane.runtimes.contract import Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
-from runplane.runtimes.local.launch import LocalRun, plan
+from runplane.runtimes.local.cgroups import Hierarchy, Unavailable, open_hierarchy
+from runplane.runtimes.local.launch import CHILD, LocalRun, plan
 from runplane.runtimes.local.ledger import Grant, Ledger
 from runplane.runtimes.local.node import detect_capacity, local_node
-from runplane.runtimes.local.supervise import ProcessTable, Supervisor
+from runplane.runtimes.local.supervise import Supervisor
+from runplane.runtimes.local.users import RunUsers
+from runplane.runtimes.local.watchdog import ProcessTable
 from runplane.runtimes.output import OUTPUT, read_output, run_dir
 
 log = logging.getLogger(__name__)
@@ -34,6 +42,31 @@ _CONDITIONS = {
     RunState.PENDING: Condition.PENDING_NOT_SCHEDULED,
     RunState.RUNNING: Condition.RUNNING,
 }
+
+
+def _hierarchy(settings: Settings, millicores: int) -> tuple[Hierarchy | None, str]:
+    """Where runs' cgroups are made (``None``: the watchdog), and a sentence saying so."""
+    local = settings.local
+    watchdog = (
+        f"limits by the watchdog (the run's processes measured every {local.poll_interval:g} s, "
+        "CPU limits as whole-core affinity)"
+    )
+    if local.isolation == "watchdog":
+        return None, f"{watchdog}, as local.isolation asks"
+    try:
+        hierarchy = open_hierarchy(millicores)
+    except Unavailable as why:
+        if local.isolation == "cgroup":
+            raise ConfigError(
+                f"local.isolation: 'cgroup' asks for a cgroup per run, and none can be made "
+                f"here: {why}; set local.isolation: auto to fall back to the watchdog"
+            ) from None
+        return None, f"{watchdog}: no cgroup is writable here ({why})"
+    pids = "no pids limit" if local.pids_limit is None else f"pids.max {local.pids_limit}"
+    return hierarchy, (
+        f"limits by {hierarchy.version}: a cgroup per run beneath {hierarchy.where} (memory "
+        f"without swap, CPU quota and weight, {pids})"
+    )
 
 
 def _describe(resource: str, amount: int) -> str:
@@ -83,9 +116,16 @@ class LocalRuntime:
 
     name = "local"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, serving: bool = False) -> None:
+        """``serving``: runs come from ``runplane serve``'s users, not from this process's own
+        user (which decides ``local.run_users: auto``)."""
         self.settings = settings
         capacity = detect_capacity(settings)
+        self._users = RunUsers(settings, serving)
+        self._users.seal_home()
+        self._users.check(str(settings.local.python or sys.executable), CHILD)
+        self._hierarchy, held = _hierarchy(settings, capacity.millicores)
+        self.isolation = f"{held}; {self._users.description}"
         self.node = local_node(settings, capacity)
         self.capabilities = Capabilities(
             gpus=bool(capacity.gpu_ids),
@@ -99,7 +139,9 @@ class LocalRuntime:
         )
         self._events = EventChannel()
         self._processes = ProcessTable(max_age=settings.local.poll_interval)
-        self._supervisor = Supervisor(self._processes, settings, self.node.name, self._emit)
+        self._supervisor = Supervisor(
+            self._processes, settings, self.node.name, self._emit, self._hierarchy, self._users
+        )
         self._lock = threading.Lock()
         self._waiting: dict[str, LocalRun] = {}
         self._running: dict[str, LocalRun] = {}
@@ -207,8 +249,7 @@ class LocalRuntime:
             return True
         if running is None:
             return False
-        if running.abort is None:
-            running.abort = (reason, message)
+        if running.request_abort(reason, message):
             self._emit(uid, RunState.ABORTING, reason, message)
         return True
 
@@ -234,6 +275,8 @@ class LocalRuntime:
             self.abort(run.uid, "Aborted", message)
         for run in running:
             run.done.wait(timeout=10)
+        if self._hierarchy is not None:
+            self._hierarchy.close()
         self._events.close()
 
     # -- observing ------------------------------------------------------------------------
@@ -249,6 +292,12 @@ class LocalRuntime:
             run = self._running.get(uid)
         if run is None or run.process is None:
             return None
+        group = run.group
+        if group is not None:
+            counters = group.counters()
+            return Usage(counters.peak_memory, counters.cpu_seconds)
+        if run.usage_so_far is not None:
+            return run.usage_so_far
         return Usage(run.peak_memory, self._processes.cpu_seconds(run.process.pid))
 
     def nodes(self) -> list[NodeSummary]:

@@ -1,28 +1,36 @@
-"""Watching a run's process tree until it ends: the memory limit, aborts, and the outcome.
+"""Running a granted run to its end: its process, its limits, its abort, and its outcome.
 
-One supervisor thread per running run samples the tree's memory every ``poll_interval``; past
-the limit, or on an abort, it kills the whole tree. When the process ends it reads what the
-handler logged (results, artifacts, its error) and reports the run's end as one event.
+One supervisor thread per running run. With a cgroup (the default where one is writable) the
+kernel enforces the run's limits and holds all its processes; the thread sleeps on the run's
+process and its abort signal (a pidfd and an eventfd: no polling) and, when either fires, kills
+the whole group and reads the kernel's counters. Under the watchdog fallback
+(:mod:`~runplane.runtimes.local.watchdog`) the thread samples the run's tree instead. Either way
+it reads what the handler logged (results, artifacts, its error) and reports the run's end as
+one event.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import select
 import signal
-import threading
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
-import psutil
-
-from runplane import names
 from runplane.config import Settings
 from runplane.runs import RunState, Usage
-from runplane.runtimes.local.launch import LocalRun, spawn
+from runplane.runtimes.local.cgroups import Counters, Hierarchy, Limits, RunGroup
+from runplane.runtimes.local.launch import LocalRun, open_gate, spawn
 from runplane.runtimes.local.ledger import Grant
+from runplane.runtimes.local.users import RunUser, RunUsers
+from runplane.runtimes.local.watchdog import ProcessTable, started_at
+
+log = logging.getLogger(__name__)
 
 #: A process killed by SIGKILL exits as 128 + 9, as a container's main process does.
 KILLED_EXIT_CODE = 137
@@ -36,109 +44,130 @@ class Report(Protocol):
     ) -> None: ...
 
 
-class ProcessTable:
-    """Who is whose child, from one scan of the process table shared by every supervisor.
+class Supervisor:
+    """Runs granted runs to their end on this machine, one thread per run (see :meth:`run`).
 
-    Finding a run's descendants means reading every process's parent; with many runs at once,
-    one scan per tick for all of them is far cheaper than one scan per run.
+    ``hierarchy`` is where runs' cgroups are made; ``None`` selects the watchdog.
     """
 
-    def __init__(self, max_age: float) -> None:
-        self._max_age = max_age
-        self._lock = threading.Lock()
-        self._built = 0.0
-        self._children: dict[int, list[int]] = {}
-
-    def tree(self, root: int) -> list[int]:
-        with self._lock:
-            now = time.monotonic()
-            if now - self._built > self._max_age:
-                children: dict[int, list[int]] = {}
-                for process in psutil.process_iter(["ppid"]):
-                    parent = process.info["ppid"]
-                    if parent:
-                        children.setdefault(parent, []).append(process.pid)
-                self._children, self._built = children, now
-            members, stack = [], [root]
-            while stack:
-                pid = stack.pop()
-                members.append(pid)
-                stack.extend(self._children.get(pid, ()))
-            return members
-
-    def rss(self, root: int) -> int:
-        total = 0
-        for pid in self.tree(root):
-            try:
-                total += psutil.Process(pid).memory_info().rss
-            except psutil.Error:
-                continue
-        return total
-
-    def cpu_seconds(self, root: int) -> float:
-        total = 0.0
-        for pid in self.tree(root):
-            try:
-                times = psutil.Process(pid).cpu_times()
-            except psutil.Error:
-                continue
-            total += times.user + times.system + times.children_user + times.children_system
-        return total
-
-    def kill(self, root: int, uid: str, since: int) -> int:
-        """Kill every process of the run ``uid`` whose first process is ``root``, started at
-        ``since`` (clock ticks after boot, as ``/proc`` counts); returns how many.
-
-        That is its process tree, its process group and session (the run leads both), and
-        processes started since the run began whose environment carries the run's uid: a
-        ``setsid`` daemon, double-forked or not. Without a cgroup (see docs/local.md) a
-        process that also cleared its environment escapes; nothing else does.
-        """
-        doomed = set(self.tree(root))
-        with contextlib.suppress(OSError):
-            os.killpg(root, signal.SIGKILL)  # its group goes at once
-        marker = f"{names.ENV_RUN_UID}={uid}".encode()
-        for pid in _pids():
-            if pid in doomed:
-                continue
-            stat = _session_and_start(pid)
-            if stat is None:
-                continue
-            session, started = stat
-            if session == root or (started >= since and _carries(pid, marker)):
-                doomed.add(pid)
-        doomed.discard(os.getpid())
-        for pid in doomed:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        return len(doomed)
-
-
-class Supervisor:
-    """Runs granted runs to their end on this machine, one thread per run (see :meth:`run`)."""
-
-    def __init__(self, processes: ProcessTable, settings: Settings, node: str, report: Report):
+    def __init__(
+        self,
+        processes: ProcessTable,
+        settings: Settings,
+        node: str,
+        report: Report,
+        hierarchy: Hierarchy | None,
+        users: RunUsers,
+    ) -> None:
         self.processes = processes
         self.settings = settings
         self.interval = settings.local.poll_interval
         self.node = node
         self.report = report
+        self.hierarchy = hierarchy
+        self.users = users
 
     def run(self, run: LocalRun, grant: Grant) -> None:
-        """Start the run's process, watch it to its end, and report that end."""
+        """Start the run's process, hold it to its end, and report that end."""
         if run.abort is not None:  # aborted between the grant and the start
             self._aborted(run, Usage())
             return
-        process = run.process = spawn(run, grant, self.settings)
-        since = started_at(process.pid)
+        user = self.users.lease(run.uid)
+        mode = self.hierarchy.version if self.hierarchy else "watchdog"
+        who = f"uid {user.uid} (its own)" if user else f"uid {os.geteuid()} (runplane's)"
+        run.isolation = f"{mode}, {who}"
+        try:
+            if self.hierarchy is None:
+                self._watch(run, grant, user)
+            else:
+                self._contain(run, grant, user, self.hierarchy)
+        finally:
+            RunUsers.take_back(run.run_dir, user)
+            RunUsers.release(user)
+            run.close_wake()
+
+    def _started(self, run: LocalRun, process: subprocess.Popen[bytes]) -> None:
         self.report(
             run.uid,
             RunState.RUNNING,
             "Started",
             f"process {process.pid} on {self.node}",
             process_id=process.pid,
+            isolation=run.isolation,
         )
+
+    # -- in a cgroup ----------------------------------------------------------------------
+
+    def _contain(
+        self, run: LocalRun, grant: Grant, user: RunUser | None, hierarchy: Hierarchy
+    ) -> None:
+        limits = Limits(
+            memory=run.memory_limit,
+            cpu=run.cpu_limit,
+            cpu_request=run.cpu_request,
+            pids=self.settings.local.pids_limit,
+        )
+        group = run.group = hierarchy.create(f"run-{run.uid}", limits)
+        try:
+            process = run.process = spawn(run, grant, self.settings, pin=False, user=user)
+            try:
+                group.add(process.pid)  # before it runs anything: all it starts is inside
+            except BaseException:
+                process.kill()
+                process.wait()
+                raise
+            open_gate(process)
+            self._started(run, process)
+            returncode = self._await_exit(run, process, group)
+            group.kill()  # whatever the run left behind ends with it, as with a pod
+            counters = group.counters()
+        finally:
+            run.usage_so_far = Usage(*_usage(group))
+            run.group = None
+            try:
+                group.kill()
+                group.remove()
+            except OSError as error:  # the group stays; the next runplane here removes it
+                log.warning("could not remove the cgroup %s: %s", group.path, error)
+        usage = Usage(counters.peak_memory, counters.cpu_seconds)
+        if run.abort is not None:
+            self._aborted(run, usage)
+            return
+        self._ended(run, process.pid, returncode, usage, _verdict(run, returncode, counters))
+
+    def _await_exit(self, run: LocalRun, process: subprocess.Popen[bytes], group: RunGroup) -> int:
+        """Sleep until the run's first process exits, killing the group if an abort comes
+        first; returns the process's return code (negative: killed by that signal)."""
+        wake = run.open_wake()
+        pidfd = os.pidfd_open(process.pid)
+        try:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            poller.register(wake, select.POLLIN)
+            killed = False
+            while True:
+                if run.abort is not None and not killed:
+                    group.kill()
+                    killed = True
+                if any(fd == pidfd for fd, _ in poller.poll()):
+                    break
+                with contextlib.suppress(BlockingIOError):
+                    os.eventfd_read(wake)
+        finally:
+            os.close(pidfd)
+        _, status = os.waitpid(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        return process.returncode
+
+    # -- under the watchdog ---------------------------------------------------------------
+
+    def _watch(self, run: LocalRun, grant: Grant, user: RunUser | None) -> None:
+        process = run.process = spawn(run, grant, self.settings, pin=True, user=user)
+        open_gate(process)
+        since = started_at(process.pid)
+        self._started(run, process)
         reason, message, cpu_seconds = "", "", 0.0
+        owner = user.uid if user else None
         while True:
             pid, status, rusage = os.wait4(process.pid, os.WNOHANG)
             if pid:
@@ -149,38 +178,54 @@ class Supervisor:
             rss = self.processes.rss(process.pid)
             run.peak_memory = max(run.peak_memory, rss)
             if run.memory_limit is not None and rss > run.memory_limit:
-                self.processes.kill(process.pid, run.uid, since)
+                self.processes.kill(process.pid, run.uid, since, owner)
                 reason = "OOMKilled"
                 message = (
                     f"memory use {_mebibytes(rss)} exceeded the limit "
                     f"{_mebibytes(run.memory_limit)}; the run was killed"
                 )
             elif run.abort is not None and not reason:
-                self.processes.kill(process.pid, run.uid, since)
+                self.processes.kill(process.pid, run.uid, since, owner)
                 reason = "Aborted"
             time.sleep(self.interval)
         # Whatever the run left behind ends with it, as a pod's processes end with the pod.
-        self.processes.kill(process.pid, run.uid, since)
+        self.processes.kill(process.pid, run.uid, since, owner)
         usage = Usage(run.peak_memory, cpu_seconds)
         if reason == "Aborted":
             self._aborted(run, usage)
             return
-        returncode = process.returncode
-        exit_code = KILLED_EXIT_CODE if reason == "OOMKilled" else _exit_code(returncode)
+        self._ended(run, process.pid, process.returncode, usage, (reason, message))
+
+    # -- reporting ------------------------------------------------------------------------
+
+    def _ended(
+        self,
+        run: LocalRun,
+        pid: int,
+        returncode: int,
+        usage: Usage,
+        verdict: tuple[str, str],
+    ) -> None:
+        """Report the end of a run whose process exited with ``returncode``; ``verdict`` is
+        the (reason, message) its limits gave it, if any."""
+        reason, message = verdict
+        exit_code = _exit_code(returncode)
         results, artifacts, error = read_events(run.run_dir)
-        if exit_code == 0:
+        if exit_code == 0 and not reason:
             state, reason, message = RunState.COMPLETED, "Completed", ""
         else:
             state = RunState.ERROR
             if not reason:
                 reason = "Error" if returncode >= 0 else signal.Signals(-returncode).name
                 message = error or f"the process exited with code {exit_code}"
+            elif reason == "PidsLimit":
+                message = f"{error or f'the process exited with code {exit_code}'}; {message}"
         self.report(
             run.uid,
             state,
             reason,
             message,
-            process_id=process.pid,
+            process_id=pid,
             exit_code=exit_code,
             usage=usage,
             results=results,
@@ -203,35 +248,33 @@ class Supervisor:
         )
 
 
-def _pids() -> list[int]:
+def _usage(group: RunGroup) -> tuple[int, float]:
     try:
-        return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
-    except OSError:  # no /proc: only the tree and the group can be found
-        return []
-
-
-def _session_and_start(pid: int) -> tuple[int, int] | None:
-    """A process's session id and start time (clock ticks after boot), from ``/proc``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
+        counters = group.counters()
     except OSError:
-        return None
-    return int(fields[3]), int(fields[19])  # session, starttime (fields 6 and 22 of stat)
+        return 0, 0.0
+    return counters.peak_memory, counters.cpu_seconds
 
 
-def _carries(pid: int, marker: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as environ:
-            return marker in environ.read().split(b"\0")
-    except OSError:
-        return False
-
-
-def started_at(pid: int) -> int:
-    """When ``pid`` started, in ``/proc``'s clock ticks after boot (0 if unknown)."""
-    stat = _session_and_start(pid)
-    return stat[1] if stat else 0
+def _verdict(run: LocalRun, returncode: int, counters: Counters) -> tuple[str, str]:
+    """What the cgroup's counters say of a run that did not complete: the kernel's OOM kill,
+    or forks refused at the pids limit; ``("", "")`` when neither explains it."""
+    if returncode == 0:
+        return "", ""
+    if counters.oom_kills:
+        victim = "it" if returncode == -signal.SIGKILL else "one of its processes"
+        if run.memory_limit is None:
+            return "OOMKilled", f"the machine ran out of memory and the kernel killed {victim}"
+        return "OOMKilled", (
+            f"the run reached its memory limit {_mebibytes(run.memory_limit)} and the kernel "
+            f"killed {victim} (peak {_mebibytes(counters.peak_memory)}; nothing is swapped)"
+        )
+    if counters.pids_refused:
+        return "PidsLimit", (
+            "the run reached its limit of processes and threads (local.pids_limit) and the "
+            f"kernel refused {counters.pids_refused} fork(s)"
+        )
+    return "", ""
 
 
 def _exit_code(returncode: int) -> int:
@@ -248,10 +291,13 @@ def read_events(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], st
     results: dict[str, Any] = {}
     artifacts: list[dict[str, Any]] = []
     error = ""
-    path = run_dir / "events.jsonl"
-    if not path.exists():
+    try:  # never through a link: a run may replace its file with one to another's
+        fd = os.open(run_dir / "events.jsonl", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return results, artifacts, error
-    for line in path.read_text(encoding="utf-8").splitlines():
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as file:
+        text = file.read()
+    for line in text.splitlines():
         try:
             event = json.loads(line)
         except ValueError:

@@ -48,6 +48,9 @@ class Run(Base):
     #: A service queued it: if that service stops before the run starts, the next start of
     #: the service launches it (a command's queued runs end with the command instead).
     requeue: Mapped[bool] = mapped_column(default=False, server_default=sa_false())
+    #: How the run was held where it ran: ``cgroup v1, uid 1000000007 (its own)``, ``watchdog,
+    #: uid 0 (runplane's)``; empty until it starts (and for runtimes that do not say).
+    isolation: Mapped[str] = mapped_column(String(128), default="", server_default="")
 
     transitions: Mapped[list[Transition]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="Transition.id"

@@ -1,0 +1,99 @@
+"""What a run's cgroup is asked to hold and what it counts, and the one interface over v1 and
+v2; CPU quantities converted as the kubelet converts them."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+PERIOD_US = 100_000
+#: The kubelet's bounds on CPU shares and the shortest quota it sets.
+MIN_SHARES, MAX_SHARES, MIN_QUOTA_US = 2, 262_144, 1_000
+#: How long a kill may take before runplane stops waiting for the group to empty.
+KILL_TIMEOUT = 5.0
+
+V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids", "freezer")
+V2_CONTROLLERS = ("memory", "cpu", "pids")
+
+
+def cpu_shares(millicores: int) -> int:
+    """A CPU request as v1 ``cpu.shares``, as the kubelet converts it (none: the minimum)."""
+    return max(MIN_SHARES, min(MAX_SHARES, millicores * 1024 // 1000))
+
+
+def cpu_weight(shares: int) -> int:
+    """v1 shares as a v2 ``cpu.weight`` (1-10000), by the kubelet's formula."""
+    return 1 + ((shares - MIN_SHARES) * 9999) // (MAX_SHARES - MIN_SHARES)
+
+
+def cfs_quota(millicores: int) -> int:
+    """A CPU limit as a CFS quota per :data:`PERIOD_US`, as the kubelet computes it."""
+    return max(MIN_QUOTA_US, millicores * PERIOD_US // 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a run's cgroup holds it to (``None``: unlimited)."""
+
+    memory: int | None = None
+    #: The CPU limit and request, in millicores.
+    cpu: int | None = None
+    cpu_request: int = 0
+    pids: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """What the kernel counted for a run's group."""
+
+    peak_memory: int = 0
+    cpu_seconds: float = 0.0
+    #: Processes the kernel's OOM killer killed in the group.
+    oom_kills: int = 0
+    #: Forks refused because the group was at its ``pids`` limit.
+    pids_refused: int = 0
+
+
+class Unavailable(Exception):
+    """No cgroup is writable here; the message says why (shown where the fallback is named)."""
+
+
+class RunGroup(ABC):
+    """One run's cgroup."""
+
+    #: The group's path in its hierarchy (the memory controller's, on v1), for messages.
+    path: str
+
+    @abstractmethod
+    def add(self, pid: int) -> None:
+        """Move ``pid`` (the run's first process, before it runs anything) into the group."""
+
+    @abstractmethod
+    def counters(self) -> Counters:
+        """The kernel's counters for the group so far."""
+
+    @abstractmethod
+    def kill(self) -> None:
+        """Kill every process in the group and wait (at most :data:`KILL_TIMEOUT`) until none
+        is left."""
+
+    @abstractmethod
+    def remove(self) -> None:
+        """Remove the group (children first); it must be empty (see :meth:`kill`)."""
+
+
+class Hierarchy(ABC):
+    """Where this process makes its runs' cgroups."""
+
+    #: ``cgroup v1``, ``cgroup v2``, or ``cgroup v2 (delegated)`` for a non-root user.
+    version: str
+    #: This process's own group, under which runs' groups are made (for messages).
+    where: str
+
+    @abstractmethod
+    def create(self, name: str, limits: Limits) -> RunGroup:
+        """A new group for one run, with its limits set and no process in it yet."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Remove this process's group (its runs' groups must be gone)."""
