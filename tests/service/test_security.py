@@ -66,6 +66,14 @@ def test_users_act_on_their_own_runs_and_schedules(client, function_dict):
             f"run {alices}: belongs to another user; user 'bob' sees and acts on their own only"
         )
     assert client.post(f"/api/v1/runs/{alices}/abort", headers=USER).status_code == 403
+    by_prefix = client.post(f"/api/v1/runs/{alices[:8]}/abort", headers=USER)
+    assert by_prefix.status_code == 403
+    assert (
+        by_prefix.json()["message"]
+        == (  # the rest of the uid and its owner stay unsaid
+            f"run {alices[:8]}: belongs to another user; user 'bob' sees and acts on their own only"
+        )
+    )
     assert [r["uid"] for r in client.get("/api/v1/runs", headers=USER).json()] == [bobs]
     listed = client.get("/api/v1/runs", headers=ADMIN).json()
     assert {r["uid"]: r["owner"] for r in listed} == {alices: "alice", bobs: "bob"}
@@ -137,12 +145,12 @@ def test_uid_prefixes_are_not_patterns(server, client, function_dict):
         "uid"
     ]
     wait_state(client, uid, {"completed"})
-    from runplane.errors import NotFoundError
+    from runplane.errors import InvalidValueError, NotFoundError
 
     for pattern in ("______", "%%%%%%", uid[:5] + "%"):
         try:
             server.runs.get(pattern)
-        except NotFoundError:
+        except (InvalidValueError, NotFoundError):
             continue
         raise AssertionError(f"{pattern!r} matched a run")
     assert server.runs.get(uid[:8]).uid == uid

@@ -1,19 +1,19 @@
 """The HTTP API of ``runplane serve``: thin handlers over the server, errors as 4xx with the
 same message the SDK and CLI give.
 
-Authentication is a bearer token per user; a token's role decides what it may do: ``user``
-runs functions within the policies, ``admin`` also changes service defaults.
+Authentication is a bearer token per user, checked at the boundary before a body is read
+(:mod:`runplane.service.guard`); a token's role decides what it may do: ``user`` runs functions
+within the policies, ``admin`` also changes service defaults and acts on everyone's runs,
+schedules and functions. A token also lists the Secrets its runs may reference.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import secrets
 from collections.abc import AsyncIterator
 from importlib.metadata import version
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import pydantic
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
@@ -24,11 +24,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runplane.errors import InvalidValueError, PolicyError, RunplaneError, shown
 from runplane.placement import NodeSummary
-from runplane.runs import RunRecord, RunState, TransitionRecord, Usage
+from runplane.runs import MAX_LISTED, RunRecord, RunState, TransitionRecord, Usage
 from runplane.runtimes.contract import Capabilities
 from runplane.runtimes.request import build_request
+from runplane.service.auth import Principal, check_secret_grant
 from runplane.service.catalog import StoredFunction
-from runplane.service.guard import BodyLimit
+from runplane.service.guard import PRINCIPAL, Gate
 from runplane.service.schedules import ScheduleRecord, check_cron
 from runplane.service.server import Server
 from runplane.service.wire import API, NEXT_OFFSET
@@ -44,12 +45,6 @@ Name = Annotated[str, pydantic.StringConstraints(pattern=_NAME, max_length=63)]
 PathName = Annotated[str, Path(pattern=_NAME, max_length=63)]
 Uid = Annotated[str, Path(min_length=6, max_length=32, pattern=r"^[0-9a-f]+$")]
 ScheduleId = Annotated[str, Path(min_length=1, max_length=32)]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Principal:
-    user: str
-    role: Literal["admin", "user"]
 
 
 class RunSubmission(pydantic.BaseModel):
@@ -91,25 +86,23 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+#: Declares the bearer scheme in the API's description; the gate has checked the token.
 _bearer = HTTPBearer(auto_error=False)
+#: What answers without a token: liveness and the API's own description.
+PUBLIC = (f"{API}/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
 
 
 def principal(
     request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """Who is calling, from the bearer token. Every known token is compared, in constant
-    time, so how long the check takes says nothing about which token came close."""
-    offered = (credentials.credentials if credentials else "").encode()
-    found: Principal | None = None
-    for known, who in request.app.state.tokens:
-        if secrets.compare_digest(known, offered) and offered:
-            found = who
-    if found is None:
+    """Who is calling: found by the gate from the bearer token, before the body was read."""
+    who = request.scope.get(PRINCIPAL)
+    if not isinstance(who, Principal):  # a public path's route asked for a caller
         raise HTTPException(
             401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
         )
-    return found
+    return who
 
 
 def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
@@ -151,11 +144,12 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     app = FastAPI(
         title="runplane", version=version("runplane"), responses=ERRORS, lifespan=lifespan
     )
-    app.state.tokens = [
-        (t.token.get_secret_value().encode(), Principal(t.user, t.role))
-        for t in server.base_settings.service.tokens
-    ]
-    app.add_middleware(BodyLimit, max_bytes=server.base_settings.service.max_request_bytes)
+    app.add_middleware(
+        Gate,
+        max_bytes=server.base_settings.service.max_request_bytes,
+        tokens=server.tokens,
+        public=PUBLIC,
+    )
 
     @app.exception_handler(RunplaneError)
     async def runplane_error(_: Request, error: RunplaneError) -> JSONResponse:
@@ -207,8 +201,10 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         )
 
     def run_of(uid: str, who: Principal) -> RunRecord:
+        """The run ``uid`` (or a unique prefix) names, if the caller may see it. A refusal
+        repeats only what the caller gave: not the rest of another user's uid, nor its owner."""
         record = server.runs.get(uid)
-        _mine(who, record.owner, f"run {record.uid}")
+        _mine(who, record.owner, f"run {uid}")
         return record
 
     @app.get(f"{API}/health")
@@ -221,7 +217,9 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
 
     @app.post(f"{API}/functions", status_code=201)
     def store_function(body: dict[str, Any], who: User) -> StoredFunction:
-        return server.catalog.store(function_of(RunSubmission(function=body)), who.user)
+        """Store a version; a name belongs to the user who stored it first (admins: any)."""
+        fn = function_of(RunSubmission(function=body))
+        return server.catalog.store(fn, who.user, admin=who.role == "admin")
 
     @app.get(f"{API}/projects/{{project}}/functions")
     def list_functions(project: PathName, _: User) -> list[StoredFunction]:
@@ -236,14 +234,21 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     ) -> StoredFunction:
         return server.catalog.get(project, name, version)
 
+    @app.delete(f"{API}/projects/{{project}}/functions/{{name}}", status_code=204)
+    def delete_function(project: PathName, name: PathName, who: User) -> None:
+        """Delete a function with all its versions: its owner's or an admin's to do."""
+        server.catalog.delete(project, name, who.user, admin=who.role == "admin")
+
     @app.get(f"{API}/projects/{{project}}/functions/{{name}}/versions")
     def function_versions(project: PathName, name: PathName, _: User) -> list[StoredFunction]:
         return server.catalog.versions(project, name)
 
     @app.post(f"{API}/runs", status_code=201)
     def submit_run(body: RunSubmission, who: User) -> RunRecord:
+        fn = function_of(body)
+        check_secret_grant(fn, who)
         return server.runs.submit(
-            function_of(body),
+            fn,
             params=body.params,
             inputs=body.inputs,
             state_thresholds=body.state_thresholds,
@@ -256,7 +261,7 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         who: User,
         project: Annotated[Name | None, Query()] = None,
         state: Annotated[list[str] | None, Query(max_length=len(RunState))] = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 50,
         owner: Annotated[str | None, Query(max_length=253)] = None,
     ) -> list[RunRecord]:
         """Runs, newest first: a user's own; an admin's choice of owner, or everyone's."""
@@ -299,6 +304,7 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     @app.post(f"{API}/deployments", status_code=201)
     def deploy(body: RunSubmission, who: User) -> dict[str, Any]:
         fn = function_of(body)
+        check_secret_grant(fn, who)
         return {
             "name": fn.metadata.name,
             "namespace": server.settings.namespace,
@@ -309,6 +315,7 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleRecord:
         fn = function_of(body)
         check_cron(body.schedule)
+        check_secret_grant(fn, who)
         # Refuse now what would fail at every fire: policies, code, parameters, thresholds.
         build_request(fn, server.settings, uid="0" * 32, params=body.params, role=who.role)
         check_thresholds("state_thresholds", body.state_thresholds)

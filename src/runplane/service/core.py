@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from runplane.config import Settings
-from runplane.runs import LIVE, TERMINAL, RunRecord, RunState, Usage
+from runplane.runs import LIVE, TERMINAL, RunRecord, RunState, Usage, check_limit
 from runplane.runtimes.contract import RunRequest, Runtime
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.request import build_request
@@ -377,6 +377,7 @@ class RunService:
         limit: int = 50,
         owner: str | None = None,
     ) -> list[RunRecord]:
+        limit = check_limit("limit", limit)
         return self.store.list_runs(project=project, states=states, limit=limit, owner=owner)
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:

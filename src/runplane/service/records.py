@@ -17,8 +17,15 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import load_only, selectinload
 
-from runplane.errors import NotFoundError, RunExistsError, RunFinishedError
-from runplane.runs import TERMINAL, AttemptRecord, RunRecord, RunState, TransitionRecord
+from runplane.errors import AmbiguousError, NotFoundError, RunExistsError, RunFinishedError
+from runplane.runs import (
+    TERMINAL,
+    AttemptRecord,
+    RunRecord,
+    RunState,
+    TransitionRecord,
+    check_uid,
+)
 from runplane.runtimes.events import RunEvent
 from runplane.service.db import session_factory
 from runplane.service.db.models import Artifact, Attempt, Run, Transition
@@ -162,7 +169,7 @@ class RunStore:
 
     def _resolve(self, session: Any, uid: str) -> str:
         """Full uids pass through; a unique prefix of at least 6 characters is accepted too."""
-        if len(uid) == 32 or len(uid) < 6:
+        if len(check_uid(uid)) == 32:
             return uid
         matches = session.scalars(
             select(Run.uid).where(Run.uid.startswith(uid, autoescape=True)).limit(2)
@@ -170,7 +177,7 @@ class RunStore:
         if len(matches) == 1:
             return str(matches[0])
         if len(matches) > 1:
-            raise NotFoundError(f"run {uid!r} is ambiguous; give more of the uid")
+            raise AmbiguousError("uid", f"{uid!r} starts the uids of several runs; give more of it")
         return uid
 
     def list_runs(

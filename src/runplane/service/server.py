@@ -13,6 +13,7 @@ from runplane.errors import InvalidValueError, RunExistsError
 from runplane.placement import NodeSummary
 from runplane.rendering import render
 from runplane.runtimes.registry import create_runtime
+from runplane.service.auth import Tokens, check_secret_grant
 from runplane.service.catalog import FunctionCatalog
 from runplane.service.core import Reconciliation, RunService
 from runplane.service.db import connect, sqlite_url
@@ -33,6 +34,7 @@ class Server:
         self.schedules = ScheduleStore(engine)
         self.defaults = DefaultsStore(engine)
         self.base_settings = settings
+        self.tokens = Tokens(settings.service.tokens)
         effective = apply_overrides(settings, self.defaults.overrides())
         self.runs = RunService(effective, RunStore(engine), create_runtime(effective), service=True)
         self._stop = threading.Event()
@@ -90,10 +92,16 @@ class Server:
         return updated
 
     def fire(self, schedule: ScheduleRecord, uid: str) -> bool:
-        """Start the run of a due schedule as ``uid``; ``False`` if it already started."""
+        """Start the run of a due schedule as ``uid``; ``False`` if it already started.
+
+        The run is its creator's, with the Secrets their tokens grant now: a grant taken back
+        stops the schedule's runs from reading the Secret too.
+        """
+        fn = Function.from_dict(schedule.function)
+        check_secret_grant(fn, self.tokens.of_user(schedule.created_by, schedule.role))
         try:
             self.runs.submit(
-                Function.from_dict(schedule.function),
+                fn,
                 params=schedule.params,
                 state_thresholds=schedule.state_thresholds,
                 role=schedule.role or None,
