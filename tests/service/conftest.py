@@ -22,7 +22,8 @@ OTHER_USER = {"Authorization": "Bearer other-user-token-for-the-tests"}
 TOKENS = (
     '[{"token": "admin-token-for-the-tests", "user": "alice", "role": "admin"},'
     ' {"token": "user-token-for-the-tests", "user": "bob", "role": "user"},'
-    ' {"token": "other-user-token-for-the-tests", "user": "carol", "role": "user"}]'
+    ' {"token": "other-user-token-for-the-tests", "user": "carol", "role": "user",'
+    '  "secrets": ["team-a-*"]}]'
 )
 
 

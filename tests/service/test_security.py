@@ -210,6 +210,11 @@ def test_bad_tokens_refuse_to_start_and_are_never_echoed(tmp_path):
         '[{"token": "hunter2hunter2hunter2", "user": "a"},'
         ' {"token": "hunter2hunter2hunter2", "user": "b"}]': "every token is distinct",
         '[{"token": "hunter2hunter2hunter2", "user": ""}]': "service.tokens.0.user",
+        '[{"token": "hunter2hunter2\\u0000hunter2", "user": "a"}]': "printable ASCII",
+        '[{"token": "hunter2hunter2h\u00fcnter2", "user": "a"}]': "printable ASCII",
+        '[{"token": "hunter2hunter2 hunter2", "user": "a"}]': "without spaces",
+        '[{"token": "hunter2hunter2\\thunter2", "user": "a"}]': "without spaces",
+        '[{"token": "hunter2hunter2hunter2", "user": "a", "secrets": ["../*"]}]': "glob",
         "hunter2hunter2hunter2 is not json": "lists and objects in RUNPLANE_* variables are JSON",
     }
     for tokens, expected in cases.items():
@@ -217,6 +222,7 @@ def test_bad_tokens_refuse_to_start_and_are_never_echoed(tmp_path):
         assert done.returncode == 2, (tokens, done.stderr)
         assert expected in done.stderr, done.stderr
         assert "hunter2" not in done.stderr + done.stdout
+        assert "nter2" not in done.stderr + done.stdout
         assert "Traceback" not in done.stderr
 
 
@@ -226,6 +232,11 @@ def test_database_passwords_are_never_echoed(tmp_path):
         "postgresql+psycopg://runplane:hunter2@127.0.0.1:1/db",
         "hunter2 nonsense",
         "mysql+nodriver://u:hunter2@h/db",
+        # Parts SQLAlchemy cannot parse raise ValueError, quoting them: a port that is not a
+        # number, or a password taken for one when the '@' is missing.
+        "postgresql+psycopg://runplane:hunter2@db:notaport/runplane",
+        "postgresql+psycopg://runplane:hunter2/runplane",
+        "postgresql+psycopg://runplane:hunter2@[::1/runplane",
     ):
         done = serve_fails(
             tmp_path, RUNPLANE_SERVICE__TOKENS=tokens, RUNPLANE_SERVICE__DATABASE_URL=url
@@ -233,6 +244,20 @@ def test_database_passwords_are_never_echoed(tmp_path):
         assert done.returncode == 2, done.stderr
         assert done.stderr.startswith("error: service.database_url: "), done.stderr
         assert "hunter2" not in done.stderr
+
+
+def test_an_in_memory_database_is_refused_at_start(tmp_path):
+    tokens = json.dumps([{"token": "a-token-long-enough-1", "user": "a"}])
+    for url in ("sqlite:///:memory:", "sqlite://", "sqlite:///file:db?mode=memory&uri=true"):
+        done = serve_fails(
+            tmp_path, RUNPLANE_SERVICE__TOKENS=tokens, RUNPLANE_SERVICE__DATABASE_URL=url
+        )
+        assert done.returncode == 2, done.stderr
+        assert "is an in-memory database, which each of the service's connections would see " in (
+            done.stderr
+        )
+        assert "Traceback" not in done.stderr
+    assert not list(tmp_path.glob("*memory*"))  # and no file of that name was made
 
 
 def test_a_token_is_needed_and_compared_whole(client):

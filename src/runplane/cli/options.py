@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from runplane import names
-from runplane.errors import InvalidValueError, RunplaneError
+from runplane.errors import SHOWN_DIGITS, InvalidValueError, RunplaneError
 from runplane.spec.bounds import MAX_GPUS
 from runplane.spec.function import Function
 from runplane.spec.quantity import parse_quantity
@@ -32,7 +32,7 @@ class WholeNumber(click.ParamType[int]):
         if not digits.isdigit():
             short = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
             self.fail(f"{short!r} is not a whole number; {allowed}")
-        if len(digits.lstrip("0")) > len(str(self.high)):
+        if len(digits.lstrip("0")) > SHOWN_DIGITS:  # said in a few words, not written out
             self.fail(f"a number of {len(digits)} digits is out of range; {allowed}")
         number = int(text)
         if not self.low <= number <= self.high:

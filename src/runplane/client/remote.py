@@ -42,11 +42,24 @@ class ApiBackend:
             ) from None
         if answer.status_code >= 400:
             try:
-                message = answer.json()["message"]
+                body = answer.json()
+                message, kind = str(body["message"]), body.get("error")
             except (ValueError, KeyError, TypeError):
-                message = answer.text or answer.reason_phrase
-            raise ApiError(answer.status_code, message)
+                message, kind = "", None
+            # The API's own words, unless what answered is not the API: a page that is not
+            # runplane's, or a path the service does not have (a wrong base URL).
+            if message and not (kind == "HTTPError" and answer.status_code in (404, 405)):
+                raise ApiError(answer.status_code, message)
+            raise self._not_the_api(answer)
         return answer
+
+    def _not_the_api(self, answer: httpx.Response) -> ApiError:
+        return ApiError(
+            502,
+            f"{self._http.base_url} answered HTTP {answer.status_code} "
+            f"({answer.reason_phrase}), not as runplane's API does; RUNPLANE_API is the "
+            "service's base URL (example: RUNPLANE_API=http://127.0.0.1:8470)",
+        )
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         answer = self._send(method, path, **kwargs)
@@ -55,12 +68,7 @@ class ApiBackend:
         try:
             return answer.json()
         except ValueError:
-            raise ApiError(
-                502,
-                f"{self._http.base_url} answered HTTP {answer.status_code} with something that "
-                "is not runplane's API; RUNPLANE_API is the service's base URL (example: "
-                "RUNPLANE_API=http://127.0.0.1:8470)",
-            ) from None
+            raise self._not_the_api(answer) from None
 
     def submit(
         self,

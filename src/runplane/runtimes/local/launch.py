@@ -156,8 +156,8 @@ def _stored_text(variable: str, what: str, path: Path) -> str:
     raise InvalidValueError(
         f"env {variable}",
         _Named(what),
-        f"{path} {problem}, and an environment variable holds text (for bytes, mount the "
-        "Secret or ConfigMap as a volume and read the file)",
+        f"its value here {problem}, and an environment variable holds text (for bytes, mount "
+        "the Secret or ConfigMap as a volume and read the file)",
     )
 
 
