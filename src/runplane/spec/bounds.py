@@ -148,8 +148,16 @@ def _deep_path(text: str) -> tuple[str | int, ...]:
             if kinds and kinds[-1] == "[":
                 path[-1] = int(path[-1]) + 1
         elif token.group(2) and kinds and kinds[-1] == "{":
-            path[-1] = token.group(1)
+            path[-1] = _key(token.group(1))
     return tuple(path)
+
+
+def _key(text: str) -> str:
+    """A key as JSON text (escapes and all) decoded; left as written if it does not decode."""
+    try:
+        return str(json.loads(f'"{text}"'))
+    except ValueError:
+        return text
 
 
 def _too_deep(path: tuple[str | int, ...]) -> InvalidValueError:
