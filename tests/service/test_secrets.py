@@ -130,7 +130,9 @@ def test_shapes_a_function_cannot_carry_are_refused_whole(client, function_dict,
     assert answer.status_code == 422, answer.text
 
 
-def test_a_schedule_runs_with_the_grant_its_creator_holds_now(client, server, function_dict):
+def test_a_schedule_runs_with_the_grant_its_creator_holds_now(
+    client, server, function_dict, caplog
+):
     store = server.settings.local.home / "secrets" / "team-a-db"
     store.mkdir(parents=True)
     (store / "token").write_text("x")
@@ -150,6 +152,9 @@ def test_a_schedule_runs_with_the_grant_its_creator_holds_now(client, server, fu
     tokens = server.base_settings.service.tokens
     server.tokens = Tokens([t.model_copy(update={"secrets": []}) for t in tokens])
     assert server.schedules.fire_due(due + 120, server.fire) == []
+    (said,) = [r for r in caplog.records if "was refused" in r.getMessage()]
+    assert said.levelname == "WARNING"
+    assert "Secret 'team-a-db' is not granted to user 'carol'" in said.getMessage()
 
 
 def test_a_secret_value_that_is_no_text_is_a_clear_error(client, server, function_dict):
