@@ -302,6 +302,35 @@ def test_a_request_without_a_token_is_refused_before_its_body_is_read(service):
         }
 
 
+TYPED = (
+    "def handler(context, layers: list = None, options: dict = None, rate: float = 0.1):\n"
+    "    pass\n"
+)
+CONVERTED = [
+    ({"layers": "[" * 300 + "]" * 300}, "params['layers']", "JSON nests at most 40 levels"),
+    ({"layers": "[" * 35 + "]" * 35}, "params", "values nest at most 32 levels deep"),
+    ({"options": '{"a": NaN}'}, "params['options']", "NaN and Infinity are not JSON numbers"),
+    ({"layers": "[1e999]"}, "params['layers']", "numbers are finite"),
+    ({"layers": "[" + "9" * 5000 + "]"}, "params['layers']", "at most 4300 digits"),
+    ({"rate": "1e999"}, "params['rate']", "the handler expects float"),
+    ({"rate": "nan"}, "params['rate']", "the handler expects float"),
+]
+
+
+@pytest.mark.parametrize(("params", "field", "reason"), CONVERTED)
+def test_parameters_converted_from_text_are_bounded_too(service, params, field, reason):
+    """The CLI sends ``--param layers=[...]`` as text; what the text converts to is held to
+    the same bounds as JSON the API reads, or listing runs would break on it later."""
+    _, client = service
+    typed = function()
+    typed["spec"]["build"]["source"] = base64.b64encode(TYPED.encode()).decode()
+    answer = submit(client, {"function": typed, "params": params})
+    assert answer.status_code == 422, answer.text
+    assert_refused(answer, reason)
+    assert answer.json()["field"] == field
+    assert client.get("/runs", headers=HEADERS).status_code == 200
+
+
 @pytest.mark.parametrize("memory", ["0", "1", "4Mi", "15Mi"])
 def test_memory_limits_too_small_to_start_python(service, memory):
     _, client = service

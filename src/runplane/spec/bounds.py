@@ -96,13 +96,13 @@ def load_json(raw: bytes | str) -> Any:
         raise _too_deep(_deep_path(text)) from None
     except UnicodeDecodeError:
         raise InvalidValueError(
-            "body", _Elided(raw), "a body is JSON in UTF-8", '{"params": {"epochs": 3}}'
+            "body", _Elided(raw), "JSON in UTF-8", '{"params": {"epochs": 3}}'
         ) from None
     except json.JSONDecodeError as error:
         raise InvalidValueError(
             "body",
             _Elided(raw),
-            f"a body is JSON: {error.msg} at line {error.lineno} column {error.colno}",
+            f"JSON is expected ({error.msg} at line {error.lineno} column {error.colno})",
             '{"params": {"epochs": 3}}',
         ) from None
     _check_parsed(value)
@@ -164,8 +164,8 @@ def _too_deep(path: tuple[str | int, ...]) -> InvalidValueError:
     return InvalidValueError(
         _field(path),
         _Deep(),
-        f"a request body nests at most {MAX_BODY_DEPTH} levels deep (values in it at most "
-        f"{MAX_DEPTH})",
+        f"JSON nests at most {MAX_BODY_DEPTH} levels deep here (each value of a request at "
+        f"most {MAX_DEPTH})",
         '{"params": {"layers": [64, 32]}}',
     )
 
