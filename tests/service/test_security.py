@@ -267,3 +267,24 @@ def test_a_token_is_needed_and_compared_whole(client):
     assert client.get("/api/v1/runs", headers=prefix).status_code == 401
     longer = {"Authorization": USER["Authorization"] + "x"}
     assert client.get("/api/v1/runs", headers=longer).status_code == 401
+
+
+def test_results_beyond_bounds_are_left_out_saying_why(client, function_dict):
+    """A run's own code reports its results; one nested past the bounds or not a finite number
+    would break every answer showing the run (everyone's listing, for an admin)."""
+    code = (
+        "def handler(context):\n"
+        "    deep = 1\n"
+        "    for _ in range(300):\n"
+        "        deep = [deep]\n"
+        "    return {'deep': deep, 'loss': float('nan'), 'accuracy': 0.9}\n"
+    )
+    uid = client.post(
+        "/api/v1/runs", headers=USER, json={"function": function_dict(code, name="odd")}
+    ).json()["uid"]
+    run = wait_state(client, uid, {"completed", "error"})
+    assert run["state"] == "completed"
+    assert run["results"] == {"accuracy": 0.9}
+    assert "result 'deep' not recorded: values nest at most 32 levels deep" in run["status_text"]
+    assert "result 'loss' not recorded: values are JSON" in run["status_text"]
+    assert client.get("/api/v1/runs", headers=ADMIN).status_code == 200

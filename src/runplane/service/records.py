@@ -9,7 +9,7 @@ recorded or not at all. Which changes an event may make is the run model's rule
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +17,14 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import load_only, selectinload
 
-from runplane.errors import AmbiguousError, NotFoundError, RunExistsError, RunFinishedError
+from runplane.bootstrap import RESULTS_LIMIT
+from runplane.errors import (
+    AmbiguousError,
+    InvalidValueError,
+    NotFoundError,
+    RunExistsError,
+    RunFinishedError,
+)
 from runplane.runs import (
     TERMINAL,
     AttemptRecord,
@@ -29,6 +36,7 @@ from runplane.runs import (
 from runplane.runtimes.events import RunEvent
 from runplane.service.db import session_factory
 from runplane.service.db.models import Artifact, Attempt, Run, Transition
+from runplane.spec.bounds import check_json
 
 TERMINAL_STATES = [state.value for state in TERMINAL]
 #: What recording an event reads of a run: not its function snapshot or parameters.
@@ -72,6 +80,30 @@ def record_of(run: Run) -> RunRecord:
         ],
         artifacts=[{"key": a.key, "path": a.path, "size": a.size} for a in run.artifacts],
     )
+
+
+def recordable_results(results: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The results a run reported that its record can hold, and why each other one is left
+    out: a run's own code wrote them, so they are held to the bounds of what users send
+    (nesting, finite numbers, size); one beyond them would break every answer that shows it.
+    """
+    kept: dict[str, Any] = {}
+    refused: list[str] = []
+    for key, value in results.items():
+        try:
+            check_json(f"result {key!r}", value, RESULTS_LIMIT, "context.log_artifact(...)")
+        except InvalidValueError as error:
+            refused.append(f"result {str(key)[:64]!r} not recorded: {error.allowed}")
+            continue
+        kept[str(key)] = value
+    try:
+        check_json("results", kept, RESULTS_LIMIT, "context.log_artifact(...)")
+    except InvalidValueError as error:
+        return {}, [
+            *refused,
+            f"results not recorded: {error.allowed}; log large values as artifacts",
+        ]
+    return kept, refused
 
 
 class RunStore:
@@ -254,6 +286,11 @@ class RunStore:
             run.state_since = event.at
         run.reason = event.reason
         run.status_text = event.message
+        if event.state.terminal:
+            results, refused = recordable_results(event.results)
+            if refused:
+                run.status_text = "; ".join(filter(None, [event.message, *refused]))
+            event = replace(event, results=results)
         run.updated_at = time.time()  # when the service learnt it (event.at is the source's)
         if event.state is RunState.RUNNING and entered:
             run.started_at = run.started_at or event.at
