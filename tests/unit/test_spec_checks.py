@@ -222,6 +222,12 @@ def test_a_signature_is_read_without_running_the_code():
         ({"epochs": 1, "layers": '{"a": 1}'}, "params['layers']", "expects list"),
         ({"epochs": 1, "options": "[1]"}, "params['options']", "expects dict"),
         ({"epochs": 1, "options": "{"}, "params['options']", "expects dict"),
+        ({"epochs": 1, "rate": "inf"}, "params['rate']", "expects float (example: 0.1)"),
+        (
+            {"epochs": 1, "layers": "[1, NaN]"},
+            "params['layers']",
+            "expects list as JSON; at [1]: NaN and Infinity are not JSON numbers",
+        ),
         ({"epochs": 1, "colour": "red"}, "params", "train takes epochs, rate, deep"),
         ({"rate": "0.5"}, "params", "train needs epochs"),
     ],
@@ -492,6 +498,31 @@ def test_bodies_nested_deep_are_refused_where_they_nest():
     with pytest.raises(InvalidValueError) as caught:
         load_json(escaped)
     assert caught.value.field == 'k"ey.a[1].b[0][0]...'
+
+
+def test_the_path_to_a_deep_value_skips_what_came_before():
+    deep = "[" * 3000 + "]" * 3000
+    text = '{"a": [1, [2, 3], {"x": "]"}], "b": {"c": 1, "d": [4, ' + deep + "]}}"
+    with pytest.raises(InvalidValueError) as caught:
+        load_json(text)
+    assert caught.value.field == "b.d[1][0][0][0]..."  # the first six parts
+
+
+@pytest.mark.parametrize(
+    ("number", "said"),
+    [
+        ("1" + "0" * 4300, "<an integer of 4301 digits> is not valid; integers have at most 4300"),
+        ("2e308", "2e308 is not valid; numbers are finite"),
+        ("-Infinity", "-Infinity is not valid; NaN and Infinity are not JSON numbers"),
+        ("1" * 30 + "e999", "<a number of 34 characters> is not valid; numbers are finite"),
+    ],
+)
+def test_numbers_no_field_may_hold(number, said):
+    with pytest.raises(InvalidValueError) as caught:
+        load_json('{"params": {"x": [0, ' + number + "]}}")
+    assert caught.value.field == "params.x[1]"
+    assert said in str(caught.value)
+    assert load_json('{"x": ' + "9" * 4300 + "}")["x"] > 0  # as many digits as Python shows
 
 
 def test_bodies_that_are_no_json():

@@ -135,12 +135,12 @@ def _deep_path(text: str) -> tuple[str | int, ...]:
     kinds: list[str] = []
     for token in _TOKENS.finditer(text):
         symbol = token.group(0)
-        if symbol in "[{":
+        if symbol in ("[", "{"):
             if len(kinds) >= MAX_BODY_DEPTH:
                 break
             kinds.append(symbol)
             path.append(0 if symbol == "[" else "")
-        elif symbol in "]}":
+        elif symbol in ("]", "}"):
             if kinds:
                 kinds.pop()
                 path.pop()
