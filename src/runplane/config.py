@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import pydantic
 from pydantic_settings import (
@@ -271,28 +273,63 @@ class Local(pydantic.BaseModel):
 
 #: The shortest bearer token the service accepts: a guessable token is an open door.
 MIN_TOKEN_LENGTH = 16
+#: Secret-name globs of a token's ``secrets``: a Secret name's characters, ``*`` and ``?``.
+_SECRET_GLOB = re.compile(r"^[a-z0-9.*?-]{1,253}$")
+
+
+def token_problem(token: str) -> str | None:
+    """What keeps ``token`` from being a bearer token, in words that never repeat it; ``None``
+    when it is one. A token travels in an HTTP header: printable ASCII without spaces."""
+    if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+        return (
+            "a token is printable ASCII without spaces, NUL or other control characters "
+            "(an HTTP header carries it)"
+        )
+    return None
 
 
 class Token(pydantic.BaseModel):
-    """A bearer token of the service API and who holds it."""
+    """A bearer token of the service API, who holds it, and what it grants."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
     token: pydantic.SecretStr
     user: str = pydantic.Field(min_length=1, max_length=253)
     role: Literal["admin", "user"] = "user"
+    #: Globs of the Kubernetes Secrets (and local secret-store entries) this token's runs may
+    #: reference, e.g. ``["team-a-*", "shared-readonly"]``. Unset: none for a user, every
+    #: Secret for an admin.
+    secrets: list[str] | None = pydantic.Field(default=None, max_length=256)
 
     @pydantic.field_validator("token")
     @classmethod
     def _long_enough(cls, value: pydantic.SecretStr) -> pydantic.SecretStr:
+        # The value itself is never repeated: configuration errors get printed.
         secret = value.get_secret_value()
         if len(secret.strip()) < MIN_TOKEN_LENGTH or secret != secret.strip():
-            # The value itself is never repeated: configuration errors get printed.
             raise ValueError(
                 f"a token is at least {MIN_TOKEN_LENGTH} characters, without surrounding "
                 "spaces (generate one with: python -c 'import secrets; "
                 "print(secrets.token_urlsafe(32))')"
             )
+        problem = token_problem(secret)
+        if problem:
+            raise ValueError(
+                f"{problem}; generate one with: python -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))'"
+            )
+        return value
+
+    @pydantic.field_validator("secrets")
+    @classmethod
+    def _globs(cls, value: list[str] | None) -> list[str] | None:
+        for pattern in value or []:
+            if not isinstance(pattern, str) or not _SECRET_GLOB.match(pattern):
+                raise ValueError(
+                    f"{pattern!r} is not a Secret-name glob; a glob is a Secret name "
+                    "(lowercase letters, digits, '-' and '.') with '*' and '?' wildcards "
+                    '(example: ["team-a-*", "shared-config"])'
+                )
         return value
 
 
@@ -337,6 +374,29 @@ class Service(pydantic.BaseModel):
         return tokens
 
 
+def check_api_url(url: str) -> str:
+    """The base URL of a runplane service: ``http(s)://host[:port][/prefix]``, without the
+    API's own ``/api/v1`` (which the clients add; given, it is dropped)."""
+    example = "(example: RUNPLANE_API=http://127.0.0.1:8470)"
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError:
+        raise ValueError(f"the port must be a number from 1 to 65535 {example}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        hint = f" (did you mean http://{url.strip()}?)" if "://" not in url else ""
+        raise ValueError(
+            f"a service URL starts with http:// or https:// and a host{hint} {example}"
+        )
+    if parts.username or parts.password:
+        raise ValueError(f"credentials go in RUNPLANE_TOKEN, not in the URL {example}")
+    if parts.query or parts.fragment:
+        raise ValueError(f"a service URL has no query or fragment {example}")
+    path = parts.path.rstrip("/")
+    path = path.removesuffix("/api/v1").rstrip("/")
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
 def _config_file() -> Path:
     home = Path(os.environ.get("RUNPLANE_LOCAL__HOME", Path.home() / ".runplane"))
     return Path(os.environ.get("RUNPLANE_CONFIG", home / "config.yaml"))
@@ -349,9 +409,15 @@ _SECRET_FIELDS = ("token", "tokens", "database_url")
 _OTHER_VARIABLES = frozenset({"RUNPLANE_CONFIG", *names.RESERVED_ENV})
 
 
+#: The user and password part of a URL.
+_URL_CREDENTIALS = re.compile(r"//[^/@]*@")
+
+
 def _shown(path: tuple[Any, ...], value: Any) -> str:
     if any(part in _SECRET_FIELDS for part in path):
         return "<redacted>"
+    if isinstance(value, str):
+        value = _URL_CREDENTIALS.sub("//<redacted>@", value)
     return shown(value)
 
 
@@ -400,6 +466,22 @@ class Settings(BaseSettings):
     api: str | None = None
     #: The bearer token for ``api`` (``RUNPLANE_TOKEN``).
     token: pydantic.SecretStr | None = None
+
+    @pydantic.field_validator("api")
+    @classmethod
+    def _api_url(cls, value: str | None) -> str | None:
+        return None if value is None else check_api_url(value)
+
+    @pydantic.field_validator("token")
+    @classmethod
+    def _token(cls, value: pydantic.SecretStr | None) -> pydantic.SecretStr | None:
+        if value is None:
+            return None
+        secret = value.get_secret_value().strip()  # a line read from a file keeps its newline
+        problem = token_problem(secret)
+        if problem:
+            raise ValueError(f"{problem}; copy the token the service's admin gave you")
+        return pydantic.SecretStr(secret)
 
     @property
     def spot(self) -> PreemptibleNodes:

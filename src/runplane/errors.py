@@ -23,13 +23,21 @@ class RunplaneError(Exception):
 SHOWN = 160
 
 
+#: Integers with more digits than this are described, not written out.
+SHOWN_DIGITS = 20
+
+
 def shown(value: Any) -> str:
     """``repr(value)``, shortened when long: an error names the value, it does not echo a
-    megabyte back (or a stack-deep structure, whose repr could not even be computed)."""
+    megabyte back (or a stack-deep structure, or an integer of thousands of digits, whose repr
+    could not even be computed)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**SHOWN_DIGITS:
+        digits = int(abs(value).bit_length() * 0.30103) + 1  # log10(2): no conversion to text
+        return f"<an integer of about {digits} digits>"
     try:
         text = repr(value)
-    except RecursionError:
-        return f"<{type(value).__name__} nested too deep to show>"
+    except (RecursionError, ValueError):
+        return f"<{type(value).__name__} too large or deep to show>"
     if len(text) <= SHOWN:
         return text
     return f"{text[:SHOWN]}... ({len(text)} characters)"
@@ -79,6 +87,16 @@ class NotFoundError(RunplaneError):
     """A named thing (file, function, run) does not exist."""
 
     http_status = 404
+
+
+class AmbiguousError(RunplaneError):
+    """A prefix (of a run uid, of a function version's hash) that names more than one thing."""
+
+    http_status = 409
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
 
 
 class RunExistsError(RunplaneError):

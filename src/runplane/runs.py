@@ -15,6 +15,39 @@ from typing import Any
 
 from runplane.errors import InvalidValueError
 
+#: The most runs one listing returns.
+MAX_LISTED = 1000
+#: The fewest characters of a uid that name a run (a unique prefix is accepted).
+MIN_UID_PREFIX = 6
+_UID_CHARACTERS = frozenset("0123456789abcdef")
+
+
+def check_uid(uid: object) -> str:
+    """A run's uid, or a prefix of one: 6 to 32 lowercase hex characters. Checked before it
+    goes into a URL or a query, where an empty or odd one would name something else."""
+    if (
+        not isinstance(uid, str)
+        or not MIN_UID_PREFIX <= len(uid) <= 32
+        or not set(uid) <= _UID_CHARACTERS
+    ):
+        raise InvalidValueError(
+            "uid",
+            uid,
+            f"a run uid is 32 hex characters, or a unique prefix of at least {MIN_UID_PREFIX} "
+            "of them, as run listings show",
+            "'3f2a9c1b'",
+        )
+    return uid
+
+
+def check_limit(field: str, limit: object) -> int:
+    """How many runs a listing returns: 1 to :data:`MAX_LISTED`."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LISTED:
+        raise InvalidValueError(
+            field, limit, f"a listing returns 1 to {MAX_LISTED} runs", f"{field}=50"
+        )
+    return limit
+
 
 class RunState(StrEnum):
     """Where a run is: ``created → pending → running → completed | error | aborted``, with

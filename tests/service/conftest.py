@@ -18,9 +18,12 @@ from runplane.service.server import Server
 
 ADMIN = {"Authorization": "Bearer admin-token-for-the-tests"}
 USER = {"Authorization": "Bearer user-token-for-the-tests"}
+OTHER_USER = {"Authorization": "Bearer other-user-token-for-the-tests"}
 TOKENS = (
     '[{"token": "admin-token-for-the-tests", "user": "alice", "role": "admin"},'
-    ' {"token": "user-token-for-the-tests", "user": "bob", "role": "user"}]'
+    ' {"token": "user-token-for-the-tests", "user": "bob", "role": "user"},'
+    ' {"token": "other-user-token-for-the-tests", "user": "carol", "role": "user",'
+    '  "secrets": ["team-a-*"]}]'
 )
 
 

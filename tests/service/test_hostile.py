@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 from typing import Any
 
 import httpx
@@ -232,6 +233,112 @@ def test_deep_values(service, levels):
         "/runs", headers={**HEADERS, "Content-Type": "application/json"}, content=text
     )
     assert_refused(answer)
+    assert answer.status_code == 422
+    assert answer.json()["field"].startswith("params")  # where it is too deep
+
+
+NUMBERS = [
+    ("1" + "0" * 5000, "integers have at most 4300 digits"),
+    ("-" + "9" * 4301, "integers have at most 4300 digits"),
+    ("1e400", "numbers are finite"),
+    ("-1e999", "numbers are finite"),
+    ("NaN", "NaN and Infinity are not JSON numbers"),
+    ("Infinity", "NaN and Infinity are not JSON numbers"),
+]
+
+
+@pytest.mark.parametrize(("number", "reason"), NUMBERS, ids=[r[:12] for _, r in NUMBERS])
+@pytest.mark.parametrize("path", ["/runs", "/functions", "/schedules"])
+def test_numbers_json_cannot_carry(service, number, reason, path):
+    _, client = service
+    text = '{"params": {"x": [1, ' + number + ']}, "function": ' + json.dumps(function()) + "}"
+    answer = client.post(
+        path, headers={**HEADERS, "Content-Type": "application/json"}, content=text
+    )
+    assert answer.status_code == 422, answer.text
+    assert_refused(answer, reason)
+    assert answer.json()["field"] == "params.x[1]"
+    assert len(answer.json()["message"]) < 400  # the number is described, not repeated
+
+
+def test_deep_bodies_are_refused_before_any_route(service):
+    _, client = service
+    deep = "[" * 100_000 + "]" * 100_000
+    for path in ("/functions", "/runs", "/schedules", "/deployments"):
+        answer = client.post(
+            path,
+            headers={**HEADERS, "Content-Type": "application/json"},
+            content='{"function": {"spec": {"args": ' + deep + "}}}",
+        )
+        assert answer.status_code == 422, (path, answer.text)
+        assert answer.json()["field"] == "function.spec.args[0][0][0]..."
+
+
+def test_a_request_without_a_token_is_refused_before_its_body_is_read(service):
+    """Headers alone, announcing a body the limit allows, and never sending it: the 401
+    comes back at once, so nothing of an anonymous body is read, held or parsed."""
+    _, client = service
+    address = (client.base_url.host, client.base_url.port)
+    for authorization in (b"", b"Authorization: Bearer not-a-token-of-this-service\r\n"):
+        with socket.create_connection(address, timeout=10) as connection:
+            connection.sendall(
+                b"POST /api/v1/runs HTTP/1.1\r\nHost: runplane\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 900000\r\n"
+                + authorization
+                + b"\r\n"
+            )
+            answer = b""
+            while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+                chunk = connection.recv(65536)  # times out (fails) if the service waits
+                if not chunk:
+                    break
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 401"), answer
+        assert b"connection: close" in head.lower()
+        assert json.loads(body) == {
+            "error": "HTTPError",
+            "message": "a valid bearer token is required",
+            "field": None,
+        }
+
+
+TYPED = (
+    "def handler(context, layers: list = None, options: dict = None, rate: float = 0.1):\n"
+    "    pass\n"
+)
+CONVERTED = [
+    ({"layers": "[" * 300 + "]" * 300}, "params['layers']", "JSON nests at most 40 levels"),
+    ({"layers": "[" * 35 + "]" * 35}, "params", "values nest at most 32 levels deep"),
+    ({"options": '{"a": NaN}'}, "params['options']", "NaN and Infinity are not JSON numbers"),
+    ({"layers": "[1e999]"}, "params['layers']", "numbers are finite"),
+    ({"layers": "[" + "9" * 5000 + "]"}, "params['layers']", "at most 4300 digits"),
+    ({"rate": "1e999"}, "params['rate']", "the handler expects float"),
+    ({"rate": "nan"}, "params['rate']", "the handler expects float"),
+]
+
+
+@pytest.mark.parametrize(("params", "field", "reason"), CONVERTED)
+def test_parameters_converted_from_text_are_bounded_too(service, params, field, reason):
+    """The CLI sends ``--param layers=[...]`` as text; what the text converts to is held to
+    the same bounds as JSON the API reads, or listing runs would break on it later."""
+    _, client = service
+    typed = function()
+    typed["spec"]["build"]["source"] = base64.b64encode(TYPED.encode()).decode()
+    answer = submit(client, {"function": typed, "params": params})
+    assert answer.status_code == 422, answer.text
+    assert_refused(answer, reason)
+    assert answer.json()["field"] == field
+    assert client.get("/runs", headers=HEADERS).status_code == 200
+
+
+@pytest.mark.parametrize("memory", ["0", "1", "4Mi", "15Mi"])
+def test_memory_limits_too_small_to_start_python(service, memory):
+    _, client = service
+    answer = submit(client, {"function": function(resources={"limits": {"memory": memory}})})
+    assert answer.status_code == 422
+    assert_refused(answer, "a memory limit is at least 16Mi")
+    assert answer.json()["field"] == "spec.resources.limits.memory"
 
 
 def test_bodies_over_the_limit_are_refused_unread_and_before_auth(service):
@@ -245,12 +352,13 @@ def test_bodies_over_the_limit_are_refused_unread_and_before_auth(service):
         for _ in range(64):
             yield b"x" * 65536
 
-    try:
-        streamed = client.post("/runs", content=chunks())
-    except httpx.TransportError:
-        pass  # refused mid-upload: the service answered 413 and closed while the client wrote
-    else:
-        assert streamed.status_code == 413
+    for headers, status in (({}, 401), (HEADERS, 413)):  # without a token: not even read
+        try:
+            streamed = client.post("/runs", content=chunks(), headers=headers)
+        except httpx.TransportError:
+            pass  # refused mid-upload: the service answered and closed while the client wrote
+        else:
+            assert streamed.status_code == status
     assert client.get("/health").status_code == 200
 
 

@@ -66,6 +66,14 @@ def test_users_act_on_their_own_runs_and_schedules(client, function_dict):
             f"run {alices}: belongs to another user; user 'bob' sees and acts on their own only"
         )
     assert client.post(f"/api/v1/runs/{alices}/abort", headers=USER).status_code == 403
+    by_prefix = client.post(f"/api/v1/runs/{alices[:8]}/abort", headers=USER)
+    assert by_prefix.status_code == 403
+    assert (
+        by_prefix.json()["message"]
+        == (  # the rest of the uid and its owner stay unsaid
+            f"run {alices[:8]}: belongs to another user; user 'bob' sees and acts on their own only"
+        )
+    )
     assert [r["uid"] for r in client.get("/api/v1/runs", headers=USER).json()] == [bobs]
     listed = client.get("/api/v1/runs", headers=ADMIN).json()
     assert {r["uid"]: r["owner"] for r in listed} == {alices: "alice", bobs: "bob"}
@@ -137,12 +145,12 @@ def test_uid_prefixes_are_not_patterns(server, client, function_dict):
         "uid"
     ]
     wait_state(client, uid, {"completed"})
-    from runplane.errors import NotFoundError
+    from runplane.errors import InvalidValueError, NotFoundError
 
     for pattern in ("______", "%%%%%%", uid[:5] + "%"):
         try:
             server.runs.get(pattern)
-        except NotFoundError:
+        except (InvalidValueError, NotFoundError):
             continue
         raise AssertionError(f"{pattern!r} matched a run")
     assert server.runs.get(uid[:8]).uid == uid
@@ -202,6 +210,11 @@ def test_bad_tokens_refuse_to_start_and_are_never_echoed(tmp_path):
         '[{"token": "hunter2hunter2hunter2", "user": "a"},'
         ' {"token": "hunter2hunter2hunter2", "user": "b"}]': "every token is distinct",
         '[{"token": "hunter2hunter2hunter2", "user": ""}]': "service.tokens.0.user",
+        '[{"token": "hunter2hunter2\\u0000hunter2", "user": "a"}]': "printable ASCII",
+        '[{"token": "hunter2hunter2h\u00fcnter2", "user": "a"}]': "printable ASCII",
+        '[{"token": "hunter2hunter2 hunter2", "user": "a"}]': "without spaces",
+        '[{"token": "hunter2hunter2\\thunter2", "user": "a"}]': "without spaces",
+        '[{"token": "hunter2hunter2hunter2", "user": "a", "secrets": ["../*"]}]': "glob",
         "hunter2hunter2hunter2 is not json": "lists and objects in RUNPLANE_* variables are JSON",
     }
     for tokens, expected in cases.items():
@@ -209,6 +222,7 @@ def test_bad_tokens_refuse_to_start_and_are_never_echoed(tmp_path):
         assert done.returncode == 2, (tokens, done.stderr)
         assert expected in done.stderr, done.stderr
         assert "hunter2" not in done.stderr + done.stdout
+        assert "nter2" not in done.stderr + done.stdout
         assert "Traceback" not in done.stderr
 
 
@@ -218,6 +232,11 @@ def test_database_passwords_are_never_echoed(tmp_path):
         "postgresql+psycopg://runplane:hunter2@127.0.0.1:1/db",
         "hunter2 nonsense",
         "mysql+nodriver://u:hunter2@h/db",
+        # Parts SQLAlchemy cannot parse raise ValueError, quoting them: a port that is not a
+        # number, or a password taken for one when the '@' is missing.
+        "postgresql+psycopg://runplane:hunter2@db:notaport/runplane",
+        "postgresql+psycopg://runplane:hunter2/runplane",
+        "postgresql+psycopg://runplane:hunter2@[::1/runplane",
     ):
         done = serve_fails(
             tmp_path, RUNPLANE_SERVICE__TOKENS=tokens, RUNPLANE_SERVICE__DATABASE_URL=url
@@ -227,6 +246,20 @@ def test_database_passwords_are_never_echoed(tmp_path):
         assert "hunter2" not in done.stderr
 
 
+def test_an_in_memory_database_is_refused_at_start(tmp_path):
+    tokens = json.dumps([{"token": "a-token-long-enough-1", "user": "a"}])
+    for url in ("sqlite:///:memory:", "sqlite://", "sqlite:///file:db?mode=memory&uri=true"):
+        done = serve_fails(
+            tmp_path, RUNPLANE_SERVICE__TOKENS=tokens, RUNPLANE_SERVICE__DATABASE_URL=url
+        )
+        assert done.returncode == 2, done.stderr
+        assert "is an in-memory database, which each of the service's connections would see " in (
+            done.stderr
+        )
+        assert "Traceback" not in done.stderr
+    assert not list(tmp_path.glob("*memory*"))  # and no file of that name was made
+
+
 def test_a_token_is_needed_and_compared_whole(client):
     assert client.get("/api/v1/runs").status_code == 401
     assert client.get("/api/v1/runs", headers={"Authorization": "Bearer "}).status_code == 401
@@ -234,3 +267,24 @@ def test_a_token_is_needed_and_compared_whole(client):
     assert client.get("/api/v1/runs", headers=prefix).status_code == 401
     longer = {"Authorization": USER["Authorization"] + "x"}
     assert client.get("/api/v1/runs", headers=longer).status_code == 401
+
+
+def test_results_beyond_bounds_are_left_out_saying_why(client, function_dict):
+    """A run's own code reports its results; one nested past the bounds or not a finite number
+    would break every answer showing the run (everyone's listing, for an admin)."""
+    code = (
+        "def handler(context):\n"
+        "    deep = 1\n"
+        "    for _ in range(300):\n"
+        "        deep = [deep]\n"
+        "    return {'deep': deep, 'loss': float('nan'), 'accuracy': 0.9}\n"
+    )
+    uid = client.post(
+        "/api/v1/runs", headers=USER, json={"function": function_dict(code, name="odd")}
+    ).json()["uid"]
+    run = wait_state(client, uid, {"completed", "error"})
+    assert run["state"] == "completed"
+    assert run["results"] == {"accuracy": 0.9}
+    assert "result 'deep' not recorded: values nest at most 32 levels deep" in run["status_text"]
+    assert "result 'loss' not recorded: values are JSON" in run["status_text"]
+    assert client.get("/api/v1/runs", headers=ADMIN).status_code == 200

@@ -195,3 +195,43 @@ def test_output_to_a_pipe_is_not_wrapped(workdir):
     table = run("runs", cwd=workdir, env=home).stdout.splitlines()
     assert any(long_name in line for line in table)
     assert all(len(line) > 80 for line in table[:2])  # one line per run, however long
+
+
+@pytest.mark.parametrize(
+    ("limit", "said"),
+    [
+        ("0", "0 is out of range; the allowed range is 1 to 1000"),
+        ("-5", "-5 is out of range; the allowed range is 1 to 1000"),
+        ("1001", "1001 is out of range; the allowed range is 1 to 1000"),
+        ("9" * 5000, "a number of 5000 digits is out of range; the allowed range is 1 to 1000"),
+        ("ten", "'ten' is not a whole number; the allowed range is 1 to 1000"),
+    ],
+)
+def test_runs_limit_is_bounded(workdir, limit, said):
+    done = run("runs", "--limit", limit, cwd=workdir, env={"RUNPLANE_LOCAL__HOME": str(workdir)})
+    assert done.returncode == 2
+    assert f"Invalid value for '--limit': {said}" in done.stderr
+    assert len(done.stderr) < 400  # one short message, however long the value
+    assert "Traceback" not in done.stderr
+
+
+def test_huge_and_tiny_resources_get_one_short_line(workdir):
+    home = {"RUNPLANE_LOCAL__HOME": str(workdir)}
+    for flags, said in (
+        (["--gpus", "9" * 5000], "a number of 5000 digits is out of range"),
+        (["--gpus", "99999"], "99999 is out of range; the allowed range is 0 to 4096"),
+        (["--limit-memory", "0"], "a memory limit is at least 16Mi"),
+        (["--limit-memory", "8Mi"], "a memory limit is at least 16Mi"),
+    ):
+        done = run("render", "train.py", "--handler", "train", *flags, cwd=workdir, env=home)
+        assert done.returncode == 2, done.stdout
+        assert said in done.stderr, done.stderr
+        assert len(done.stderr) < 600
+        assert "with_limits" not in done.stderr  # the hint is a flag: --limit-memory 256Mi
+
+
+@pytest.mark.parametrize("args", [("get", "run", ""), ("logs", ""), ("abort", "")])
+def test_an_empty_run_uid_is_a_clear_error(workdir, args):
+    done = run(*args, cwd=workdir, env={"RUNPLANE_LOCAL__HOME": str(workdir)})
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: uid: '' is not valid; a run uid is 32 hex characters")

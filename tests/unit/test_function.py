@@ -65,11 +65,17 @@ def test_cpu_request_above_limit_compares_normalised_values(fn):
         fn.with_requests(cpu="1001m")
 
 
-@pytest.mark.parametrize("gpus", [1.5, -1, "two", True])
-def test_gpus_must_be_a_non_negative_integer(fn, gpus):
+@pytest.mark.parametrize(
+    "gpus",
+    [1.5, -1, "two", True, 4097, 10**40, 10**5000, "9" * 5000],
+    ids=["fraction", "negative", "word", "bool", "4097", "40-digits", "5001-digits", "text"],
+)
+def test_gpus_must_be_a_whole_number_within_bounds(fn, gpus):
     with pytest.raises(InvalidValueError) as caught:
         fn.with_limits(gpus=gpus)
-    assert "GPUs are a non-negative whole number (example: gpus=1)" in str(caught.value)
+    message = str(caught.value)
+    assert "GPUs are a whole number from 0 to 4096 (example: gpus=1)" in message
+    assert len(message) < 300  # a huge number is described, never written out
     assert fn.spec.resources.limits == {}
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import runplane
 from runplane.errors import InvalidValueError
-from runplane.service.access import Principal
+from runplane.service.auth import Principal
 from runplane.service.feed import RunFeed
 from runplane.ui import present, sessions
 from runplane.ui.jobform import EnvRow, JobForm, VolumeRow

@@ -9,9 +9,38 @@ from typing import Any
 import click
 
 from runplane import names
-from runplane.errors import InvalidValueError, RunplaneError
+from runplane.errors import SHOWN_DIGITS, InvalidValueError, RunplaneError
+from runplane.spec.bounds import MAX_GPUS
 from runplane.spec.function import Function
 from runplane.spec.quantity import parse_quantity
+
+
+class WholeNumber(click.ParamType[int]):
+    """A whole number from ``low`` to ``high``. A refused value is named cut short: a flag
+    given a number of thousands of digits gets one line back, not the number."""
+
+    name = "integer"
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low = low
+        self.high = high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        text = str(value).strip()
+        digits = text.removeprefix("-").removeprefix("+")
+        allowed = f"the allowed range is {self.low} to {self.high}"
+        if not digits.isdigit():
+            short = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
+            self.fail(f"{short!r} is not a whole number; {allowed}")
+        if len(digits.lstrip("0")) > SHOWN_DIGITS:  # said in a few words, not written out
+            self.fail(f"a number of {len(digits)} digits is out of range; {allowed}")
+        number = int(text)
+        if not self.low <= number <= self.high:
+            self.fail(f"{number} is out of range; {allowed}")
+        return number
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return f"{self.low}..{self.high}"
 
 
 def load_function(source: str, name: str | None, handler: str | None, kind: str | None) -> Function:
@@ -45,7 +74,7 @@ RESOURCE_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--memory", "--mem", "memory", help="Memory request, e.g. 1Gi or 512M."),
     click.option("--limit-cpu", help="CPU limit."),
     click.option("--limit-memory", help="Memory limit."),
-    click.option("--gpus", type=int, help="GPUs (request = limit)."),
+    click.option("--gpus", type=WholeNumber(0, MAX_GPUS), help="GPUs (request = limit)."),
     click.option("--gpu-type", default=names.GPU, show_default=True),
     click.option(
         "--node-selector",
@@ -104,6 +133,10 @@ CLI_EXAMPLES = {
     "run(state_thresholds=...)": "--threshold running='1 min'",
     "priority_class_name": "--priority high",
     "with_limits(gpus=...)": "--gpus 1",
+    "spec.resources.limits.memory": "--limit-memory 256Mi",
+    "spec.resources.limits.cpu": "--limit-cpu 2",
+    "spec.resources.requests.memory": "--memory 512Mi",
+    "spec.resources.requests.cpu": "--cpu 500m",
     "with_limits(gpu_type=...)": "--gpu-type nvidia.com/gpu",
     "spec.node_selector": "--node-selector app.iguazio.com/lifecycle=non-preemptible",
     "node_selector": "--node-selector app.iguazio.com/lifecycle=non-preemptible",

@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from runplane.cli.options import (
+    WholeNumber,
     apply_resource_options,
     load_function,
     parse_pairs,
     resource_options,
 )
-from runplane.runs import RunState
+from runplane.runs import MAX_LISTED, RunState
 
 if TYPE_CHECKING:
     from runplane.client import Backend
@@ -191,7 +192,13 @@ def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
     type=click.Choice([state.value for state in RunState]),
     help="Only runs in this state (repeatable).",
 )
-@click.option("--limit", default=30, show_default=True)
+@click.option(
+    "--limit",
+    type=WholeNumber(1, MAX_LISTED),
+    default=30,
+    show_default=True,
+    help="How many runs, newest first.",
+)
 def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> None:
     """List recent runs."""
     from rich.table import Table

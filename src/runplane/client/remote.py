@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
-from runplane.errors import RunplaneError
-from runplane.runs import RunRecord, Usage
+from runplane.errors import InvalidValueError, RunplaneError
+from runplane.runs import RunRecord, Usage, check_limit, check_uid
 from runplane.service.wire import API, NEXT_OFFSET
 from runplane.spec.function import Function
 
@@ -41,15 +42,33 @@ class ApiBackend:
             ) from None
         if answer.status_code >= 400:
             try:
-                message = answer.json()["message"]
+                body = answer.json()
+                message, kind = str(body["message"]), body.get("error")
             except (ValueError, KeyError, TypeError):
-                message = answer.text or answer.reason_phrase
-            raise ApiError(answer.status_code, message)
+                message, kind = "", None
+            # The API's own words, unless what answered is not the API: a page that is not
+            # runplane's, or a path the service does not have (a wrong base URL).
+            if message and not (kind == "HTTPError" and answer.status_code in (404, 405)):
+                raise ApiError(answer.status_code, message)
+            raise self._not_the_api(answer)
         return answer
+
+    def _not_the_api(self, answer: httpx.Response) -> ApiError:
+        return ApiError(
+            502,
+            f"{self._http.base_url} answered HTTP {answer.status_code} "
+            f"({answer.reason_phrase}), not as runplane's API does; RUNPLANE_API is the "
+            "service's base URL (example: RUNPLANE_API=http://127.0.0.1:8470)",
+        )
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         answer = self._send(method, path, **kwargs)
-        return None if answer.status_code == 204 else answer.json()
+        if answer.status_code == 204:
+            return None
+        try:
+            return answer.json()
+        except ValueError:
+            raise self._not_the_api(answer) from None
 
     def submit(
         self,
@@ -68,7 +87,7 @@ class ApiBackend:
         return RunRecord.from_json(self._call("POST", "/runs", json=body))
 
     def get(self, uid: str) -> RunRecord:
-        return RunRecord.from_json(self._call("GET", f"/runs/{uid}"))
+        return RunRecord.from_json(self._call("GET", f"/runs/{check_uid(uid)}"))
 
     def wait(self, uid: str, timeout: float | None = None) -> RunRecord:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -79,19 +98,19 @@ class ApiBackend:
             time.sleep(0.2)
 
     def abort(self, uid: str) -> RunRecord:
-        return RunRecord.from_json(self._call("POST", f"/runs/{uid}/abort"))
+        return RunRecord.from_json(self._call("POST", f"/runs/{check_uid(uid)}/abort"))
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
-        answer = self._send("GET", f"/runs/{uid}/logs", params={"offset": offset})
+        answer = self._send("GET", f"/runs/{check_uid(uid)}/logs", params={"offset": offset})
         return answer.content, int(answer.headers.get(NEXT_OFFSET, offset + len(answer.content)))
 
     def usage(self, uid: str) -> Usage:
-        return Usage(**self._call("GET", f"/runs/{uid}/usage"))
+        return Usage(**self._call("GET", f"/runs/{check_uid(uid)}/usage"))
 
     def list_runs(
         self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
     ) -> list[RunRecord]:
-        params: dict[str, Any] = {"limit": limit, "state": list(states)}
+        params: dict[str, Any] = {"limit": check_limit("limit", limit), "state": list(states)}
         if project:
             params["project"] = project
         return [RunRecord.from_json(item) for item in self._call("GET", "/runs", params=params)]
@@ -115,7 +134,11 @@ class ApiBackend:
         return list(self._call("GET", "/schedules"))
 
     def delete_schedule(self, schedule_id: str) -> None:
-        self._call("DELETE", f"/schedules/{schedule_id}")
+        if not schedule_id.strip():
+            raise InvalidValueError(
+                "schedule id", schedule_id, "a schedule's id, as listings show it", "'9b1f...'"
+            )
+        self._call("DELETE", f"/schedules/{quote(schedule_id, safe='')}")
 
     def deploy(self, fn: Function) -> dict[str, Any]:
         return dict(self._call("POST", "/deployments", json={"function": fn.to_dict()}))

@@ -53,6 +53,8 @@ def build_request(
     check_json("params", {**(params or {}), **run_inputs}, MAX_PARAMS_BYTES, "{'epochs': 3}")
     signature = read_signature(code, fn.spec.handler, filename)
     bound = bind_parameters(signature, {**(params or {}), **run_inputs})
+    # Converted from text, a parameter can become what its text was not: deep, or not JSON.
+    check_json("params", bound, MAX_PARAMS_BYTES, "{'epochs': 3}")
     invocation = Invocation(
         uid=uid,
         attempt=attempt,

@@ -1,8 +1,10 @@
 """The HTTP API of ``runplane serve``: thin handlers over the server, errors as 4xx with the
 same message the SDK and CLI give.
 
-Authentication is a bearer token per user; a token's role decides what it may do: ``user``
-runs functions within the policies, ``admin`` also changes service defaults.
+Authentication is a bearer token per user, checked at the boundary before a body is read
+(:mod:`runplane.service.guard`); a token's role decides what it may do: ``user`` runs functions
+within the policies, ``admin`` also changes service defaults and acts on everyone's runs,
+schedules and functions. A token also lists the Secrets its runs may reference.
 """
 
 from __future__ import annotations
@@ -22,17 +24,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runplane.errors import InvalidValueError, RunplaneError, shown
 from runplane.placement import NodeSummary
-from runplane.runs import RunRecord, RunState, TransitionRecord, Usage
+from runplane.runs import MAX_LISTED, RunRecord, RunState, TransitionRecord, Usage
 from runplane.runtimes.contract import Capabilities
-from runplane.service.access import (
-    Principal,
-    admin_only,
-    check_owner,
-    identify,
-    token_table,
-)
+from runplane.service.access import admin_only, check_owner
+from runplane.service.auth import Principal
 from runplane.service.catalog import StoredFunction
-from runplane.service.guard import BodyLimit
+from runplane.service.guard import PRINCIPAL, Gate
 from runplane.service.schedules import ScheduleRecord
 from runplane.service.server import Server
 from runplane.service.wire import API, NEXT_OFFSET
@@ -88,20 +85,23 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+#: Declares the bearer scheme in the API's description; the gate has checked the token.
 _bearer = HTTPBearer(auto_error=False)
+#: What answers without a token: liveness and the API's own description.
+PUBLIC = (f"{API}/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
 
 
 def principal(
     request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """Who is calling, from the bearer token."""
-    found = identify(request.app.state.tokens, credentials.credentials if credentials else "")
-    if found is None:
+    """Who is calling: found by the gate from the bearer token, before the body was read."""
+    who = request.scope.get(PRINCIPAL)
+    if not isinstance(who, Principal):  # a public path's route asked for a caller
         raise HTTPException(
             401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
         )
-    return found
+    return who
 
 
 def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
@@ -133,8 +133,12 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     app = FastAPI(
         title="runplane", version=version("runplane"), responses=ERRORS, lifespan=lifespan
     )
-    app.state.tokens = token_table(server.base_settings)
-    app.add_middleware(BodyLimit, max_bytes=server.base_settings.service.max_request_bytes)
+    app.add_middleware(
+        Gate,
+        max_bytes=server.base_settings.service.max_request_bytes,
+        tokens=server.tokens,
+        public=PUBLIC,
+    )
 
     @app.exception_handler(RunplaneError)
     async def runplane_error(_: Request, error: RunplaneError) -> JSONResponse:
@@ -186,8 +190,10 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         )
 
     def run_of(uid: str, who: Principal) -> RunRecord:
+        """The run ``uid`` (or a unique prefix) names, if the caller may see it. A refusal
+        repeats only what the caller gave: not the rest of another user's uid, nor its owner."""
         record = server.runs.get(uid)
-        check_owner(who, record.owner, f"run {record.uid}")
+        check_owner(who, record.owner, f"run {uid}")
         return record
 
     @app.get(f"{API}/health")
@@ -200,7 +206,9 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
 
     @app.post(f"{API}/functions", status_code=201)
     def store_function(body: dict[str, Any], who: User) -> StoredFunction:
-        return server.catalog.store(function_of(RunSubmission(function=body)), who.user)
+        """Store a version; a name belongs to the user who stored it first (admins: any)."""
+        fn = function_of(RunSubmission(function=body))
+        return server.catalog.store(fn, who.user, admin=who.admin)
 
     @app.get(f"{API}/projects/{{project}}/functions")
     def list_functions(project: PathName, _: User) -> list[StoredFunction]:
@@ -215,19 +223,23 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     ) -> StoredFunction:
         return server.catalog.get(project, name, version)
 
+    @app.delete(f"{API}/projects/{{project}}/functions/{{name}}", status_code=204)
+    def delete_function(project: PathName, name: PathName, who: User) -> None:
+        """Delete a function with all its versions: its owner's or an admin's to do."""
+        server.catalog.delete(project, name, who.user, admin=who.admin)
+
     @app.get(f"{API}/projects/{{project}}/functions/{{name}}/versions")
     def function_versions(project: PathName, name: PathName, _: User) -> list[StoredFunction]:
         return server.catalog.versions(project, name)
 
     @app.post(f"{API}/runs", status_code=201)
     def submit_run(body: RunSubmission, who: User) -> RunRecord:
-        return server.runs.submit(
+        return server.submit(
             function_of(body),
+            who,
             params=body.params,
             inputs=body.inputs,
             state_thresholds=body.state_thresholds,
-            role=who.role,
-            owner=who.user,
         )
 
     @app.get(f"{API}/runs")
@@ -235,7 +247,7 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         who: User,
         project: Annotated[Name | None, Query()] = None,
         state: Annotated[list[str] | None, Query(max_length=len(RunState))] = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+        limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 50,
         owner: Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")] = None,
     ) -> list[RunRecord]:
         """Runs, newest first: a user's own; an admin's choice of owner, or everyone's."""
@@ -281,13 +293,13 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         return {
             "name": fn.metadata.name,
             "namespace": server.settings.namespace,
-            "applied": server.deploy(fn, role=who.role),
+            "applied": server.deploy(fn, who),
         }
 
     @app.post(f"{API}/schedules", status_code=201)
     def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleRecord:
         return server.schedule(
-            function_of(body), body.schedule, body.params, body.state_thresholds, who.user, who.role
+            function_of(body), body.schedule, body.params, body.state_thresholds, who
         )
 
     @app.get(f"{API}/schedules")

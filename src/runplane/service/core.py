@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from runplane.config import Settings
-from runplane.runs import LIVE, TERMINAL, RunRecord, RunState, Usage
+from runplane.runs import LIVE, TERMINAL, RunRecord, RunState, Usage, check_limit
 from runplane.runtimes.contract import RunRequest, Runtime
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.request import build_request
@@ -388,6 +388,7 @@ class RunService:
         updated_since: float | None = None,
         brief: bool = False,
     ) -> list[RunRecord]:
+        limit = check_limit("limit", limit)
         return self.store.list_runs(
             project=project,
             states=states,

@@ -1,15 +1,28 @@
-"""A bound on request bodies, checked before anything parses or authenticates them.
+"""The API's boundary: what a request must pass before any route sees it, cheapest first.
 
-A body over the limit is refused with 413 from its ``Content-Length`` alone, or, when it is
-streamed without one, as soon as the bytes received pass the limit: an anonymous client
-cannot make the service hold more than the limit of one request in memory.
+1. **Size**: a body whose ``Content-Length`` is over the limit is refused (413) from the
+   header alone.
+2. **Who**: a request without a valid bearer token is refused (401) from its headers, before a
+   byte of its body is read: an anonymous client cannot make the service read, hold or parse
+   anything.
+3. **Size, again**: a body streamed without a length is refused as soon as the bytes received
+   pass the limit, so the service holds at most the limit of one request.
+4. **Shape**: a JSON body is parsed once here with bounds (:func:`~runplane.spec.bounds.
+   load_json`: nesting, huge integers, non-finite numbers), refused with 422 naming where, so
+   no route ever meets what would break it.
+
+Every refusal has the API's one error shape, ``{"error", "message", "field"}``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Collection, MutableMapping
 from typing import Any
+
+from runplane.errors import InvalidValueError
+from runplane.service.auth import Tokens
+from runplane.spec.bounds import load_json
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -17,37 +30,59 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+#: Where the caller found by the gate is left for the routes.
+PRINCIPAL = "runplane.principal"
+#: Methods whose body the API reads.
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
-class BodyLimit:
-    """ASGI middleware: bodies of at most ``max_bytes``, else 413 in the API's error shape."""
 
-    def __init__(self, app: App, max_bytes: int) -> None:
+class Gate:
+    """ASGI middleware: the checks above, in that order, for every HTTP request except the
+    ``public`` paths (health, the API's description), which need no token."""
+
+    def __init__(self, app: App, max_bytes: int, tokens: Tokens, public: Collection[str]) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.tokens = tokens
+        self.public = frozenset(public)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self._refuse(send)
+            await _refuse(
+                send,
+                413,
+                "RequestTooLarge",
+                f"a request body is at most {self.max_bytes} bytes (service.max_request_bytes)",
+            )
             return
-        chunks: list[bytes] = []
-        received = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
+        if scope["path"] not in self.public:
+            who = self.tokens.who(headers.get(b"authorization"))
+            if who is None:
+                await _refuse(
+                    send,
+                    401,
+                    "HTTPError",
+                    "a valid bearer token is required",
+                    extra=[(b"www-authenticate", b"Bearer")],
+                )
                 return
-            chunk = message.get("body", b"")
-            received += len(chunk)
-            if received > self.max_bytes:
-                await self._refuse(send)
+            scope[PRINCIPAL] = who
+        body = await self._body(receive, send)
+        if body is None:
+            return
+        if body and scope["method"] in _WITH_BODY and _is_json(headers.get(b"content-type")):
+            try:
+                load_json(body)
+            except InvalidValueError as error:
+                await _refuse(
+                    send, 422, "InvalidValueError", str(error), field=error.field, close=False
+                )
                 return
-            chunks.append(chunk)
-            if not message.get("more_body"):
-                break
-        body = b"".join(chunks)
         replayed = False
 
         async def replay() -> Message:
@@ -59,24 +94,54 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "error": "RequestTooLarge",
-                "message": f"a request body is at most {self.max_bytes} bytes "
-                "(service.max_request_bytes)",
-                "field": None,
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+    async def _body(self, receive: Receive, send: Send) -> bytes | None:
+        """The whole body, or ``None`` when it passed the limit (refused) or the client left."""
+        chunks: list[bytes] = []
+        received = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return None
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if received > self.max_bytes:
+                await _refuse(
+                    send,
+                    413,
+                    "RequestTooLarge",
+                    f"a request body is at most {self.max_bytes} bytes (service.max_request_bytes)",
+                )
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+
+def _is_json(content_type: bytes | None) -> bool:
+    """Whether the routes would read the body as JSON: they do when no type is given."""
+    if not content_type:
+        return True
+    main = content_type.split(b";")[0].strip().lower()
+    return main == b"application/json" or main.endswith(b"+json")
+
+
+async def _refuse(
+    send: Send,
+    status: int,
+    error: str,
+    message: str,
+    field: str | None = None,
+    extra: list[tuple[bytes, bytes]] | None = None,
+    close: bool = True,
+) -> None:
+    """Answer in the API's error shape; with ``close`` (a body may be left unread, which must
+    not be taken for the next request) the connection ends with the answer."""
+    body = json.dumps({"error": error, "message": message, "field": field}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        *([(b"connection", b"close")] if close else []),
+        *(extra or []),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

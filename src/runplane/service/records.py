@@ -9,7 +9,7 @@ recorded or not at all. Which changes an event may make is the run model's rule
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -17,11 +17,26 @@ from sqlalchemy import Engine, Select, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import defer, load_only, selectinload
 
-from runplane.errors import NotFoundError, RunExistsError, RunFinishedError
-from runplane.runs import TERMINAL, AttemptRecord, RunRecord, RunState, TransitionRecord
+from runplane.bootstrap import RESULTS_LIMIT
+from runplane.errors import (
+    AmbiguousError,
+    InvalidValueError,
+    NotFoundError,
+    RunExistsError,
+    RunFinishedError,
+)
+from runplane.runs import (
+    TERMINAL,
+    AttemptRecord,
+    RunRecord,
+    RunState,
+    TransitionRecord,
+    check_uid,
+)
 from runplane.runtimes.events import RunEvent
 from runplane.service.db import session_factory
 from runplane.service.db.models import Artifact, Attempt, Run, Transition
+from runplane.spec.bounds import check_json
 
 TERMINAL_STATES = [state.value for state in TERMINAL]
 #: What recording an event reads of a run: not its function snapshot or parameters.
@@ -90,6 +105,30 @@ def _filtered(
     if uids is not None:
         query = query.where(Run.uid.in_(list(uids)))
     return query
+
+
+def recordable_results(results: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The results a run reported that its record can hold, and why each other one is left
+    out: a run's own code wrote them, so they are held to the bounds of what users send
+    (nesting, finite numbers, size); one beyond them would break every answer that shows it.
+    """
+    kept: dict[str, Any] = {}
+    refused: list[str] = []
+    for key, value in results.items():
+        try:
+            check_json(f"result {key!r}", value, RESULTS_LIMIT, "context.log_artifact(...)")
+        except InvalidValueError as error:
+            refused.append(f"result {str(key)[:64]!r} not recorded: {error.allowed}")
+            continue
+        kept[str(key)] = value
+    try:
+        check_json("results", kept, RESULTS_LIMIT, "context.log_artifact(...)")
+    except InvalidValueError as error:
+        return {}, [
+            *refused,
+            f"results not recorded: {error.allowed}; log large values as artifacts",
+        ]
+    return kept, refused
 
 
 class RunStore:
@@ -187,7 +226,7 @@ class RunStore:
 
     def _resolve(self, session: Any, uid: str) -> str:
         """Full uids pass through; a unique prefix of at least 6 characters is accepted too."""
-        if len(uid) == 32 or len(uid) < 6:
+        if len(check_uid(uid)) == 32:
             return uid
         matches = session.scalars(
             select(Run.uid).where(Run.uid.startswith(uid, autoescape=True)).limit(2)
@@ -195,7 +234,7 @@ class RunStore:
         if len(matches) == 1:
             return str(matches[0])
         if len(matches) > 1:
-            raise NotFoundError(f"run {uid!r} is ambiguous; give more of the uid")
+            raise AmbiguousError("uid", f"{uid!r} starts the uids of several runs; give more of it")
         return uid
 
     def list_runs(
@@ -292,6 +331,11 @@ class RunStore:
             run.state_since = event.at
         run.reason = event.reason
         run.status_text = event.message
+        if event.state.terminal:
+            results, refused = recordable_results(event.results)
+            if refused:
+                run.status_text = "; ".join(filter(None, [event.message, *refused]))
+            event = replace(event, results=results)
         run.updated_at = time.time()  # when the service learnt it (event.at is the source's)
         if event.state is RunState.RUNNING and entered:
             run.started_at = run.started_at or event.at

@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from runplane.errors import InvalidValueError, NotFoundError
+from runplane.errors import InvalidValueError, NotFoundError, RunplaneError
 from runplane.service.db import session_factory
 from runplane.service.db.models import Schedule
 
@@ -204,6 +204,8 @@ class ScheduleStore:
             try:
                 if fire(schedule, uid):
                     started.append(uid)
+            except RunplaneError as error:  # refused as a request would be: said, not a crash
+                log.warning("schedule %s: its run for %s was refused: %s", schedule.id, due, error)
             except Exception:
                 log.exception("schedule %s: its run for %s was refused", schedule.id, due)
             with self._sessions.begin() as session:

@@ -6,14 +6,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from runplane.config import Settings
 from runplane.errors import InvalidValueError, RunExistsError
 from runplane.placement import NodeSummary
 from runplane.rendering import render
+from runplane.runs import RunRecord
 from runplane.runtimes.registry import create_runtime
 from runplane.runtimes.request import build_request
+from runplane.service.auth import Principal, Tokens, check_secret_grant
 from runplane.service.catalog import FunctionCatalog
 from runplane.service.core import Reconciliation, RunService
 from runplane.service.db import connect, sqlite_url
@@ -36,6 +39,7 @@ class Server:
         self.schedules = ScheduleStore(engine)
         self.defaults = DefaultsStore(engine)
         self.base_settings = settings
+        self.tokens = Tokens(settings.service.tokens)
         effective = apply_overrides(settings, self.defaults.overrides())
         runtime = create_runtime(effective, serving=True)
         self.runs = RunService(effective, RunStore(engine), runtime, service=True)
@@ -54,8 +58,30 @@ class Server:
         """What the start found (see :meth:`RunService._reconcile`)."""
         return self.runs.reconciliation
 
-    def deploy(self, fn: Function, role: str | None = None) -> list[str]:
-        """Apply a serving function's Deployment, Service and autoscaler."""
+    def submit(
+        self,
+        fn: Function,
+        who: Principal,
+        params: Mapping[str, Any] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        state_thresholds: Mapping[str, Any] | None = None,
+    ) -> RunRecord:
+        """Run ``fn`` for ``who``: only with the Secrets their token grants, as their run."""
+        check_secret_grant(fn, who)
+        return self.runs.submit(
+            fn,
+            params=params,
+            inputs=inputs,
+            state_thresholds=state_thresholds,
+            role=who.role,
+            owner=who.user,
+        )
+
+    def deploy(self, fn: Function, who: Principal) -> list[str]:
+        """Apply a serving function's Deployment, Service and autoscaler, with only the
+        Secrets ``who``'s token grants."""
+        check_secret_grant(fn, who)
+        role = who.role
         if fn.kind is not FunctionKind.SERVING:
             raise InvalidValueError(
                 "kind",
@@ -84,13 +110,14 @@ class Server:
         cron: str,
         params: dict[str, Any],
         state_thresholds: dict[str, Any],
-        user: str,
-        role: str,
+        who: Principal,
     ) -> ScheduleRecord:
         """ "Schedule for later": store a cron schedule of ``fn``, refusing now what would fail
-        at every fire (the cron, policies, code, parameters, thresholds)."""
+        at every fire (the cron, Secrets not granted, policies, code, parameters, thresholds).
+        """
         check_cron(cron)
-        build_request(fn, self.settings, uid="0" * 32, params=params, role=role)
+        check_secret_grant(fn, who)
+        build_request(fn, self.settings, uid="0" * 32, params=params, role=who.role)
         check_thresholds("state_thresholds", state_thresholds)
         return self.schedules.create(
             project=fn.metadata.project,
@@ -99,8 +126,8 @@ class Server:
             function=fn.to_dict(),
             params=params,
             state_thresholds=state_thresholds,
-            user=user,
-            role=role,
+            user=who.user,
+            role=who.role,
         )
 
     def placement(self, fn: Function, role: str | None = None) -> Placement:
@@ -124,10 +151,16 @@ class Server:
         return updated
 
     def fire(self, schedule: ScheduleRecord, uid: str) -> bool:
-        """Start the run of a due schedule as ``uid``; ``False`` if it already started."""
+        """Start the run of a due schedule as ``uid``; ``False`` if it already started.
+
+        The run is its creator's, with the Secrets their tokens grant now: a grant taken back
+        stops the schedule's runs from reading the Secret too.
+        """
+        fn = Function.from_dict(schedule.function)
+        check_secret_grant(fn, self.tokens.of_user(schedule.created_by, schedule.role))
         try:
             self.runs.submit(
-                Function.from_dict(schedule.function),
+                fn,
                 params=schedule.params,
                 state_thresholds=schedule.state_thresholds,
                 role=schedule.role or None,

@@ -9,6 +9,8 @@ without recursion, so checking a hostile value cannot itself exhaust the stack.
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any
 
 from runplane.errors import InvalidValueError
@@ -30,6 +32,152 @@ MAX_TEXT_BYTES = 64 << 10
 MAX_ITEMS = 256
 #: A file name or path inside a container.
 MAX_PATH_LENGTH = 4096
+#: GPUs (or units of another extended resource) one function asks for: more than any node
+#: offers, even with time-sliced GPUs, and far below what breaks quantity arithmetic.
+MAX_GPUS = 4096
+
+
+#: How deep a request body may nest: its values' own :data:`MAX_DEPTH` and the few levels a
+#: body wraps them in (a run's parameters sit two levels down, a function's parts up to six).
+MAX_BODY_DEPTH = MAX_DEPTH + 8
+#: Digits of one integer in a request body: as many as Python converts to text by default,
+#: so every accepted number can be shown, stored and handed to a run.
+MAX_INT_DIGITS = 4300
+#: Path parts an error names: enough to say where, short enough to read.
+_SHOWN_PARTS = 6
+
+
+class _Refused:
+    """A number the parser met that no field may hold; its place is found after parsing."""
+
+    def __init__(self, text: str, reason: str) -> None:
+        self.text = text
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        if len(self.text) <= 24:
+            return self.text
+        digits = self.text.lstrip("-")
+        kind = "an integer" if digits.isdigit() else "a number"
+        return f"<{kind} of {len(digits)} {'digits' if digits.isdigit() else 'characters'}>"
+
+
+class _Deep:
+    def __repr__(self) -> str:
+        return "<a value nested too deep to show>"
+
+
+def _integer(text: str) -> Any:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        return _Refused(text, f"integers have at most {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _real(text: str) -> Any:
+    value = float(text)
+    if not math.isfinite(value):
+        return _Refused(text, "numbers are finite (at most about 1.8e308)")
+    return value
+
+
+def _constant(text: str) -> Any:
+    return _Refused(text, "NaN and Infinity are not JSON numbers")
+
+
+def load_json(raw: bytes | str) -> Any:
+    """Parse a request body, refusing what would break the service later: nesting deeper
+    than :data:`MAX_BODY_DEPTH`, integers of more than :data:`MAX_INT_DIGITS` digits,
+    numbers beyond a float, ``NaN``/``Infinity``. Each is an :class:`InvalidValueError`
+    naming where in the body it is (``params.x``)."""
+    try:
+        value = json.loads(raw, parse_int=_integer, parse_float=_real, parse_constant=_constant)
+    except RecursionError:  # deeper than the parser's stack: find where, from the text
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        raise _too_deep(_deep_path(text)) from None
+    except UnicodeDecodeError:
+        raise InvalidValueError(
+            "body", _Elided(raw), "JSON in UTF-8", '{"params": {"epochs": 3}}'
+        ) from None
+    except json.JSONDecodeError as error:
+        raise InvalidValueError(
+            "body",
+            _Elided(raw),
+            f"JSON is expected ({error.msg} at line {error.lineno} column {error.colno})",
+            '{"params": {"epochs": 3}}',
+        ) from None
+    _check_parsed(value)
+    return value
+
+
+def _check_parsed(value: Any) -> None:
+    """Walk the parsed body once, without recursion, for refused numbers and depth."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _Refused):
+            raise InvalidValueError(_field(path), item, item.reason, "3, 0.5, 1e9")
+        if len(path) >= MAX_BODY_DEPTH and isinstance(item, dict | list):
+            raise _too_deep(path)
+        if isinstance(item, dict):
+            stack.extend((child, (*path, key)) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, (*path, index)) for index, child in enumerate(item))
+
+
+#: The tokens that matter for nesting: strings (a key when a ':' follows) and brackets.
+_TOKENS = re.compile(r'"((?:[^"\\]|\\.)*)"\s*(:?)|[\[\]{},]')
+
+
+def _deep_path(text: str) -> tuple[str | int, ...]:
+    """Where ``text`` first nests deeper than :data:`MAX_BODY_DEPTH`, scanned without
+    building anything."""
+    path: list[str | int] = []
+    kinds: list[str] = []
+    for token in _TOKENS.finditer(text):
+        symbol = token.group(0)
+        if symbol in ("[", "{"):
+            if len(kinds) >= MAX_BODY_DEPTH:
+                break
+            kinds.append(symbol)
+            path.append(0 if symbol == "[" else "")
+        elif symbol in ("]", "}"):
+            if kinds:
+                kinds.pop()
+                path.pop()
+        elif symbol == ",":
+            if kinds and kinds[-1] == "[":
+                path[-1] = int(path[-1]) + 1
+        elif token.group(2) and kinds and kinds[-1] == "{":
+            path[-1] = _key(token.group(1))
+    return tuple(path)
+
+
+def _key(text: str) -> str:
+    """A key as JSON text (escapes and all) decoded; left as written if it does not decode."""
+    try:
+        return str(json.loads(f'"{text}"'))
+    except ValueError:
+        return text
+
+
+def _too_deep(path: tuple[str | int, ...]) -> InvalidValueError:
+    return InvalidValueError(
+        _field(path),
+        _Deep(),
+        f"JSON nests at most {MAX_BODY_DEPTH} levels deep here (each value of a request at "
+        f"most {MAX_DEPTH})",
+        '{"params": {"layers": [64, 32]}}',
+    )
+
+
+def _field(path: tuple[str | int, ...]) -> str:
+    """``params.x[0][1]``: where in a body, the first few parts of it."""
+    text = ""
+    for part in path[:_SHOWN_PARTS]:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    if len(path) > _SHOWN_PARTS:
+        text += "..."
+    return text or "body"
 
 
 def depth(value: Any) -> int:

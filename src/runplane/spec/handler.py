@@ -8,12 +8,13 @@ parameter is refused before anything runs.
 from __future__ import annotations
 
 import ast
-import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from runplane.errors import InvalidValueError
+from runplane.spec.bounds import load_json
 
 _CONVERTIBLE = {"int", "float", "str", "bool", "list", "dict"}
 _TRUE = {"true", "1", "yes", "y", "on"}
@@ -112,28 +113,37 @@ def _convert(field: str, value: Any, annotation: str | None) -> Any:
         if annotation == "int":
             return int(value)
         if annotation == "float":
-            return float(value)
+            number = float(value)
+            if not math.isfinite(number):  # no JSON number: it could not be recorded
+                raise ValueError(value)
+            return number
         if annotation == "bool":
             if value.lower() in _TRUE:
                 return True
             if value.lower() in _FALSE:
                 return False
             raise ValueError(value)
-        parsed = json.loads(value)
+        parsed = load_json(value)  # bounded: depth, huge integers, NaN, as a request body
         if not isinstance(parsed, list if annotation == "list" else dict):
             raise ValueError(value)
         return parsed
-    except (ValueError, RecursionError):
-        examples = {
-            "int": "3",
-            "float": "0.1",
-            "bool": "true",
-            "list": "[1, 2]",
-            "dict": '{"a": 1}',
-        }
-        raise InvalidValueError(
-            field, value, f"the handler expects {annotation}", examples[annotation]
-        ) from None
+    except InvalidValueError as error:
+        if error.field != "body":  # JSON, but beyond what a run's parameters may hold
+            raise InvalidValueError(
+                field,
+                value,
+                f"the handler expects {annotation} as JSON; at {error.field}: {error.allowed}",
+            ) from None
+        raise _not_a(field, value, annotation) from None
+    except ValueError:
+        raise _not_a(field, value, annotation) from None
+
+
+def _not_a(field: str, value: Any, annotation: str) -> InvalidValueError:
+    examples = {"int": "3", "float": "0.1", "bool": "true", "list": "[1, 2]", "dict": '{"a": 1}'}
+    return InvalidValueError(
+        field, value, f"the handler expects {annotation}", examples[annotation]
+    )
 
 
 def bind_parameters(signature: Signature, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def code_to_function(
     path = Path(filename)
     if not path.is_file():
         raise NotFoundError(f"filename: {filename!r} does not exist")
-    code = _notebook_code(path) if path.suffix == ".ipynb" else path.read_text(encoding="utf-8")
+    code = _notebook_code(path) if path.suffix == ".ipynb" else read_text("filename", path)
     if handler:
         read_signature(code, handler, path.name)
     else:
@@ -97,7 +97,7 @@ def embed_command(function: Function) -> Function:
     path = Path(command)
     embedded = function.model_copy(deep=True)
     embedded.spec.build = BuildSpec(
-        source=base64.b64encode(path.read_text(encoding="utf-8").encode()).decode(),
+        source=base64.b64encode(read_text("spec.command", path).encode()).decode(),
         filename=path.name,
     )
     return embedded
@@ -118,7 +118,7 @@ def import_function(url: str) -> Function:
             f"url: {url!r} does not exist (example: import_function('function.yaml'))"
         )
     try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data: Any = yaml.safe_load(read_text("url", path))
     except yaml.YAMLError as error:
         raise InvalidValueError("url", url, f"the file must be YAML or JSON ({error})") from None
     if not isinstance(data, dict):
@@ -142,7 +142,7 @@ def _running_script() -> str:
 def _notebook_code(path: Path) -> str:
     """The code cells of a notebook, without IPython magics and shell escapes."""
     try:
-        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        cells = json.loads(read_text("filename", path))["cells"]
     except (ValueError, KeyError, TypeError):
         raise InvalidValueError(
             "filename", str(path), "a .ipynb file must be a Jupyter notebook"
@@ -156,6 +156,20 @@ def _notebook_code(path: Path) -> str:
         if any(line.strip() for line in kept):
             blocks.append("\n".join(kept).rstrip("\n"))
     return "\n\n".join(blocks) + "\n"
+
+
+def read_text(field: str, path: Path) -> str:
+    """A file the user named (code, a notebook, an exported function): UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidValueError(
+            field,
+            str(path),
+            f"the file must be UTF-8 text (byte {error.start} is not); save it as UTF-8",
+            "python -c \"import pathlib; p = pathlib.Path('train.py'); "
+            "p.write_text(p.read_text('latin-1'), 'utf-8')\"",
+        ) from None
 
 
 def _name_from_path(path: str) -> str:

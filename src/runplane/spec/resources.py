@@ -17,8 +17,13 @@ import pydantic
 
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.spec.base import SpecModel
+from runplane.spec.bounds import MAX_GPUS
 from runplane.spec.labels import check_label_key
 from runplane.spec.quantity import QuantityInput, parse_quantity
+
+#: The smallest memory limit: a run's Python interpreter takes about 13 MiB before the handler
+#: starts, so a smaller limit (or 0) would end every run as it starts, out of memory.
+MIN_MEMORY_LIMIT = "16Mi"
 
 #: Resources that follow request/limit semantics; everything else is an extended resource.
 COMPUTE = ("cpu", "memory")
@@ -47,11 +52,15 @@ def check_gpu_type(field: str, gpu_type: object) -> str:
 
 
 def check_gpu_count(field: str, gpus: object) -> int:
-    if isinstance(gpus, str) and gpus.isdigit():
-        return int(gpus)
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-        raise InvalidValueError(field, gpus, "GPUs are a non-negative whole number", "gpus=1")
-    return gpus
+    """A whole number of GPUs, 0 to :data:`MAX_GPUS` (a digit string too, as YAML gives)."""
+    count = gpus
+    if isinstance(gpus, str) and gpus.isdigit() and len(gpus) <= len(str(MAX_GPUS)):
+        count = int(gpus)
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS:
+        raise InvalidValueError(
+            field, gpus, f"GPUs are a whole number from 0 to {MAX_GPUS}", "gpus=1"
+        )
+    return count
 
 
 def _check_entries(field: str, entries: Mapping[str, Any], with_gpus: bool) -> dict[str, Any]:
@@ -105,6 +114,17 @@ class Resources(SpecModel):
     @classmethod
     def _limits(cls, value: dict[str, Any]) -> dict[str, Any]:
         checked = _check_entries("spec.resources.limits", value, with_gpus=True)
+        if "memory" in checked and parse_quantity(
+            "memory", checked["memory"], "memory"
+        ) < parse_quantity("memory", MIN_MEMORY_LIMIT, "memory"):
+            raise InvalidValueError(
+                "spec.resources.limits.memory",
+                checked["memory"],
+                f"a memory limit is at least {MIN_MEMORY_LIMIT}: a run's Python interpreter "
+                "takes about 13 MiB before the handler starts, so a smaller limit ends every run "
+                "out of memory as it starts (no limit at all: leave it unset)",
+                "with_limits(mem='256Mi')",
+            )
         if len(gpu_entries(checked)) > 1:
             raise InvalidValueError(
                 "spec.resources.limits",

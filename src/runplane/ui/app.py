@@ -18,7 +18,6 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runplane.errors import RunplaneError
-from runplane.service.access import identify, token_table
 from runplane.service.server import Server
 from runplane.ui import live
 from runplane.ui.pages import admin, functions, newjob, runs
@@ -33,7 +32,7 @@ CSP = (
 
 
 def create_ui(server: Server, stopping: Callable[[], bool] = lambda: False) -> FastAPI:
-    ui = UI(server, token_table(server.base_settings), stopping)
+    ui = UI(server, server.tokens, stopping)
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     app.state.ui = ui
     app.mount("/static", StaticFiles(packages=[("runplane.ui", "static")]), name="static")
@@ -134,7 +133,7 @@ def _auth_routes(app: FastAPI, ui: UI) -> None:
     def login(request: Request, next: str = "", token: str = "") -> Response:
         """The login page; with ``?token=`` (the link ``runplane ui`` prints) it logs in."""
         if token:
-            who = identify(ui.tokens, token)
+            who = ui.tokens.holder(token.encode())
             if who is not None:
                 return logged_in(request, ui.sessions.login(who), next)
             return login_page(request, next, "That token is not valid.", 401)
@@ -148,7 +147,7 @@ def _auth_routes(app: FastAPI, ui: UI) -> None:
             request.cookies.get(LOGIN_COOKIE)
         ):
             return login_page(request, target, "The login form expired; try again.", 403)
-        who = identify(ui.tokens, str(form.get("token") or ""))
+        who = ui.tokens.holder(str(form.get("token") or "").encode())
         if who is None:
             return login_page(request, target, "That token is not valid.", 401)
         return logged_in(request, ui.sessions.login(who), target)

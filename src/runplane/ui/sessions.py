@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from runplane.service.access import Principal
+from runplane.service.auth import Principal
 
 SESSION_COOKIE = "runplane_session"
 #: The login form's own CSRF token (double submit: cookie and field must agree).

@@ -7,7 +7,7 @@ the same :class:`~runplane.service.server.Server` the API calls; rules live ther
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
@@ -19,7 +19,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.datastructures import FormData
 
-from runplane.service.access import Principal
+from runplane.service.auth import Tokens
 from runplane.service.server import Server
 from runplane.ui import present
 from runplane.ui.sessions import SESSION_COOKIE, Session, Sessions, same_token
@@ -53,7 +53,7 @@ def _environment() -> Environment:
 class UI:
     server: Server
     #: The service's tokens and who holds each (the API's own table).
-    tokens: Sequence[tuple[bytes, Principal]]
+    tokens: Tokens
     #: True once the service is shutting down: live streams end so it can stop.
     stopping: Callable[[], bool] = lambda: False
     sessions: Sessions = field(default_factory=Sessions)

@@ -135,7 +135,7 @@ class LogSpool:
         """The report the run's pod printed as its last line, if it printed one there."""
         try:
             report: dict[str, Any] = json.loads((self._runs / uid / RESULTS).read_bytes())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         return report
 

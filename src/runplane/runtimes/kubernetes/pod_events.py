@@ -122,7 +122,7 @@ def _summary(end: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[dict[s
     if text.startswith("{"):
         try:
             summary = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not runplane's report, or one nested past reason
             return {}, [], text
         if isinstance(summary, dict):
             results = summary.get("results")

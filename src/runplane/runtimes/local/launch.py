@@ -30,6 +30,7 @@ from runplane.runtimes.local.cgroups import RunGroup
 from runplane.runtimes.local.ledger import Claim, Grant
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.output import OUTPUT, private_dir, run_dir
+from runplane.spec.bounds import MAX_ENV_VALUE_BYTES
 
 #: Resources this machine offers runs.
 OFFERED = ("cpu", "memory", names.GPU)
@@ -181,7 +182,37 @@ def _mounts(settings: Settings, spec: dict[str, Any]) -> dict[str, str]:
     return mounts
 
 
-def _secret(settings: Settings, name: str, key: str) -> str:
+def _stored_text(variable: str, what: str, path: Path) -> str:
+    """A Secret's or ConfigMap's value for an environment variable: UTF-8 text without NUL,
+    as any environment value. The value itself is never repeated in the error."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        problem = "is not UTF-8 text"
+    else:
+        if "\x00" not in text and len(data) <= MAX_ENV_VALUE_BYTES:
+            return text
+        problem = f"holds a NUL character or is over {MAX_ENV_VALUE_BYTES} bytes"
+    raise InvalidValueError(
+        f"env {variable}",
+        _Named(what),
+        f"its value here {problem}, and an environment variable holds text (for bytes, mount "
+        "the Secret or ConfigMap as a volume and read the file)",
+    )
+
+
+class _Named:
+    """What a value came from, shown in an error instead of the value."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __repr__(self) -> str:
+        return self.what
+
+
+def _secret(settings: Settings, variable: str, name: str, key: str) -> str:
     store = settings.local.home / "secrets"
     path = store / name / key
     if not path.is_file():
@@ -189,7 +220,7 @@ def _secret(settings: Settings, name: str, key: str) -> str:
             f"secret {name!r} key {key!r} is not in the local secret store; create "
             f"{path} (the store is {store}/<secret>/<key>)"
         )
-    return path.read_text(encoding="utf-8")
+    return _stored_text(variable, f"secret {name!r} key {key!r}", path)
 
 
 def _environment(
@@ -203,7 +234,7 @@ def _environment(
         source = item["valueFrom"]
         if "secretKeyRef" in source:
             ref = source["secretKeyRef"]
-            values[item["name"]] = _secret(settings, ref["name"], ref["key"])
+            values[item["name"]] = _secret(settings, item["name"], ref["name"], ref["key"])
         elif "configMapKeyRef" in source:
             ref = source["configMapKeyRef"]
             directory = settings.local.volumes.get(ref["name"])
@@ -212,7 +243,11 @@ def _environment(
                     f"env {item['name']}: ConfigMap {ref['name']!r} key {ref['key']!r} has "
                     "no local file; map the ConfigMap in local.volumes"
                 )
-            values[item["name"]] = (directory.path / ref["key"]).read_text(encoding="utf-8")
+            values[item["name"]] = _stored_text(
+                item["name"],
+                f"ConfigMap {ref['name']!r} key {ref['key']!r}",
+                directory.path / ref["key"],
+            )
         elif source.get("fieldRef", {}).get("fieldPath") == "metadata.name":
             values[item["name"]] = request.pod["metadata"]["name"]
         elif source.get("fieldRef", {}).get("fieldPath") == "spec.nodeName":

@@ -300,8 +300,8 @@ def read_events(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], st
     for line in text.splitlines():
         try:
             event = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a kill
+        except (ValueError, RecursionError):
+            continue  # a line cut short by a kill, or one the run wrote beyond any bound
         if event.get("type") == "result":
             results[event["key"]] = event["value"]
         elif event.get("type") == "artifact":

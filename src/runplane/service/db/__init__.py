@@ -7,10 +7,12 @@ query and imports Alembic only when an upgrade is due, so a warm start stays fas
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
@@ -21,7 +23,7 @@ from runplane.service.db.models import Base
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
-HEAD = "0004"
+HEAD = "0005"
 
 
 def sqlite_url(path: Path) -> str:
@@ -49,6 +51,20 @@ def _begin_immediate(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _in_memory(url: str) -> bool:
+    """Whether ``url`` names an in-memory SQLite database, which every connection of the pool
+    would see empty and separate: runs recorded by one request unknown to the next."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    return (
+        database in ("", ":memory:")
+        or parsed.query.get("mode") == "memory"
+        or (database.startswith("file:") and "mode=memory" in database)
+    )
+
+
 def connect(url: str) -> Engine:
     """An engine for ``url`` with the schema at the newest migration.
 
@@ -56,6 +72,12 @@ def connect(url: str) -> Engine:
     memory files take the database file's mode). Errors name the URL with its password hidden.
     """
     try:
+        if _in_memory(url):
+            raise ConfigError(
+                f"service.database_url: {unquote(_hidden(url))} is an in-memory database, "
+                "which each of the service's connections would see empty and separate; give a file "
+                "(example: sqlite:////var/lib/runplane/runplane.db) or a PostgreSQL URL"
+            )
         if url.startswith("sqlite:///"):
             path = Path(url.removeprefix("sqlite:///"))
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -70,7 +92,8 @@ def connect(url: str) -> Engine:
             with _migration_lock(engine):
                 if current_revision(engine) != HEAD:  # another process may have just migrated
                     upgrade(engine)
-    except (ArgumentError, NoSuchModuleError, ModuleNotFoundError) as error:
+    except (ArgumentError, NoSuchModuleError, ModuleNotFoundError, ValueError) as error:
+        # SQLAlchemy raises ValueError for parts that do not parse (a port that is no number).
         raise ConfigError(_database_error(url, error)) from None
     except OperationalError as error:
         reason = " ".join(str(error.orig).split())
@@ -79,15 +102,25 @@ def connect(url: str) -> Engine:
 
 
 def _hidden(url: str) -> str:
-    """The URL with its password replaced, or only its scheme when it does not parse."""
+    """The URL with its password replaced. One that does not parse shows its scheme and what
+    follows the last ``@`` (the host, port and database), never what comes before it."""
     try:
         return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        scheme, separator, _ = url.partition("://")
-        return f"{scheme}://..." if separator and scheme.isidentifier() else "<not a URL>"
+    except (ArgumentError, ValueError):
+        scheme, separator, rest = url.partition("://")
+        if not separator or not re.match(r"^[a-z][a-z0-9+.-]*$", scheme):
+            return "<not a URL>"
+        _, at, host = rest.rpartition("@")
+        return f"{scheme}://..." + (f"@{host}" if at else "")
 
 
 def _database_error(url: str, error: Exception) -> str:
+    if isinstance(error, ValueError):  # the error's own words could quote the password
+        return (
+            f"service.database_url: {_hidden(url)} is not a valid database URL: a part of it "
+            "does not parse (a port is a number); example: "
+            "postgresql+psycopg://runplane:<password>@db:5432/runplane"
+        )
     if isinstance(error, ArgumentError) and not isinstance(error, NoSuchModuleError):
         return (
             f"service.database_url: {_hidden(url)} is not a database URL; give a SQLAlchemy "

@@ -129,6 +129,21 @@ class FunctionVersion(Base):
     )
 
 
+class FunctionOwner(Base):
+    """Who a function name belongs to within its project: whoever stored its first version.
+
+    A row of its own, keyed by the name, so two users storing the same new name at once
+    cannot both become its owner: the database lets one insert win.
+    """
+
+    __tablename__ = "function_owners"
+
+    project: Mapped[str] = mapped_column(String(63), primary_key=True)
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(253))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
 class Schedule(Base):
     """A cron schedule that runs a function snapshot; ``last_fired_at`` makes firing idempotent."""
 

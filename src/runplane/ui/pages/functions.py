@@ -102,7 +102,7 @@ def router(ui: UI) -> APIRouter:
                 errors[field_of(error)] = str(error)
         if errors:
             return edit_page(request, session, project, name, form, fn.kind.value, errors, 422)
-        saved = await run_in_threadpool(catalog.store, fn, session.who.user)
+        saved = await run_in_threadpool(catalog.store, fn, session.who.user, session.who.admin)
         return RedirectResponse(
             f"{ROOT}/projects/{project}/functions/{name}?saved={saved.hash[:12]}",
             status_code=303,
@@ -161,8 +161,8 @@ def router(ui: UI) -> APIRouter:
                 workers=_int_or_none(values["workers"]),  # type: ignore[arg-type]
                 worker_timeout=_int_or_none(values["worker_timeout"]),  # type: ignore[arg-type]
             )
-            await run_in_threadpool(catalog.store, fn, session.who.user)
-            applied = await run_in_threadpool(ui.server.deploy, fn, session.who.role)
+            await run_in_threadpool(catalog.store, fn, session.who.user, session.who.admin)
+            applied = await run_in_threadpool(ui.server.deploy, fn, session.who)
         except RunplaneError as error:
             return deploy_page(
                 request, session, project, name, values, error=str(error), status_code=422

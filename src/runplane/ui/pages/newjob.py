@@ -291,7 +291,9 @@ def router(ui: UI) -> APIRouter:
         who = session.who
         try:
             if action == "save":
-                saved = await run_in_threadpool(ui.server.catalog.store, checked.fn, who.user)
+                saved = await run_in_threadpool(
+                    ui.server.catalog.store, checked.fn, who.user, who.admin
+                )
                 return RedirectResponse(
                     f"{ROOT}/projects/{project}/functions/{saved.name}?saved={saved.hash[:12]}",
                     status_code=303,
@@ -303,18 +305,16 @@ def router(ui: UI) -> APIRouter:
                     form.cron,
                     form.run_params,
                     {},
-                    who.user,
-                    who.role,
+                    who,
                 )
                 return RedirectResponse(
                     f"{ROOT}/projects/{project}/schedules?created=1", status_code=303
                 )
             record = await run_in_threadpool(
-                lambda: ui.server.runs.submit(
+                lambda: ui.server.submit(
                     checked.fn,  # type: ignore[arg-type]
+                    who,
                     params=form.run_params,
-                    role=who.role,
-                    owner=who.user,
                 )
             )
         except RunplaneError as error:
