@@ -222,3 +222,20 @@ def test_rerun_is_prefilled_from_the_run(page: Page, api: httpx.Client) -> None:
     page.get_by_role("button", name="Run now").click()
     expect(page.locator("#run-state")).to_have_text("completed", timeout=60_000)
     expect(page.locator("#results")).to_contain_text("7")
+
+
+def test_a_secret_the_users_token_does_not_grant_is_refused(page: Page, train_file: Path) -> None:
+    """The pages submit through the same checks as the API: a user's run may reference only
+    the Secrets their token grants."""
+    login(page, USER_TOKEN)  # bob, a user: no Secret granted
+    open_new_job(page, "bobs")
+    page.get_by_label("Code file (.py)").set_input_files(str(train_file))
+    expect(page.get_by_label("Handler")).to_have_value("train")
+    env = page.get_by_role("group", name="Environment variables")
+    env.get_by_role("button", name="+").click()
+    env.get_by_label("Variable name").fill("PASSWORD")
+    env.get_by_label("or from Secret").fill("db-credentials")
+    env.get_by_label("Secret key").fill("password")
+    page.get_by_label("Run anyway").check()
+    page.get_by_role("button", name="Run now").click()
+    expect(page.get_by_text("Secret 'db-credentials' is not granted to user 'bob'")).to_be_visible()

@@ -137,6 +137,7 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         Gate,
         max_bytes=server.base_settings.service.max_request_bytes,
         tokens=server.tokens,
+        api=API,
         public=PUBLIC,
     )
 

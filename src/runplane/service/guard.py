@@ -37,13 +37,18 @@ _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 
 
 class Gate:
-    """ASGI middleware: the checks above, in that order, for every HTTP request except the
-    ``public`` paths (health, the API's description), which need no token."""
+    """ASGI middleware: the checks above, in that order, for every HTTP request. A bearer
+    token is asked of paths under ``api`` except the ``public`` ones (health, the API's
+    description); the web pages beside the API have sessions of their own, checked by
+    their routes, and get the size and shape checks only."""
 
-    def __init__(self, app: App, max_bytes: int, tokens: Tokens, public: Collection[str]) -> None:
+    def __init__(
+        self, app: App, max_bytes: int, tokens: Tokens, api: str, public: Collection[str]
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.tokens = tokens
+        self.api = api.rstrip("/") + "/"
         self.public = frozenset(public)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -60,7 +65,8 @@ class Gate:
                 f"a request body is at most {self.max_bytes} bytes (service.max_request_bytes)",
             )
             return
-        if scope["path"] not in self.public:
+        path = scope["path"]
+        if path.startswith(self.api) and path not in self.public:
             who = self.tokens.who(headers.get(b"authorization"))
             if who is None:
                 await _refuse(
