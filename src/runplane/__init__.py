@@ -99,6 +99,11 @@ class _Client:
 
         return client.deploy(function)
 
+    def invoke(self, function: Any, /, **options: Any) -> Any:
+        from runplane import client
+
+        return client.invoke(function, **options)
+
 
 _hooks.register(_Client())
 

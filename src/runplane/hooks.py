@@ -21,6 +21,9 @@ if TYPE_CHECKING:
         def deploy(self, function: Any, /) -> Any:
             """Deploy a serving function."""
 
+        def invoke(self, function: Any, /, **options: Any) -> Any:
+            """Call a deployed serving function."""
+
 
 _client: Client | None = None
 

@@ -45,10 +45,12 @@ ABORT_MESSAGE = f"{PREFIX}abort-message"
 #: The extended resource ``with_limits(gpus=...)`` asks for unless ``gpu_type`` says otherwise.
 GPU = "nvidia.com/gpu"
 
-#: Environment variables of a run's container, which the program inside every run reads (it
-#: defines them: it may import nothing of runplane).
-ENV_HTTP_WORKERS = "RUNPLANE_HTTP_WORKERS"
-ENV_HTTP_WORKER_TIMEOUT = "RUNPLANE_HTTP_WORKER_TIMEOUT"
+#: A serving container's server settings, which the program inside every pod reads.
+ENV_HTTP_WORKERS = bootstrap.ENV_HTTP_WORKERS
+ENV_HTTP_WORKER_TIMEOUT = bootstrap.ENV_HTTP_WORKER_TIMEOUT
+ENV_HTTP_PORT = bootstrap.ENV_HTTP_PORT
+ENV_RANK = bootstrap.ENV_RANK
+ENV_WORLD_SIZE = bootstrap.ENV_WORLD_SIZE
 
 #: Variables runplane sets in every run's container; a function may not set them itself.
 RESERVED_ENV = frozenset(
@@ -65,6 +67,9 @@ RESERVED_ENV = frozenset(
         ENV_INPUTS,
         ENV_HTTP_WORKERS,
         ENV_HTTP_WORKER_TIMEOUT,
+        ENV_HTTP_PORT,
+        ENV_RANK,
+        ENV_WORLD_SIZE,
         ENV_MOUNTS,
         ENV_RUN_DIR,
         ENV_ARTIFACT_PATH,

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from runplane.cli.deployments import delete_group, get_deployments
 from runplane.cli.options import (
     apply_resource_options,
     in_cli_words,
@@ -150,8 +151,10 @@ for _command in (
     abort_command,
     schedule_group,
     deploy_command,
+    delete_group,
 ):
     cli.add_command(_command)
+get_group.add_command(get_deployments)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -298,9 +298,11 @@ def _serving(
     http = spec.http
     container = pod["containers"][0]
     container["ports"] = [{"name": "http", "containerPort": settings.serving.port}]
+    container["readinessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 5}
     container["env"].append(
         {"name": names.ENV_HTTP_WORKERS, "value": str(http.workers if http else 1)}
     )
+    container["env"].append({"name": names.ENV_HTTP_PORT, "value": str(settings.serving.port)})
     if http and http.worker_timeout:
         container["env"].append(
             {"name": names.ENV_HTTP_WORKER_TIMEOUT, "value": str(http.worker_timeout)}

@@ -59,8 +59,9 @@ class FunctionKind(StrEnum):
 
 
 #: Other names of a kind: ``local`` (MLRun's in-process job, and what functions exported by
-#: earlier runplane versions may say) runs as a job, here or through the service.
-KIND_ALIASES = {"local": FunctionKind.JOB}
+#: earlier runplane versions may say) runs as a job, here or through the service; ``nuclio``
+#: (MLRun's real-time function) is a serving function with the same handler convention.
+KIND_ALIASES = {"local": FunctionKind.JOB, "nuclio": FunctionKind.SERVING}
 
 
 def check_kind(kind: object) -> FunctionKind:
@@ -555,8 +556,24 @@ class Function(SpecModel):
         )
 
     def deploy(self) -> Any:
-        """Deploy a serving function (Deployment, Service, autoscaler) through the service."""
+        """Deploy a serving function: replicas on this machine, or a Deployment, Service and
+        autoscaler through the service when ``RUNPLANE_API`` is set."""
         return hooks.client().deploy(self)
+
+    def invoke(
+        self,
+        path: str = "",
+        body: Any = None,
+        method: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> Any:
+        """Call the deployed function at ``path``: a dict or list ``body`` is sent as JSON (POST
+        unless ``method`` says otherwise; GET without a body). Returns the answer parsed from
+        JSON when it is JSON, else its bytes; an error status raises."""
+        return hooks.client().invoke(
+            self, path=path, body=body, method=method, headers=headers, timeout=timeout
+        )
 
     # -- thresholds and serving -------------------------------------------------------------------
 

@@ -91,7 +91,7 @@ class LocalRuntime:
             gpus=bool(capacity.gpu_ids),
             preemption=False,
             node_labels=False,
-            deploy=False,
+            deploy=True,
             durable=False,
         )
         self._ledger = Ledger(
@@ -255,8 +255,10 @@ class LocalRuntime:
         return [self._ledger.occupied().summary()]
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Not here: ``capabilities.deploy`` is false, so callers never ask."""
-        raise NotImplementedError("the local runtime does not deploy serving functions")
+        """Run a serving function's replicas here, behind one port (:mod:`.serving`)."""
+        from runplane.runtimes.local import serving
+
+        return serving.deploy(self.settings, manifests)
 
     def existing(self) -> dict[str, list[str]]:
         with self._lock:
