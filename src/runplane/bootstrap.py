@@ -94,6 +94,10 @@ _ENV = {
 }
 
 
+#: The variables that carry an invocation, for launchers that must pass them on (mpirun -x).
+INVOCATION_ENV = tuple(_ENV.values())
+
+
 class Invocation:
     """One call of a handler: the code it lives in, and its arguments, already converted to
     the handler's annotated types by the service. A plain class, not a dataclass: it is loaded

@@ -373,6 +373,9 @@ class Settings(BaseSettings):
     )
     auto_mount: AutoMount = pydantic.Field(default_factory=AutoMount)
     serving: Serving = pydantic.Field(default_factory=Serving)
+    #: The MPIJob API an mpijob renders: the MPI Operator's current one, or the Training
+    #: Operator's ``kubeflow.org/v1`` (what MLRun renders by default).
+    mpijob_api_version: Literal["kubeflow.org/v2beta1", "kubeflow.org/v1"] = "kubeflow.org/v2beta1"
     local: Local = pydantic.Field(default_factory=Local)
     service: Service = pydantic.Field(default_factory=Service)
     #: A runplane service to use instead of the embedded default (``RUNPLANE_API``).

@@ -83,6 +83,8 @@ OWN = "runplane-"
 BOOTSTRAP_VOLUME = f"{OWN}bootstrap"
 BOOTSTRAP_DIR = "/runplane/bootstrap"
 BOOTSTRAP_SCRIPT = "runplane_bootstrap.py"
+#: What a run's container runs: runplane's bootstrap with the image's own Python.
+BOOTSTRAP_COMMAND = ("python3", f"{BOOTSTRAP_DIR}/{BOOTSTRAP_SCRIPT}")
 RUN_VOLUME = f"{OWN}run"
 RUN_DIR = "/runplane/run"
 #: Where runplane's own mounts live in a container.

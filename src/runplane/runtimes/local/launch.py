@@ -52,6 +52,9 @@ class LocalRun:
     #: The highest memory use seen so far, in bytes.
     peak_memory: int = 0
     done: threading.Event = field(default_factory=threading.Event)
+    #: What starts the run's process(es) when not the single child (an mpijob's mpirun and
+    #: its rank program: runtimes/local/gang.py); the run directory is its last argument.
+    launcher: list[str] = field(default_factory=list)
 
     @property
     def uid(self) -> str:
@@ -243,7 +246,10 @@ def spawn(run: LocalRun, grant: Grant, settings: Settings) -> subprocess.Popen[b
     log = _private_file(run.run_dir / OUTPUT)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "runplane.runtimes.local.child", str(run.run_dir)],
+            [
+                *(run.launcher or [sys.executable, "-m", "runplane.runtimes.local.child"]),
+                str(run.run_dir),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

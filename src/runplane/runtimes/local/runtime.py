@@ -20,6 +20,7 @@ from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
 from runplane.runs import Condition, RunState, Usage
 from runplane.runtimes.contract import Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
+from runplane.runtimes.local.gang import prepare
 from runplane.runtimes.local.launch import LocalRun, plan
 from runplane.runtimes.local.ledger import Grant, Ledger
 from runplane.runtimes.local.node import detect_capacity, local_node
@@ -115,11 +116,11 @@ class LocalRuntime:
     def check(self, request: RunRequest) -> None:
         """Refuse what could never start here: unknown resources, unmapped volumes, missing
         secrets."""
-        plan(request, self.settings, self.node.name)
+        prepare(plan(request, self.settings, self.node.name), request)
 
     def launch(self, request: RunRequest) -> None:
         """Queue the run; it starts when the machine has room for it."""
-        run = plan(request, self.settings, self.node.name)
+        run = prepare(plan(request, self.settings, self.node.name), request)
         fit = evaluate(run.requirements, [self.node])
         if not fit.schedulable:
             run.never_fits = True
