@@ -104,6 +104,17 @@ class _Client:
 
         return client.invoke(function, **options)
 
+    def dask_client(self, function: Any, /) -> Any:
+        from runplane import config
+        from runplane.client import dask
+
+        return dask.dask_client(function, config.current())
+
+    def close(self, function: Any, /) -> None:
+        from runplane.client import dask
+
+        dask.close(function)
+
 
 _hooks.register(_Client())
 

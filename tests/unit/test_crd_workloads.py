@@ -178,7 +178,8 @@ def test_a_spark_function_renders_a_valid_sparkapplication(code):
     assert local["resources"]["limits"] == {"memory": str(4 * 2**30), "cpu": "5000m"}
     env = {e["name"]: e["value"] for e in local["env"]}
     assert env["PYSPARK_SUBMIT_ARGS"] == (
-        "--master local[2] --driver-memory 2457m --conf spark.executor.instances=2 pyspark-shell"
+        "--master local[2] --driver-memory 2457m --conf spark.executor.instances=2 "
+        "--conf spark.ui.showConsoleProgress=false pyspark-shell"
     )
 
 

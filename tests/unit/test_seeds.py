@@ -118,6 +118,7 @@ def test_mpijob_example_from_the_documents(tmp_path):
         "limits": {"nvidia.com/gpu": "1"},
     }
 
+
 def test_workers():
     serve = runplane.new_function("serve", kind="serving").with_requests(mem="1G", cpu=1).gpus(8)
     serve.with_http(workers=8, worker_timeout=10)

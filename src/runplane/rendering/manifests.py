@@ -422,6 +422,12 @@ def _check_replicas(function: Function) -> None:
             raise ConflictError(f"spec.{key}", message)
 
 
+def main_part(kind: FunctionKind) -> str | None:
+    """The part whose resources a kind's lints, QoS class and run record show: a dask
+    function's workers, a spark function's executors; the function's own otherwise."""
+    return {FunctionKind.DASK: "worker", FunctionKind.SPARK: "executor"}.get(kind)
+
+
 def _run_name(function: Function, run: RunRef | None) -> str:
     name = function.metadata.name
     return f"{name}-{run.uid[:16]}-{run.attempt}" if run is not None else name
@@ -443,8 +449,7 @@ def render(
     spec = function.spec
     kind = function.kind
     _check_replicas(function)
-    main_part = {FunctionKind.DASK: "worker", FunctionKind.SPARK: "executor"}.get(kind)
-    requests, limits, gpus = effective_resources(function, settings, main_part)
+    requests, limits, gpus = effective_resources(function, settings, main_part(kind))
     mode = spec.preemption_mode or settings.function_defaults.preemption_mode
     pod = _pod_spec(function, settings, requests, limits, mode, role)
     labels = _labels(function, run)

@@ -130,6 +130,8 @@ def local_pod(driver: dict[str, Any], executor: dict[str, Any], executors: int) 
     if limit:
         heap = int(resource_amount("memory", limit) * LOCAL_HEAP_SHARE)
         args += ["--driver-memory", _jvm_memory(heap)]
-    args += ["--conf", f"spark.executor.instances={executors}", "pyspark-shell"]
+    args += ["--conf", f"spark.executor.instances={executors}"]
+    args += ["--conf", "spark.ui.showConsoleProgress=false", "pyspark-shell"]
     container["env"].append({"name": "PYSPARK_SUBMIT_ARGS", "value": " ".join(args)})
+    container["env"].append({"name": "SPARK_LOCAL_IP", "value": "127.0.0.1"})
     return pod

@@ -15,7 +15,7 @@ from typing import Any
 from runplane.bootstrap import Invocation
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
-from runplane.rendering import RunRef, effective_resources, render
+from runplane.rendering import RunRef, effective_resources, main_part, render
 from runplane.rendering.workloads import pod_specs
 from runplane.runtimes.contract import RunRequest
 from runplane.spec.bounds import MAX_PARAMS_BYTES, check_json
@@ -84,7 +84,7 @@ def build_request(
     for part in ("driver", "executor"):  # a SparkApplication's roles hold their own env
         if part in manifests[0]["spec"]:
             _carry(manifests[0]["spec"][part], carried)
-    requests, limits, _ = effective_resources(fn, settings)
+    requests, limits, _ = effective_resources(fn, settings, main_part(fn.kind))
     priority_class = rendered.pod_spec["priorityClassName"]
     return RunRequest(
         invocation=invocation,

@@ -594,6 +594,16 @@ class Function(SpecModel, RoleResources):
             self, path=path, body=body, method=method, headers=headers, timeout=timeout
         )
 
+    @property
+    def client(self) -> Any:
+        """A dask function's ``distributed.Client``; its cluster starts on first use (a
+        ``LocalCluster`` here, see docs/runtimes.md)."""
+        return hooks.client().dask_client(self)
+
+    def close(self) -> None:
+        """Stop a dask function's cluster."""
+        hooks.client().close(self)
+
     # -- thresholds and serving -------------------------------------------------------------------
 
     def set_state_thresholds(

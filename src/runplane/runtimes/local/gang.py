@@ -1,4 +1,5 @@
-"""Runs of several processes granted together here: an mpijob's ranks under ``mpirun``.
+"""Runs of several processes granted together here: an mpijob's ranks under ``mpirun``, and a
+spark application's local mode (its executors inside the driver's process tree).
 
 An mpijob of ``replicas`` workers is one claim on the capacity ledger for all its ranks (their
 requests summed, their cores and GPUs together), so it starts whole or waits whole: the
@@ -26,6 +27,9 @@ RANK_MODULE = "runplane.runtimes.local.rank"
 
 def prepare(run: LocalRun, request: RunRequest) -> LocalRun:
     """``run`` as ``request.replicas`` processes under ``mpirun``; a single process as is."""
+    if "PYSPARK_SUBMIT_ARGS" in run.env and "PYSPARK_PYTHON" not in run.env:
+        # pyspark's local mode starts Python workers; they must be the run's own Python.
+        run = dataclasses.replace(run, env={**run.env, "PYSPARK_PYTHON": sys.executable})
     replicas = request.replicas
     if replicas == 1 and request.pod["kind"] != "MPIJob":
         return run
