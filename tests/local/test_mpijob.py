@@ -119,3 +119,42 @@ def test_mpijob_without_replicas_runs_one_rank(
     fn.spec.replicas = 0
     with pytest.raises(Exception, match="an mpijob needs at least one worker"):
         service.submit(fn)
+
+
+def test_the_cli_runs_and_renders_an_mpijob(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(ALLREDUCE))
+    command = [sys.executable, "-m", "runplane.cli.main"]
+    ran = subprocess.run(
+        [*command, "run", str(script), "--handler", "train", "--kind", "mpijob", "--replicas", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "total=3" in ran.stdout
+    rendered = subprocess.run(
+        [
+            *command,
+            "render",
+            str(script),
+            "--handler",
+            "train",
+            "--kind",
+            "mpijob",
+            "--replicas",
+            "2",
+            "--cpu",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    assert "kind: MPIJob" in rendered.stdout
+    assert "# QoS class: Burstable" in rendered.stdout

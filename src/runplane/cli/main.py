@@ -63,7 +63,11 @@ def _redacted(manifest: dict[str, Any]) -> dict[str, Any]:
 @click.argument("source")
 @click.option("--name", help="Function name (default: the file name).")
 @click.option("--handler", help="Function in the file to run.")
-@click.option("--kind", type=click.Choice(["job", "serving"]), help="Function kind.")
+@click.option(
+    "--kind",
+    type=click.Choice(["job", "serving", "nuclio", "mpijob", "dask", "spark"]),
+    help="Function kind (docs/runtimes.md).",
+)
 @resource_options
 def render(
     source: str, name: str | None, handler: str | None, kind: str | None, **options: Any

@@ -37,6 +37,15 @@ class Submitter:
         pods = []
         for manifest in manifests:
             kind = manifest.get("kind")
+            if kind in ("MPIJob", "SparkApplication", "DaskCluster"):
+                raise InvalidValueError(
+                    "kind",
+                    kind,
+                    f"runs of a {kind} are not submitted by the Kubernetes runtime yet (it "
+                    "submits Pods); render it with `runplane render` and apply it where its "
+                    "operator runs, or run it on the embedded default",
+                    "runplane render train.py --kind mpijob | kubectl apply -f -",
+                )
             if kind not in ("Pod", "Secret", "ConfigMap"):
                 raise InvalidValueError(
                     "kind",
