@@ -31,7 +31,7 @@ def prepare(run: LocalRun, request: RunRequest) -> LocalRun:
         # pyspark's local mode starts Python workers; they must be the run's own Python.
         run = dataclasses.replace(run, env={**run.env, "PYSPARK_PYTHON": sys.executable})
     replicas = request.replicas
-    if replicas == 1 and request.pod["kind"] != "MPIJob":
+    if replicas == 1 and request.pod.get("kind") != "MPIJob":
         return run
     mpirun = shutil.which("mpirun", path=run.env.get("PATH") or os.environ.get("PATH"))
     if mpirun is None:

@@ -61,6 +61,8 @@ def replica_request(manifests: list[dict[str, Any]], settings: Settings, index: 
     name = deployment["metadata"]["name"]
     project = deployment["metadata"]["labels"][names.PROJECT]
     pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": f"{name}-{index}", "labels": dict(template["metadata"]["labels"])},
         "spec": template["spec"],
     }
