@@ -20,6 +20,7 @@ import httpx
 import psutil
 import pytest
 
+import runplane
 from runplane.client.serving import InvokeError
 from runplane.config import Settings
 from runplane.errors import NotFoundError
@@ -115,6 +116,10 @@ def test_two_replicas_answer_200_concurrent_requests_and_a_killed_one_comes_back
     # 200 calls of 0.1 s on 2 replicas x 4 workers take at least 2.5 s; far less than serial.
     assert 2.5 <= elapsed < 15, elapsed
 
+    # Deploying again replaces the replicas and keeps the address.
+    assert fn.deploy()["url"] == answer["url"]
+    replicas = {r["pid"] for r in _status(settings, "echo")["replicas"]}
+    assert len(replicas) == 2
     victim = min(replicas)
     os.kill(victim, signal.SIGKILL)
     _wait(
@@ -235,6 +240,9 @@ def test_what_can_never_run_here_is_refused_before_anything_starts(
     job = make_function(ECHO, name="ajob")
     with pytest.raises(Exception, match="only serving functions are deployed"):
         job.deploy()
+    codeless = runplane.new_function("codeless", kind="serving")
+    with pytest.raises(Exception, match="needs its code embedded and the handler"):
+        codeless.deploy()
     assert not (Path(settings.local.home) / "deployments").exists() or not list(
         (Path(settings.local.home) / "deployments").rglob("status.json")
     )
