@@ -394,7 +394,11 @@ def report(context: Context, exit_code: int, termination_log: Path) -> int:
         )
         summary, text, exit_code = {}, json.dumps({"error": message}), exit_code or 1
         sys.stderr.write(message + "\n")
-    if len(text.encode()) > MESSAGE_LIMIT:
+    if len(text.encode()) > MESSAGE_LIMIT or context.world_size > 1:
+        # A rank's termination message is its worker's, not the launcher's: rank 0's results
+        # reach the run through the output, which mpirun forwards to the launcher.
+        if not context.is_logging_worker():
+            return exit_code
         sys.stdout.write("\n" + RESULTS_MARKER + text + "\n")
         sys.stdout.flush()
         text = json.dumps({"results_in_log": True})

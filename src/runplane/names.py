@@ -30,6 +30,11 @@ PROJECT = f"{PREFIX}project"
 FUNCTION = f"{PREFIX}function"
 RUN_UID = f"{PREFIX}run-uid"
 ATTEMPT = f"{PREFIX}attempt"
+#: A pod's part in a workload of several (an MPIJob's ``launcher``/``worker``, a
+#: SparkApplication's ``driver``/``executor``); the run's state follows the main one's pod.
+ROLE = f"{PREFIX}role"
+#: The roles whose pods only help: they tell why a run waits, never how it ends.
+HELPER_ROLES = frozenset({"worker", "executor"})
 #: Which runplane service owns a pod, when several share a namespace (optional).
 INSTANCE = f"{PREFIX}instance"
 #: The node label that names a node's group (system, on-demand, spot, gpu...).

@@ -7,9 +7,11 @@ so what is proved is the rendering and the placement, not the operators."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,10 @@ import runplane
 from runplane import names
 from runplane.config import Settings
 from runplane.rendering import RunRef, render
+from runplane.runs import RunState
+from runplane.runtimes.events import RunEvent
+from runplane.runtimes.kubernetes import KubernetesRuntime
+from runplane.runtimes.request import build_request
 from testbed import kube, topology
 from testbed.pytest_plugin import TestbedCluster
 
@@ -74,12 +80,18 @@ def _create(tb: TestbedCluster, manifest: dict[str, Any], plural: str) -> dict[s
     return created
 
 
-def _as_operator(tb: TestbedCluster, template: dict[str, Any], name: str) -> str:
+def _as_operator(
+    tb: TestbedCluster,
+    template: dict[str, Any],
+    name: str,
+    annotations: dict[str, str] | None = None,
+) -> str:
     """A pod from a replica template, as the operator would make it."""
     metadata = {
         "name": name,
         "namespace": tb.namespace,
         "labels": {**template["metadata"]["labels"], LABEL: TEST},
+        "annotations": dict(annotations or {}),
     }
     spec = {**template["spec"], "restartPolicy": "Never"}
     spec["containers"] = [{**spec["containers"][0], "image": "registry.example/mpi:1"}]
@@ -155,3 +167,129 @@ def test_a_sparkapplication_and_a_daskcluster_are_accepted(
     assert worker["replicas"] == 1
     pod = _as_operator(tb, worker, f"{TEST}-dask-worker")
     assert _group(tb, pod) == "on-demand"  # prevent, the default mode
+
+
+class Events:
+    """The runtime's events as the service reads them; a test waits for one."""
+
+    def __init__(self, runtime: KubernetesRuntime) -> None:
+        self.seen: list[RunEvent] = []
+        self._changed = threading.Condition()
+
+        async def consume() -> None:
+            async for event in runtime.events():
+                with self._changed:
+                    self.seen.append(event)
+                    self._changed.notify_all()
+
+        self.reader = threading.Thread(target=lambda: asyncio.run(consume()), daemon=True)
+        self.reader.start()
+
+    def of(self, uid: str) -> list[RunEvent]:
+        with self._changed:
+            return [e for e in self.seen if e.uid == uid]
+
+    def wait(self, uid: str, test: Callable[[RunEvent], bool], timeout: float = 30) -> RunEvent:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for event in self.seen:
+                    if event.uid == uid and test(event):
+                        return event
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, [(e.state, e.reason, e.message) for e in self.of(uid)]
+                self._changed.wait(remaining)
+
+
+@pytest.fixture(scope="module")
+def runtime(crds: TestbedCluster) -> Iterator[tuple[KubernetesRuntime, Events, TestbedCluster]]:
+    settings = Settings(namespace=crds.namespace)
+    rt = KubernetesRuntime(settings, api=crds.api, instance=TEST, grace_period_seconds=0)
+    events = Events(rt)
+    assert rt.watch.wait_synced(10)
+    yield rt, events, crds
+    rt.close()
+    events.reader.join(10)
+
+
+def _job(tb: TestbedCluster, uid: str) -> dict[str, Any]:
+    objects = client.CustomObjectsApi(tb.api)
+    found: dict[str, Any] = objects.get_namespaced_custom_object(
+        "kubeflow.org", "v2beta1", tb.namespace, "mpijobs", f"trainer-{uid[:16]}-1"
+    )
+    return found
+
+
+def test_an_mpijob_run_follows_its_launcher_and_waits_for_its_workers(
+    runtime: tuple[KubernetesRuntime, Events, TestbedCluster], tmp_path: Path
+) -> None:
+    rt, events, testbed = runtime
+    tb_settings = Settings(namespace=topology.RUNS_NAMESPACE)
+    fn = _trainer(tmp_path, "prevent")
+    fn.spec.replicas = 2
+    uid = uuid.uuid4().hex
+    request = build_request(fn, tb_settings, uid=uid)
+    rt.check(request)
+    rt.launch(request)
+    rt.launch(request)  # a retried launch finds its own MPIJob
+    job = _job(testbed, uid)
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
+    assert worker["metadata"]["labels"][names.INSTANCE] == TEST  # its pods are watched
+    assert rt.existing()[uid] == [f"MPIJob/trainer-{uid[:16]}-1"]
+
+    # A worker that cannot be placed tells why the run waits.
+    big = {**worker, "spec": {**worker["spec"]}}
+    big["spec"]["containers"] = [
+        {**worker["spec"]["containers"][0], "resources": {"requests": {"cpu": "100"}}}
+    ]
+    _as_operator(testbed, big, f"{TEST}-run-worker-big")
+    waiting = events.wait(uid, lambda e: "Insufficient cpu" in e.message)
+    assert waiting.state is RunState.PENDING
+    testbed.core.delete_namespaced_pod(f"{TEST}-run-worker-big", testbed.namespace)
+
+    for index in range(2):
+        _as_operator(testbed, worker, f"{TEST}-run-worker-{index}")
+    _as_operator(testbed, launcher, f"{TEST}-run-launcher", {"runplane.io/test-duration": "2s"})
+    done = events.wait(uid, lambda e: e.state.terminal, timeout=60)
+    assert (done.state, done.reason) == (RunState.COMPLETED, "Completed")
+    states = [e.state for e in events.of(uid)]
+    assert RunState.RUNNING in states
+    assert states.count(RunState.COMPLETED) == 1
+    # Workers still running (or deleted by the operator) change nothing after the end: a
+    # run launched after the delete reports, and the watch keeps order, so nothing came.
+    after = len(events.of(uid))
+    testbed.core.delete_namespaced_pod(
+        f"{TEST}-run-worker-0", testbed.namespace, grace_period_seconds=0
+    )
+    while testbed.core.list_namespaced_pod(
+        testbed.namespace, field_selector=f"metadata.name={TEST}-run-worker-0"
+    ).items:
+        time.sleep(0.05)
+    marker = uuid.uuid4().hex
+    code = tmp_path / "marker.py"
+    code.write_text("def handler(context):\n    return 1\n")
+    fn_marker = runplane.code_to_function("marker", filename=str(code), handler="handler")
+    rt.launch(build_request(fn_marker, tb_settings, uid=marker))
+    events.wait(marker, lambda e: e.state is RunState.PENDING)
+    assert len(events.of(uid)) == after
+    rt.abort(marker, "Aborted", "done")
+
+
+def test_aborting_an_mpijob_deletes_it(
+    runtime: tuple[KubernetesRuntime, Events, TestbedCluster], tmp_path: Path
+) -> None:
+    rt, events, testbed = runtime
+    uid = uuid.uuid4().hex
+    request = build_request(
+        _trainer(tmp_path, "prevent"), Settings(namespace=topology.RUNS_NAMESPACE), uid=uid
+    )
+    rt.launch(request)
+    assert _job(testbed, uid)
+    assert rt.abort(uid, "Aborted", "aborted by request")
+    ended = events.wait(uid, lambda e: e.state.terminal)
+    assert (ended.state, ended.message) == (RunState.ABORTED, "aborted by request")
+    with pytest.raises(ApiException) as gone:
+        _job(testbed, uid)
+    assert gone.value.status == 404
+    assert not rt.abort(uid, "Aborted", "again")

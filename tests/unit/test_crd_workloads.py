@@ -5,6 +5,7 @@ them."""
 from __future__ import annotations
 
 import functools
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +92,15 @@ def test_an_mpijob_renders_a_valid_mpijob_of_either_version(code, version, worke
             "nodeSelectorTerms"
         ] == [{"matchExpressions": [SPOT]}]
         assert worker["template"]["metadata"]["labels"][names.RUN_UID] == "u" * 32
+    assert worker["template"]["metadata"]["labels"][names.ROLE] == "worker"
+    assert launcher["template"]["metadata"]["labels"][names.ROLE] == "launcher"
     assert w["containers"][0]["command"] == worker_command
-    mpirun = lch["containers"][0]["command"]
+    shell = lch["containers"][0]["command"]
+    assert shell[:2] == ["sh", "-c"]
+    assert shell[2].endswith(
+        """; code=$?; echo '{"results_in_log": true}' > /dev/termination-log; exit $code"""
+    )
+    mpirun = shlex.split(shell[2].split(";")[0])
     assert mpirun[:4] == ["mpirun", "--allow-run-as-root", "-np", "2"]
     assert mpirun[-2:] == list(names.BOOTSTRAP_COMMAND)
     assert mpirun[mpirun.index("RUNPLANE_EXEC_CODE") - 1] == "-x"

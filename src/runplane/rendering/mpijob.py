@@ -14,6 +14,7 @@ Operator's, what MLRun renders by default) execs into workers that only wait.
 from __future__ import annotations
 
 import copy
+import shlex
 from typing import Any
 
 from runplane import bootstrap, names
@@ -44,6 +45,24 @@ def mpirun_command(worker: dict[str, Any], replicas: int) -> list[str]:
     ]
 
 
+def _with_role(pod_metadata: dict[str, Any], role: str) -> dict[str, Any]:
+    metadata = copy.deepcopy(pod_metadata)
+    metadata["labels"] = {**metadata.get("labels", {}), names.ROLE: role}
+    return metadata
+
+
+def launcher_command(mpirun: list[str]) -> list[str]:
+    """``mpirun`` in a shell that then leaves the termination message saying the results are
+    on the output's last line: rank 0 prints them there, and ``mpirun`` forwards its output."""
+    quoted = " ".join(shlex.quote(part) for part in mpirun)
+    note = shlex.quote('{"results_in_log": true}')
+    return [
+        "sh",
+        "-c",
+        f"{quoted}; code=$?; echo {note} > /dev/termination-log; exit $code",
+    ]
+
+
 def render_mpijob(
     api_version: str,
     metadata: dict[str, Any],
@@ -56,7 +75,7 @@ def render_mpijob(
     """The MPIJob of ``replicas`` workers (pod spec ``worker``) and one launcher."""
     launcher = copy.deepcopy(launcher)
     worker = copy.deepcopy(worker)
-    launcher["containers"][0]["command"] = mpirun_command(worker, replicas)
+    launcher["containers"][0]["command"] = launcher_command(mpirun_command(worker, replicas))
     launcher["containers"][0].pop("args", None)
     if worker["containers"][0]["command"] == list(names.BOOTSTRAP_COMMAND):
         worker["containers"][0]["command"] = list(WORKER_COMMAND[api_version])
@@ -75,12 +94,12 @@ def render_mpijob(
             "Launcher": {
                 "replicas": 1,
                 "restartPolicy": "Never",
-                "template": {"metadata": copy.deepcopy(pod_metadata), "spec": launcher},
+                "template": {"metadata": _with_role(pod_metadata, "launcher"), "spec": launcher},
             },
             "Worker": {
                 "replicas": replicas,
                 "restartPolicy": "Never",
-                "template": {"metadata": copy.deepcopy(pod_metadata), "spec": worker},
+                "template": {"metadata": _with_role(pod_metadata, "worker"), "spec": worker},
             },
         },
     }

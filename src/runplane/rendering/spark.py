@@ -78,7 +78,7 @@ def render_sparkapplication(
     scaling: tuple[int, int] | None,
     retries: int,
 ) -> dict[str, Any]:
-    executor_spec = _role(executor, pod_labels)
+    executor_spec = _role(executor, {**pod_labels, names.ROLE: "executor"})
     executor_spec["instances"] = executors
     spec: dict[str, Any] = {
         "type": "Python",
@@ -90,7 +90,7 @@ def render_sparkapplication(
         "restartPolicy": (
             {"type": "OnFailure", "onFailureRetries": retries} if retries else {"type": "Never"}
         ),
-        "driver": _role(driver, pod_labels),
+        "driver": _role(driver, {**pod_labels, names.ROLE: "driver"}),
         "executor": executor_spec,
     }
     if driver.get("volumes"):
