@@ -293,3 +293,47 @@ def test_aborting_an_mpijob_deletes_it(
         _job(testbed, uid)
     assert gone.value.status == 404
     assert not rt.abort(uid, "Aborted", "again")
+
+
+def test_a_spark_run_follows_its_driver(
+    runtime: tuple[KubernetesRuntime, Events, TestbedCluster], tmp_path: Path
+) -> None:
+    rt, events, testbed = runtime
+    code = tmp_path / "wc.py"
+    code.write_text("def count(context):\n    return 1\n")
+    fn = runplane.code_to_function("wc", filename=str(code), kind="spark", handler="count")
+    fn.spec.replicas = 2
+    fn.with_executor_requests(cpu="100m", mem="128Mi")
+    uid = uuid.uuid4().hex
+    rt.launch(build_request(fn, Settings(namespace=topology.RUNS_NAMESPACE), uid=uid))
+    objects = client.CustomObjectsApi(testbed.api)
+    app = objects.get_namespaced_custom_object(
+        "sparkoperator.k8s.io",
+        "v1beta2",
+        testbed.namespace,
+        "sparkapplications",
+        f"wc-{uid[:16]}-1",
+    )
+    driver = app["spec"]["driver"]
+    assert driver["labels"][names.INSTANCE] == TEST
+    assert driver["labels"][names.ROLE] == "driver"
+    # The driver pod as the operator makes it: its labels, Spark's container name.
+    testbed.core.create_namespaced_pod(
+        testbed.namespace,
+        {
+            "metadata": {
+                "name": f"{TEST}-wc-driver",
+                "labels": {**driver["labels"], LABEL: TEST},
+                "annotations": {"runplane.io/test-duration": "2s"},
+            },
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "spark-kubernetes-driver", "image": "spark:3.5.3"}],
+            },
+        },
+    )
+    done = events.wait(uid, lambda e: e.state.terminal, timeout=60)
+    assert (done.state, done.reason) == (RunState.COMPLETED, "Completed")
+    assert RunState.RUNNING in [e.state for e in events.of(uid)]
+    assert rt.abort(uid, "Aborted", "cleanup")  # the finished application is deleted...
+    assert [e.state for e in events.of(uid)].count(RunState.ABORTED) == 0  # ...and stays done

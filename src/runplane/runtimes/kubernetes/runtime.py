@@ -31,7 +31,7 @@ from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.calls import Calls, api_message
 from runplane.runtimes.kubernetes.client import api_client
 from runplane.runtimes.kubernetes.logspool import LogSpool
-from runplane.runtimes.kubernetes.pod_events import pod_to_event
+from runplane.runtimes.kubernetes.pod_events import main_container, pod_to_event
 from runplane.runtimes.kubernetes.rest import (
     MERGE_PATCH,
     WORKLOADS,
@@ -101,10 +101,11 @@ class KubernetesRuntime:
         labels = meta.get("labels") or {}
         uid = labels.get(names.RUN_UID)
         if uid and _started(pod) and labels.get(names.ROLE) not in names.HELPER_ROLES:
+            container = main_container(pod)
             if _finished(pod) or kind in (DELETED, VANISHED):
-                self._spool.finish(uid, meta["name"])
+                self._spool.finish(uid, meta["name"], container)
             else:
-                self._spool.follow(uid, meta["name"])
+                self._spool.follow(uid, meta["name"], container)
         self._tracker.observe(kind, pod)
 
     def _selector(self, uid: str | None = None) -> str:
@@ -219,7 +220,8 @@ class KubernetesRuntime:
 
         The run is reported ``aborting`` now and ``aborted`` once its pod has stopped.
         """
-        live = [pod for pod in self._pods(uid) if not _finished(pod)]
+        pods = self._pods(uid)
+        live = [pod for pod in pods if not _finished(pod)]
         workloads = self._workloads(uid)
         if not live and not workloads:
             return False
@@ -251,7 +253,7 @@ class KubernetesRuntime:
             except ApiException as error:
                 if error.status != 404:
                     raise self._calls.refused(f"deleting {kind} {meta['name']}", error) from None
-        if not live:  # its operator had made no pod yet: nothing else will say it ended
+        if not pods:  # its operator had made no pod yet: nothing else will say it ended
             self._tracker.deliver(
                 f"workload-{uid}", RunEvent(uid, RunState.ABORTED, reason=reason, message=message)
             )
@@ -330,7 +332,7 @@ def _unusable(namespace: str, error: ApiException) -> ConfigError:
 def _started(pod: Mapping[str, Any]) -> bool:
     """Whether the run's container has started, so that it has output to copy."""
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == "main":
+        if status.get("name") == main_container(pod):
             state = status.get("state") or {}
             return "running" in state or "terminated" in state
     return False
