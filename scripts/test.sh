@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
+# Open MPI, Java and the mpijob/dask/spark engines (docs/runtimes.md); instant when present.
+bash scripts/runtime-deps.sh
 .venv/bin/ruff check src tests bench testbed
 .venv/bin/ruff format --check src tests bench testbed
 .venv/bin/mypy src/runplane testbed

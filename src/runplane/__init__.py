@@ -99,6 +99,22 @@ class _Client:
 
         return client.deploy(function)
 
+    def invoke(self, function: Any, /, **options: Any) -> Any:
+        from runplane import client
+
+        return client.invoke(function, **options)
+
+    def dask_client(self, function: Any, /) -> Any:
+        from runplane import config
+        from runplane.client import dask
+
+        return dask.dask_client(function, config.current())
+
+    def close(self, function: Any, /) -> None:
+        from runplane.client import dask
+
+        dask.close(function)
+
 
 _hooks.register(_Client())
 

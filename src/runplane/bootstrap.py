@@ -22,6 +22,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import traceback
 import types
 from pathlib import Path
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 #: Changes when what the service writes (the invocation) or reads (the report) changes; an
 #: installed runplane of another protocol is not used in its place.
-PROTOCOL = 1
+PROTOCOL = 2
 #: The container's variables that carry the invocation (``runplane.names`` has the same).
 ENV_RUN_UID = "RUNPLANE_RUN_UID"
 ENV_ATTEMPT = "RUNPLANE_ATTEMPT"
@@ -49,6 +50,15 @@ ENV_MOUNTS = "RUNPLANE_MOUNTS"
 ENV_RUN_DIR = "RUNPLANE_RUN_DIR"
 ENV_ARTIFACT_PATH = "RUNPLANE_ARTIFACT_PATH"
 ENV_TERMINATION_LOG = "RUNPLANE_TERMINATION_LOG"
+#: A serving function's server: concurrent handler calls per replica, how long a request may
+#: wait for a free one (seconds), and the port to listen on.
+ENV_HTTP_WORKERS = "RUNPLANE_HTTP_WORKERS"
+ENV_HTTP_WORKER_TIMEOUT = "RUNPLANE_HTTP_WORKER_TIMEOUT"
+ENV_HTTP_PORT = "RUNPLANE_HTTP_PORT"
+#: A multi-process run's rank and world size (an mpijob's ranks; mpirun's own variables are
+#: read first).
+ENV_RANK = "RUNPLANE_RANK"
+ENV_WORLD_SIZE = "RUNPLANE_WORLD_SIZE"
 #: Kubernetes keeps at most this much of a container's termination message.
 MESSAGE_LIMIT = 4096
 #: Results larger than the termination message go on the output's last line, after this.
@@ -82,6 +92,10 @@ _ENV = {
     "inputs": ENV_INPUTS,
     "artifact_path": ENV_ARTIFACT_PATH,
 }
+
+
+#: The variables that carry an invocation, for launchers that must pass them on (mpirun -x).
+INVOCATION_ENV = tuple(_ENV.values())
 
 
 class Invocation:
@@ -204,6 +218,8 @@ class Context:
             else str(run_dir / "artifacts")
         )
         self._events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
+        #: This process's place in a multi-process run (an mpijob's rank); 0 of 1 otherwise.
+        self.rank, self.world_size = rank_and_size(os.environ)
         self.results: dict[str, Any] = {}
         self.artifacts: list[dict[str, Any]] = []
         #: Why the handler failed, when it did.
@@ -216,9 +232,17 @@ class Context:
             self.logger.setLevel(logging.INFO)
             self.logger.propagate = False
 
+    def is_logging_worker(self) -> bool:
+        """Whether this process records the run's results: rank 0 of a multi-process run."""
+        return self.rank == 0
+
     def _emit(self, event: dict[str, Any]) -> None:
         if event.get("type") == "error":
+            if self.world_size > 1:
+                event = {**event, "message": f"rank {self.rank}: {event.get('message', '')}"}
             self.error = str(event.get("message", ""))
+        elif not self.is_logging_worker():
+            return  # results and artifacts are rank 0's to record
         self._events.write(json.dumps(event) + "\n")
         self._events.flush()
 
@@ -286,6 +310,20 @@ class Context:
         return path
 
 
+def rank_and_size(environ: Mapping[str, str]) -> tuple[int, int]:
+    """This process's rank and the world size: Open MPI's, MPICH's or runplane's variables."""
+    for rank, size in (
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+        (ENV_RANK, ENV_WORLD_SIZE),
+    ):
+        try:
+            return int(environ[rank]), int(environ[size])
+        except (KeyError, ValueError):
+            continue
+    return 0, 1
+
+
 class Terminated(BaseException):
     """SIGTERM arrived (an abort, a threshold, the node shutting down): raised in the handler
     so that its ``finally`` blocks and context managers run before the process ends."""
@@ -295,15 +333,20 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def load_module(invocation: Invocation) -> types.ModuleType:
+    """The handler's module, loaded from the embedded code under its file's name."""
+    module = types.ModuleType(invocation.module_name)
+    module.__file__ = invocation.filename
+    sys.modules[invocation.module_name] = module
+    exec(compile(invocation.code, invocation.filename, "exec"), module.__dict__)
+    return module
+
+
 def call_handler(context: Context, invocation: Invocation) -> int:
     """Run the invocation's handler; returns the process exit code."""
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        module = types.ModuleType(invocation.module_name)
-        module.__file__ = invocation.filename
-        sys.modules[invocation.module_name] = module
-        exec(compile(invocation.code, invocation.filename, "exec"), module.__dict__)
-        function = getattr(module, invocation.handler)
+        function = getattr(load_module(invocation), invocation.handler)
         arguments = invocation.arguments
         if invocation.takes_context:
             returned = function(context, **arguments)
@@ -314,7 +357,8 @@ def call_handler(context: Context, invocation: Invocation) -> int:
         elif returned is not None:
             context.log_result("return", returned)
     except Terminated:
-        context._emit({"type": "error", "message": "stopped by SIGTERM"})
+        if context.world_size == 1:  # a rank is stopped by its launcher, which says why
+            context._emit({"type": "error", "message": "stopped by SIGTERM"})
         return 128 + signal.SIGTERM
     except SystemExit as exit_request:
         code = exit_request.code
@@ -350,13 +394,210 @@ def report(context: Context, exit_code: int, termination_log: Path) -> int:
         )
         summary, text, exit_code = {}, json.dumps({"error": message}), exit_code or 1
         sys.stderr.write(message + "\n")
-    if len(text.encode()) > MESSAGE_LIMIT:
+    if len(text.encode()) > MESSAGE_LIMIT or context.world_size > 1:
+        # A rank's termination message is its worker's, not the launcher's: rank 0's results
+        # reach the run through the output, which mpirun forwards to the launcher.
+        if not context.is_logging_worker():
+            return exit_code
         sys.stdout.write("\n" + RESULTS_MARKER + text + "\n")
         sys.stdout.flush()
         text = json.dumps({"results_in_log": True})
     with contextlib.suppress(OSError):  # not in a container: the event file has it all
         termination_log.write_text(text, encoding="utf-8")
     return exit_code
+
+
+# -- serving: handler(context, event), as Nuclio and MLRun call it --------------------------
+
+
+class Event:
+    """One HTTP request as a serving handler sees it (Nuclio's names). A JSON body arrives
+    parsed (a dict or list); any other body as bytes."""
+
+    def __init__(
+        self,
+        body: Any = b"",
+        path: str = "/",
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        fields: Mapping[str, str] | None = None,
+    ) -> None:
+        self.headers = dict(headers or {})
+        self.content_type = _header(self.headers, "content-type")
+        self.body = body
+        if isinstance(body, bytes) and body and self.content_type.startswith("application/json"):
+            with contextlib.suppress(ValueError):  # not JSON after all: the bytes, as they came
+                self.body = json.loads(body)
+        self.path = path
+        self.method = method
+        self.fields = dict(fields or {})
+        self.trigger = types.SimpleNamespace(kind="http")
+
+    def __repr__(self) -> str:
+        return f"Event({self.method} {self.path})"
+
+
+class Response:
+    """What a handler returns for full control of the answer: body, headers, type, status."""
+
+    def __init__(
+        self,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        content_type: str = "",
+        status_code: int = 200,
+    ) -> None:
+        self.body = body
+        self.headers = dict(headers or {})
+        self.content_type = content_type
+        self.status_code = status_code
+
+
+class ServingContext:
+    """The ``context`` of a serving handler: a logger, ``user_data`` that ``init_context``
+    fills once per replica, and :class:`Response`."""
+
+    Response = Response
+
+    def __init__(self, function: str, worker_id: int = 0) -> None:
+        self.name = function
+        self.worker_id = worker_id
+        self.user_data = types.SimpleNamespace()
+        self.logger = logging.getLogger(f"runplane.serving.{function}")
+        if not self.logger.handlers:
+            handler = logging.StreamHandler(sys.stdout)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            self.logger.addHandler(handler)
+            self.logger.setLevel(logging.INFO)
+            self.logger.propagate = False
+
+
+def _header(headers: Mapping[str, str], name: str) -> str:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value
+    return ""
+
+
+def _encoded(body: Any, content_type: str) -> tuple[bytes, str]:
+    if body is None:
+        return b"", content_type or "text/plain; charset=utf-8"
+    if isinstance(body, bytes):
+        return body, content_type or "application/octet-stream"
+    if isinstance(body, str):
+        return body.encode(), content_type or "text/plain; charset=utf-8"
+    return json.dumps(body).encode(), content_type or "application/json"
+
+
+def answer(returned: Any) -> tuple[int, dict[str, str], bytes]:
+    """A handler's return value as (status, headers, body): a :class:`Response`, a
+    ``(status, body)`` pair, bytes or text as they are, anything else as JSON."""
+    status, headers, content_type, body = 200, {}, "", returned
+    if isinstance(returned, Response):
+        status, headers = returned.status_code, dict(returned.headers)
+        content_type, body = returned.content_type, returned.body
+    elif isinstance(returned, tuple) and len(returned) == 2 and isinstance(returned[0], int):
+        status, body = returned
+    data, content_type = _encoded(body, content_type)
+    headers["Content-Type"] = content_type
+    return status, headers, data
+
+
+class Server:
+    """A serving function's handler, loaded once, called per request by every worker.
+
+    ``init_context(context)``, when the code defines it, runs once before the first request.
+    """
+
+    def __init__(self, invocation: Invocation, workers: int, worker_timeout: float) -> None:
+        module = load_module(invocation)
+        self.handler = getattr(module, invocation.handler)
+        self.context = ServingContext(invocation.function)
+        init = getattr(module, "init_context", None)
+        if callable(init):
+            init(self.context)
+        self.workers = threading.BoundedSemaphore(workers)
+        self.worker_timeout = worker_timeout
+
+    def respond(self, event: Event) -> tuple[int, dict[str, str], bytes]:
+        """The handler's answer to one request; its exception is that request's 500."""
+        try:
+            return answer(self.handler(self.context, event))
+        except Exception as error:
+            traceback.print_exc()
+            sys.stdout.flush()
+            body = json.dumps({"error": f"{type(error).__name__}: {error}"}).encode()
+            return 500, {"Content-Type": "application/json"}, body
+
+    def call(self, event: Event) -> tuple[int, dict[str, str], bytes]:
+        """:meth:`respond` in one of the workers; a request waits at most ``worker_timeout``
+        for a free one, then gets a 503."""
+        if not self.workers.acquire(timeout=self.worker_timeout):
+            return busy(self.worker_timeout)
+        try:
+            return self.respond(event)
+        finally:
+            self.workers.release()
+
+
+def busy(worker_timeout: float) -> tuple[int, dict[str, str], bytes]:
+    """The answer when no worker came free in time."""
+    message = f"no free worker within {worker_timeout:g} s; try again later"
+    return 503, {"Content-Type": "application/json"}, json.dumps({"error": message}).encode()
+
+
+def serving_options(environ: Mapping[str, str]) -> tuple[int, float, int]:
+    """Workers, worker timeout (seconds) and port, from the container's variables."""
+    workers = max(int(environ.get(ENV_HTTP_WORKERS) or 1), 1)
+    timeout = float(environ.get(ENV_HTTP_WORKER_TIMEOUT) or 3600)
+    return workers, timeout, int(environ.get(ENV_HTTP_PORT) or 8080)
+
+
+def serve(environ: Mapping[str, str]) -> int:
+    """A serving pod: the handler behind the standard library's threading HTTP server, with
+    at most ``workers`` calls at once; SIGTERM stops it after the calls under way."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qsl, urlsplit
+
+    workers, timeout, port = serving_options(environ)
+    server = Server(Invocation.from_env(environ), workers, timeout)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _any(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            url = urlsplit(self.path)
+            event = Event(
+                body=self.rfile.read(length) if length else b"",
+                path=url.path,
+                method=self.command,
+                headers=dict(self.headers.items()),
+                fields=dict(parse_qsl(url.query)),
+            )
+            status, headers, body = server.call(event)
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # one line per request would drown the handler's own output
+
+    httpd = ThreadingHTTPServer(("", port), Handler)
+    httpd.daemon_threads = True
+    signal.signal(
+        signal.SIGTERM,
+        lambda signum, frame: threading.Thread(target=httpd.shutdown, daemon=True).start(),
+    )
+    server.context.logger.info("serving on port %d with %d worker(s)", port, workers)
+    httpd.serve_forever()
+    httpd.server_close()
+    return 0
 
 
 def run_pod(environ: Mapping[str, str]) -> int:
@@ -384,8 +625,15 @@ def main() -> int:
         and getattr(installed, "PROTOCOL", None) == PROTOCOL
         and os.path.realpath(installed.__file__) != os.path.realpath(__file__)
     ):
-        return int(installed.run_pod(os.environ))
-    return run_pod(os.environ)
+        return int(installed.main_of_pod(os.environ))
+    return main_of_pod(os.environ)
+
+
+def main_of_pod(environ: Mapping[str, str]) -> int:
+    """A serving pod serves; any other pod runs its invocation once."""
+    if ENV_HTTP_WORKERS in environ:
+        return serve(environ)
+    return run_pod(environ)
 
 
 if __name__ == "__main__":

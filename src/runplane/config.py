@@ -195,6 +195,14 @@ class Serving(pydantic.BaseModel):
     port: int = 8080
     service_port: int = 80
     target_cpu_percent: int = 75
+    #: Deployments on this machine (docs/runtimes.md): the address their port binds, how often
+    #: the autoscaler looks (the HorizontalPodAutoscaler's sync period), how long a step down
+    #: waits for the load to stay low (its stabilisation window), and how long ``deploy()``
+    #: waits for every replica to be ready, in seconds.
+    local_host: str = "127.0.0.1"
+    scale_interval: float = pydantic.Field(default=15.0, gt=0)
+    scale_down_delay: float = pydantic.Field(default=300.0, ge=0)
+    ready_timeout: float = pydantic.Field(default=120.0, gt=0)
 
 
 class LocalVolume(pydantic.BaseModel):
@@ -460,6 +468,9 @@ class Settings(BaseSettings):
     )
     auto_mount: AutoMount = pydantic.Field(default_factory=AutoMount)
     serving: Serving = pydantic.Field(default_factory=Serving)
+    #: The MPIJob API an mpijob renders: the MPI Operator's current one, or the Training
+    #: Operator's ``kubeflow.org/v1`` (what MLRun renders by default).
+    mpijob_api_version: Literal["kubeflow.org/v2beta1", "kubeflow.org/v1"] = "kubeflow.org/v2beta1"
     local: Local = pydantic.Field(default_factory=Local)
     service: Service = pydantic.Field(default_factory=Service)
     #: A runplane service to use instead of the embedded default (``RUNPLANE_API``).

@@ -21,6 +21,15 @@ if TYPE_CHECKING:
         def deploy(self, function: Any, /) -> Any:
             """Deploy a serving function."""
 
+        def invoke(self, function: Any, /, **options: Any) -> Any:
+            """Call a deployed serving function."""
+
+        def dask_client(self, function: Any, /) -> Any:
+            """A dask function's client, its cluster started on first use."""
+
+        def close(self, function: Any, /) -> None:
+            """Stop a dask function's cluster."""
+
 
 _client: Client | None = None
 

@@ -30,6 +30,11 @@ PROJECT = f"{PREFIX}project"
 FUNCTION = f"{PREFIX}function"
 RUN_UID = f"{PREFIX}run-uid"
 ATTEMPT = f"{PREFIX}attempt"
+#: A pod's part in a workload of several (an MPIJob's ``launcher``/``worker``, a
+#: SparkApplication's ``driver``/``executor``); the run's state follows the main one's pod.
+ROLE = f"{PREFIX}role"
+#: The roles whose pods only help: they tell why a run waits, never how it ends.
+HELPER_ROLES = frozenset({"worker", "executor"})
 #: Which runplane service owns a pod, when several share a namespace (optional).
 INSTANCE = f"{PREFIX}instance"
 #: The node label that names a node's group (system, on-demand, spot, gpu...).
@@ -45,10 +50,12 @@ ABORT_MESSAGE = f"{PREFIX}abort-message"
 #: The extended resource ``with_limits(gpus=...)`` asks for unless ``gpu_type`` says otherwise.
 GPU = "nvidia.com/gpu"
 
-#: Environment variables of a run's container, which the program inside every run reads (it
-#: defines them: it may import nothing of runplane).
-ENV_HTTP_WORKERS = "RUNPLANE_HTTP_WORKERS"
-ENV_HTTP_WORKER_TIMEOUT = "RUNPLANE_HTTP_WORKER_TIMEOUT"
+#: A serving container's server settings, which the program inside every pod reads.
+ENV_HTTP_WORKERS = bootstrap.ENV_HTTP_WORKERS
+ENV_HTTP_WORKER_TIMEOUT = bootstrap.ENV_HTTP_WORKER_TIMEOUT
+ENV_HTTP_PORT = bootstrap.ENV_HTTP_PORT
+ENV_RANK = bootstrap.ENV_RANK
+ENV_WORLD_SIZE = bootstrap.ENV_WORLD_SIZE
 
 #: Variables runplane sets in every run's container; a function may not set them itself.
 RESERVED_ENV = frozenset(
@@ -65,6 +72,9 @@ RESERVED_ENV = frozenset(
         ENV_INPUTS,
         ENV_HTTP_WORKERS,
         ENV_HTTP_WORKER_TIMEOUT,
+        ENV_HTTP_PORT,
+        ENV_RANK,
+        ENV_WORLD_SIZE,
         ENV_MOUNTS,
         ENV_RUN_DIR,
         ENV_ARTIFACT_PATH,
@@ -78,6 +88,8 @@ OWN = "runplane-"
 BOOTSTRAP_VOLUME = f"{OWN}bootstrap"
 BOOTSTRAP_DIR = "/runplane/bootstrap"
 BOOTSTRAP_SCRIPT = "runplane_bootstrap.py"
+#: What a run's container runs: runplane's bootstrap with the image's own Python.
+BOOTSTRAP_COMMAND = ("python3", f"{BOOTSTRAP_DIR}/{BOOTSTRAP_SCRIPT}")
 RUN_VOLUME = f"{OWN}run"
 RUN_DIR = "/runplane/run"
 #: Where runplane's own mounts live in a container.

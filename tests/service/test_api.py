@@ -260,7 +260,7 @@ def test_cluster_summary(client):
         "gpus": False,
         "preemption": False,
         "node_labels": False,
-        "deploy": False,
+        "deploy": True,
         "durable": False,
     }
     assert (summary["ready"], summary["message"]) == (True, "1 of 1 nodes take new pods")
@@ -270,12 +270,20 @@ def test_cluster_summary(client):
     assert node["free"]["cpu"] == 2000
 
 
-def test_deploy_needs_a_cluster(client, function_dict):
-    serving = function_dict()
+def test_deploy_on_the_local_runtime_runs_replicas_on_the_service_machine(
+    client, server, function_dict
+):
+    from runplane.runtimes.local import serving as local_serving
+
+    serving = function_dict(code="def handler(context, event):\n    return {'ok': True}\n")
     serving["kind"] = "serving"
-    answer = client.post("/api/v1/deployments", headers=USER, json={"function": serving})
-    assert answer.status_code == 422
-    assert "serving functions are deployed to a Kubernetes cluster" in answer.json()["message"]
+    try:
+        answer = client.post("/api/v1/deployments", headers=USER, json={"function": serving})
+        assert answer.status_code == 201, answer.text
+        (applied,) = answer.json()["applied"]
+        assert applied.startswith("Deployment/job: 1 replica(s) at http://127.0.0.1:")
+    finally:
+        local_serving.delete(server.settings, "job")
     job = client.post("/api/v1/deployments", headers=USER, json={"function": function_dict()})
     assert job.status_code == 422
     assert "only serving functions are deployed; jobs are run" in job.json()["message"]

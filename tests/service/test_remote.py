@@ -175,9 +175,9 @@ def test_schedules_from_the_cli_and_the_sdk(service_url, tmp_path):
     bad = cli("schedule", "create", str(script), "--handler", "handler", "--cron", "often")
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: schedule: 'often' is not valid")
-    deploy = cli("deploy", str(script), "--handler", "handler")
-    assert deploy.returncode == 2
-    assert "serving functions are deployed to a Kubernetes cluster" in deploy.stderr
+    listing = cli("get", "deployments")
+    assert listing.returncode == 2
+    assert "deployments made through the service live on its cluster" in listing.stderr
 
 
 def test_schedules_need_the_service(tmp_path):

@@ -394,10 +394,12 @@ def test_bad_function_names_and_kinds():
     with pytest.raises(InvalidValueError, match="metadata.name: 'Training_Job' is not valid"):
         runplane.new_function("Training_Job")
     with pytest.raises(InvalidValueError) as caught:
-        runplane.new_function("t", kind="mpijob")
+        runplane.new_function("t", kind="horovod")
     assert str(caught.value) == (
-        "kind: 'mpijob' is not valid; allowed kinds are job, serving (example: kind='job')"
+        "kind: 'horovod' is not valid; allowed kinds are job, serving, mpijob, dask, spark "
+        "(example: kind='job')"
     )
+    assert runplane.new_function("t", kind="nuclio").kind == "serving"
     with pytest.raises(InvalidValueError, match="a function needs a name"):
         runplane.new_function()
 

@@ -574,3 +574,20 @@ def test_results_come_from_the_entry_points_termination_message() -> None:
     assert failed is not None
     assert failed.results == {"accuracy": 0.93}
     assert failed.message == "the container exited with code 1"
+
+
+def test_helper_pods_only_tell_why_their_run_waits() -> None:
+    events: list[Any] = []
+    tracker = RunTracker(events.append)
+    run = {names.RUN_UID: UID, names.ATTEMPT: "2"}
+    worker = {**run, names.ROLE: "worker"}
+    launcher = {**run, names.ROLE: "launcher"}
+    unschedulable = scheduled("False", "Unschedulable", "0/3 nodes are available: ...")
+    tracker.observe("ADDED", pod(labels=worker, uid="w1", conditions=[unschedulable]))
+    assert [(e.state, e.reason) for e in events] == [(RunState.PENDING, "Unschedulable")]
+    tracker.observe("MODIFIED", pod("Running", node="n1", labels=worker, uid="w1"))
+    tracker.observe("ADDED", pod("Running", node="n1", labels=launcher, uid="l1"))
+    tracker.observe("ADDED", pod(labels=worker, uid="w2", conditions=[unschedulable]))
+    tracker.observe("DELETED", pod("Running", node="n1", labels=worker, uid="w1"))
+    # The worker's running and deletion, and a later worker waiting, are not the run's.
+    assert [e.state for e in events] == [RunState.PENDING, RunState.RUNNING]

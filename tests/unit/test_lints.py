@@ -86,3 +86,16 @@ def test_autoscaling_without_cpu_request():
     serve = runplane.new_function("s", kind="serving").with_requests(mem="1G")
     serve.spec.max_replicas = 3
     assert codes(serve) == ["autoscaling-without-cpu-request"]
+
+
+def test_autoscaled_limit_above_request():
+    serve = runplane.new_function("s", kind="serving").with_requests(cpu=1, mem="1G")
+    serve.with_limits(cpu=2, mem="1G")
+    serve.spec.max_replicas = 3
+    assert "autoscaled-limit-above-request" in codes(serve)
+    assert "autoscaled-limit-above-request" not in codes(serve.with_limits(cpu=1, mem="1G"))
+    dask = runplane.new_function("d", kind="dask").with_worker_requests(cpu=1, mem="1G")
+    dask.with_worker_limits(cpu=1, mem="2G")
+    dask.spec.min_replicas, dask.spec.max_replicas = 1, 4
+    lints = [lint.code for lint in render(dask, load_settings()).lints]
+    assert "autoscaled-limit-above-request" in lints

@@ -310,7 +310,9 @@ def test_serving_min_without_max_is_an_error():
 def test_replicas_on_a_job_are_refused():
     fn = runplane.new_function("training")
     fn.spec.replicas = 2
-    with pytest.raises(ConflictError, match="replicas apply to serving functions; a job runs one"):
+    with pytest.raises(
+        ConflictError, match="replicas apply to serving, mpijob, dask and spark functions; a job"
+    ):
         render(fn, load_settings())
 
 

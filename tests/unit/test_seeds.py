@@ -94,35 +94,29 @@ def test_requests_and_limits(func):
     }
 
 
-def test_mpijob_example_with_a_supported_kind(tmp_path):
+def test_mpijob_example_from_the_documents(tmp_path):
     code = tmp_path / "training.py"
     code.write_text("def train(context):\n    pass\n")
-    with pytest.raises(InvalidValueError, match="allowed kinds are job, serving "):
-        runplane.code_to_function(
-            filename=str(code),
-            name="training",
-            handler="train",
-            kind="mpijob",
-            image="mlrun/ml-models-gpu",
-        )
     training_function = runplane.code_to_function(
         filename=str(code),
         name="training",
         handler="train",
-        kind="job",
+        kind="mpijob",
         image="mlrun/ml-models-gpu",
     )
+    training_function.spec.replicas = 2
     training_function.with_requests(cpu=2)
     training_function.gpus(1)
-    spec = rendered_pod(training_function)
-    assert spec["containers"][0]["image"] == "mlrun/ml-models-gpu"
-    assert spec["containers"][0]["resources"] == {
+    job = runplane.render(training_function, load_settings()).manifests[0]
+    assert job["kind"] == "MPIJob"
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 2
+    (container,) = worker["template"]["spec"]["containers"]
+    assert container["image"] == "mlrun/ml-models-gpu"
+    assert container["resources"] == {
         "requests": {"cpu": "2", "nvidia.com/gpu": "1"},
         "limits": {"nvidia.com/gpu": "1"},
     }
-    training_function.spec.replicas = 2
-    with pytest.raises(ConflictError, match="replicas apply to serving functions"):
-        render(training_function, load_settings())
 
 
 def test_workers():

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from runplane.cli.deployments import delete_group, get_deployments
 from runplane.cli.options import (
     apply_resource_options,
     in_cli_words,
@@ -54,7 +55,11 @@ def cli(api: str | None, verbose: bool) -> None:
 @click.argument("source")
 @click.option("--name", help="Function name (default: the file name).")
 @click.option("--handler", help="Function in the file to run.")
-@click.option("--kind", type=click.Choice(["job", "serving"]), help="Function kind.")
+@click.option(
+    "--kind",
+    type=click.Choice(["job", "serving", "nuclio", "mpijob", "dask", "spark"]),
+    help="Function kind (docs/runtimes.md).",
+)
 @resource_options
 def render(
     source: str, name: str | None, handler: str | None, kind: str | None, **options: Any
@@ -88,8 +93,10 @@ for _command in (
     deploy_command,
     serve,
     ui_command,
+    delete_group,
 ):
     cli.add_command(_command)
+get_group.add_command(get_deployments)
 
 
 def main(argv: list[str] | None = None) -> None:

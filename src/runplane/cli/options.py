@@ -85,6 +85,11 @@ RESOURCE_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--preemption-mode", type=click.Choice(["none", "prevent", "constrain", "allow"])),
     click.option("--priority", help="Priority class name."),
     click.option("--env", multiple=True, metavar="NAME=VALUE", help="Environment variable."),
+    click.option(
+        "--replicas",
+        type=int,
+        help="Replicas: serving pods, mpijob workers, dask workers, spark executors.",
+    ),
 ]
 
 
@@ -123,6 +128,8 @@ def apply_resource_options(fn: Function, options: dict[str, Any]) -> Function:
         fn.with_priority_class(options["priority"])
     if options.get("env"):
         fn.set_envs(env_vars=parse_pairs("--env", options["env"], "--env MY_ENV=MY_VAL"))
+    if options.get("replicas") is not None:
+        fn._replace("spec", replicas=options["replicas"])
     return fn
 
 

@@ -112,11 +112,17 @@ def _summary(record: RunRecord) -> Any:
     metavar="STATE=TIME",
     help="State threshold for this run, e.g. running='1 min'.",
 )
+@click.option(
+    "--kind",
+    type=click.Choice(["job", "mpijob", "spark"]),
+    help="Function kind (for a .py file; default job). See docs/runtimes.md.",
+)
 @resource_options
 def run_command(
     source: str,
     handler: str | None,
     name: str | None,
+    kind: str | None,
     params: tuple[str, ...],
     thresholds: tuple[str, ...],
     **options: Any,
@@ -128,7 +134,7 @@ def run_command(
     Ctrl-C aborts the run.
     """
 
-    fn = apply_resource_options(load_function(source, name, handler, None), options)
+    fn = apply_resource_options(load_function(source, name, handler, kind), options)
     service = _service()
     uid = service.submit(
         fn,

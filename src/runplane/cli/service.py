@@ -79,7 +79,10 @@ def schedule_delete(schedule_id: str) -> None:
 @click.option("--name", help="Function name (default: the file name).")
 @resource_options
 def deploy_command(source: str, handler: str | None, name: str | None, **options: Any) -> None:
-    """Deploy a serving function (Deployment, Service, autoscaler) through the service."""
+    """Deploy a serving function: replicas on this machine, or through the service (RUNPLANE_API)
+    a Deployment, Service and autoscaler on its cluster."""
+    from runplane.client import deploy
+
     fn = apply_resource_options(load_function(source, name, handler, "serving"), options)
-    answer = _api("deploying a serving function").deploy(fn)
+    answer = deploy(fn)
     click.echo(f"{answer['namespace']}: " + ", ".join(answer["applied"]))

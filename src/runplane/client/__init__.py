@@ -160,8 +160,37 @@ def run(
 
 
 def deploy(fn: Function) -> dict[str, Any]:
-    """Deploy a serving function through the service."""
-    return api_backend("deploying a serving function").deploy(fn)
+    """Deploy a serving function: through the service when ``RUNPLANE_API`` is set, else on
+    this machine (replicas behind one local port; see docs/runtimes.md)."""
+    settings = current()
+    if settings.api:
+        return api_backend("deploying a serving function").deploy(fn)
+    from runplane.client.serving import deploy_here
+
+    return deploy_here(fn, settings)
+
+
+def invoke(
+    fn: Function,
+    path: str = "",
+    body: Any = None,
+    method: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> Any:
+    """Call a deployed serving function; the answer parsed from JSON when it is JSON."""
+    from runplane.client.serving import invoke_here
+
+    settings = current()
+    if settings.api:
+        raise InvalidValueError(
+            "RUNPLANE_API",
+            settings.api,
+            "invoking a function deployed through the service is not supported yet; call its "
+            "Kubernetes Service from inside the cluster",
+            "http://<function>.<namespace>.svc/",
+        )
+    return invoke_here(fn, settings, path, body, method, headers, timeout)
 
 
 def output(service: Backend, uid: str, offset: int = 0) -> Iterator[str]:

@@ -123,6 +123,30 @@ def autoscaling_without_cpu_request(e: Effective) -> Lint | None:
     )
 
 
+def autoscaled_limit_above_request(e: Effective) -> Lint | None:
+    spec = e.function.spec
+    autoscaled = e.function.kind in (FunctionKind.SERVING, FunctionKind.DASK)
+    if not autoscaled or spec.max_replicas is None:
+        return None
+    above = [
+        key
+        for key in ("cpu", "memory")
+        if key in e.requests
+        and key in e.limits
+        and parse_quantity(key, e.limits[key], key) > parse_quantity(key, e.requests[key], key)
+    ]
+    if not above:
+        return None
+    return Lint(
+        "autoscaled-limit-above-request",
+        "resources",
+        f"{' and '.join(above)} limit above the request on an autoscaled "
+        f"{e.function.kind.value} function: scaling is decided against the request, so "
+        "replicas running above it scale late and are evicted first; set the limit equal to "
+        "the request and let replicas, not bursts, absorb load",
+    )
+
+
 RULES: tuple[Rule, ...] = (
     no_requests,
     memory_limit_above_request,
@@ -130,6 +154,7 @@ RULES: tuple[Rule, ...] = (
     stateful_job_on_spot,
     gpus_differ_from_workers,
     autoscaling_without_cpu_request,
+    autoscaled_limit_above_request,
 )
 
 

@@ -17,16 +17,26 @@ from typing import Any
 from runplane import bootstrap, names
 from runplane.config import Settings
 from runplane.errors import ConflictError, InvalidValueError
+from runplane.rendering.dask import (
+    DASK_IMAGE,
+    render_autoscaler,
+    render_daskcluster,
+    worker_threads,
+)
 from runplane.rendering.lints import Effective, Lint, lint
+from runplane.rendering.mpijob import render_mpijob
 from runplane.rendering.policy import check_priority_class, check_reserved_groups
 from runplane.rendering.preemption import apply_preemption_mode
+from runplane.rendering.spark import SPARK_IMAGE, render_sparkapplication
+from runplane.rendering.spark import local_pod as spark_local_pod
+from runplane.rendering.workloads import main_pod_spec, pod_specs
 from runplane.spec.function import Function, FunctionKind, FunctionSpec
 from runplane.spec.quantity import format_quantity, parse_quantity
 from runplane.spec.resources import COMPUTE, QoSClass, gpu_entries, qos_class
 
 #: What a run's container runs: runplane's bootstrap, shipped in a ConfigMap, with the image's
 #: own Python; the image needs nothing of runplane.
-BOOTSTRAP_COMMAND = ["python3", f"{names.BOOTSTRAP_DIR}/{names.BOOTSTRAP_SCRIPT}"]
+BOOTSTRAP_COMMAND = list(names.BOOTSTRAP_COMMAND)
 
 
 @cache
@@ -70,18 +80,22 @@ class Rendered:
     manifests: list[dict[str, Any]]
     qos: QoSClass
     lints: list[Lint] = field(default_factory=list)
+    #: What a run of a multi-pod workload is on one machine, for runtimes that run it as
+    #: processes: the pod spec of one process tree, and how many of it start together (an
+    #: mpijob's ranks). ``None``: the workload's own main pod.
+    local_pod: dict[str, Any] | None = None
+    replicas: int = 1
 
     @property
     def pod_spec(self) -> dict[str, Any]:
-        """The pod spec, whether the function rendered to a Pod or a Deployment."""
-        return _pod_of(self.manifests)
+        """The main pod spec: a job's Pod, a Deployment's template, an mpijob's worker..."""
+        return self.local_pod or _pod_of(self.manifests)
 
 
 def _pod_of(manifests: list[dict[str, Any]]) -> dict[str, Any]:
-    first = manifests[0]
-    spec: dict[str, Any] = (
-        first["spec"] if first["kind"] == "Pod" else first["spec"]["template"]["spec"]
-    )
+    spec = main_pod_spec(manifests[0])
+    if spec is None:
+        raise ValueError(f"a {manifests[0]['kind']} has no pod template")
     return spec
 
 
@@ -96,24 +110,37 @@ def _copy(value: Any) -> Any:
 
 
 def effective_resources(
-    function: Function, settings: Settings
+    function: Function, settings: Settings, part: str | None = None
 ) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """Requests and limits after service defaults fill the keys the function left unset."""
+    """Requests and limits after service defaults fill the keys the function left unset.
+
+    For a ``part`` (dask's ``worker``/``scheduler``, spark's ``driver``/``executor``) the
+    part's own resources come first, then the function's, then the defaults.
+    """
     defaults = settings.function_defaults.resources
-    own = function.spec.resources
-    requests = {k: v for k, v in defaults.requests.items() if k in COMPUTE} | own.requests
-    limits = {k: v for k, v in defaults.limits.items() if k in COMPUTE} | own.limits
+    own_requests = dict(function.spec.resources.requests)
+    own_limits = dict(function.spec.resources.limits)
+    if part is not None:
+        role = getattr(function.spec, f"{part}_resources")
+        own_requests |= role.requests
+        if gpu_entries(role.limits):  # the part's GPUs replace the function's
+            own_limits = {k: v for k, v in own_limits.items() if k in COMPUTE}
+        own_limits |= role.limits
+    requests = {k: v for k, v in defaults.requests.items() if k in COMPUTE} | own_requests
+    limits = {k: v for k, v in defaults.limits.items() if k in COMPUTE} | own_limits
+    where = f"{part}_resources" if part else "resources"
+    call = f"with_{part}_limits" if part else "with_limits"
     for key in COMPUTE:
         if key in requests and key in limits:
             kind = "cpu" if key == "cpu" else "memory"
             if parse_quantity(key, requests[key], kind) > parse_quantity(key, limits[key], kind):
-                origin = ("the service default " if key not in own.limits else "") + "limit"
+                origin = ("the service default " if key not in own_limits else "") + "limit"
                 raise ConflictError(
-                    f"resources.requests.{key}",
+                    f"{where}.requests.{key}",
                     f"request {requests[key]!r} is above {origin} {limits[key]!r}; set "
-                    f"with_limits({'cpu' if key == 'cpu' else 'mem'}=...) at or above the request",
+                    f"{call}({'cpu' if key == 'cpu' else 'mem'}=...) at or above the request",
                 )
-    gpus = sum(gpu_entries(own.limits).values())
+    gpus = sum(gpu_entries(own_limits).values())
     return requests, limits, gpus
 
 
@@ -298,9 +325,11 @@ def _serving(
     http = spec.http
     container = pod["containers"][0]
     container["ports"] = [{"name": "http", "containerPort": settings.serving.port}]
+    container["readinessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 5}
     container["env"].append(
         {"name": names.ENV_HTTP_WORKERS, "value": str(http.workers if http else 1)}
     )
+    container["env"].append({"name": names.ENV_HTTP_PORT, "value": str(settings.serving.port)})
     if http and http.worker_timeout:
         container["env"].append(
             {"name": names.ENV_HTTP_WORKER_TIMEOUT, "value": str(http.worker_timeout)}
@@ -364,6 +393,46 @@ def _serving(
     return manifests
 
 
+#: The replica settings each kind takes.
+_REPLICAS = {
+    FunctionKind.JOB: (),
+    FunctionKind.SERVING: ("replicas", "min_replicas", "max_replicas"),
+    FunctionKind.MPIJOB: ("replicas",),
+    FunctionKind.DASK: ("replicas", "min_replicas", "max_replicas"),
+    FunctionKind.SPARK: ("replicas", "min_replicas", "max_replicas"),
+}
+
+
+def _check_replicas(function: Function) -> None:
+    spec = function.spec
+    allowed = _REPLICAS[function.kind]
+    for key in ("replicas", "min_replicas", "max_replicas"):
+        if getattr(spec, key) is not None and key not in allowed:
+            if not allowed:
+                message = (
+                    f"replicas apply to serving, mpijob, dask and spark functions; a "
+                    f"{function.kind.value} runs one pod per run (example: "
+                    "code_to_function(..., kind='serving'))"
+                )
+            else:
+                message = (
+                    f"a {function.kind.value} takes {', '.join(allowed)}, not {key} (example: "
+                    "fn.spec.replicas = 2)"
+                )
+            raise ConflictError(f"spec.{key}", message)
+
+
+def main_part(kind: FunctionKind) -> str | None:
+    """The part whose resources a kind's lints, QoS class and run record show: a dask
+    function's workers, a spark function's executors; the function's own otherwise."""
+    return {FunctionKind.DASK: "worker", FunctionKind.SPARK: "executor"}.get(kind)
+
+
+def _run_name(function: Function, run: RunRef | None) -> str:
+    name = function.metadata.name
+    return f"{name}-{run.uid[:16]}-{run.attempt}" if run is not None else name
+
+
 def render(
     function: Function,
     settings: Settings,
@@ -373,44 +442,115 @@ def render(
     """The Kubernetes objects for ``function`` under ``settings``, with QoS class and lints.
 
     A ``job`` becomes a Pod; a ``serving`` function a Deployment, a Service and, when
-    autoscaled, a HorizontalPodAutoscaler. Policy and consistency errors are raised here.
+    autoscaled, a HorizontalPodAutoscaler; an ``mpijob`` an MPIJob, a ``dask`` function a
+    DaskCluster, a ``spark`` function a SparkApplication (docs/runtimes.md). Policy and
+    consistency errors are raised here. ``role`` is the user's, for priority-class policy.
     """
     spec = function.spec
-    if function.kind is not FunctionKind.SERVING and any(
-        value is not None for value in (spec.replicas, spec.min_replicas, spec.max_replicas)
-    ):
-        raise ConflictError(
-            "spec.replicas",
-            f"replicas apply to serving functions; a {function.kind.value} runs one pod per run "
-            "(example: code_to_function(..., kind='serving'))",
-        )
-    requests, limits, gpus = effective_resources(function, settings)
+    kind = function.kind
+    _check_replicas(function)
+    requests, limits, gpus = effective_resources(function, settings, main_part(kind))
     mode = spec.preemption_mode or settings.function_defaults.preemption_mode
     pod = _pod_spec(function, settings, requests, limits, mode, role)
     labels = _labels(function, run)
-    if function.kind is FunctionKind.SERVING:
+    local_pod: dict[str, Any] | None = None
+    replicas = 1
+    metadata = {"name": _run_name(function, run), "namespace": settings.namespace}
+    if kind is FunctionKind.SERVING:
         manifests = _serving(function, settings, pod, labels)
+    elif kind is FunctionKind.MPIJOB:
+        replicas = spec.replicas if spec.replicas is not None else 1
+        if replicas < 1:
+            raise InvalidValueError(
+                "spec.replicas", replicas, "an mpijob needs at least one worker", "2"
+            )
+        launcher = _pod_spec(function, settings, {}, {}, mode, role)
+        job = render_mpijob(
+            settings.mpijob_api_version,
+            {**metadata, "labels": dict(labels)},
+            _pod_metadata(function, labels),
+            pod,
+            launcher,
+            replicas,
+            spec.retries,
+        )
+        manifests = [job]
+        local_pod = pod
+    elif kind is FunctionKind.DASK:
+        s_requests, s_limits, _ = effective_resources(function, settings, "scheduler")
+        scheduler = _pod_spec(function, settings, s_requests, s_limits, mode, role)
+        start = spec.replicas if spec.replicas is not None else (spec.min_replicas or 1)
+        scaling = _scaling(spec)
+        if scaling:
+            start = min(max(start, scaling[0]), scaling[1])
+        cluster_metadata = {"name": function.metadata.name, "namespace": settings.namespace}
+        manifests = [
+            render_daskcluster(
+                {**cluster_metadata, "labels": dict(labels)},
+                _pod_metadata(function, labels),
+                scheduler,
+                pod,
+                spec.image or DASK_IMAGE,
+                start,
+                worker_threads(spec.nthreads, limits),
+            )
+        ]
+        if scaling:
+            manifests.append(
+                render_autoscaler({**cluster_metadata, "labels": dict(labels)}, *scaling)
+            )
+    elif kind is FunctionKind.SPARK:
+        d_requests, d_limits, _ = effective_resources(function, settings, "driver")
+        driver = _pod_spec(function, settings, d_requests, d_limits, mode, role)
+        executors = spec.replicas if spec.replicas is not None else (spec.min_replicas or 1)
+        manifests = [
+            render_sparkapplication(
+                {**metadata, "labels": dict(labels)},
+                labels,
+                driver,
+                pod,
+                spec.image or SPARK_IMAGE,
+                executors,
+                _scaling(spec),
+                spec.retries,
+            )
+        ]
+        local_pod = spark_local_pod(driver, pod, executors)
     else:
         pod["restartPolicy"] = "Never"
-        name = function.metadata.name
-        if run is not None:
-            name = f"{name}-{run.uid[:16]}-{run.attempt}"
         manifests = [
             {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {
-                    "name": name,
-                    "namespace": settings.namespace,
-                    **_pod_metadata(function, labels),
-                },
+                "metadata": {**metadata, **_pod_metadata(function, labels)},
                 "spec": pod,
             }
         ]
     manifests.extend(_secrets(function, settings, labels))
-    if any(v["name"] == names.BOOTSTRAP_VOLUME for v in _pod_of(manifests).get("volumes", [])):
+    every_pod = [*pod_specs(manifests[0]), *([local_pod] if local_pod else [])]
+    if any(
+        v["name"] == names.BOOTSTRAP_VOLUME for spec_ in every_pod for v in spec_.get("volumes", [])
+    ):
         manifests.append(bootstrap_configmap(settings.namespace))
     effective = Effective(function=function, requests=requests, limits=limits, gpus=gpus, mode=mode)
     return Rendered(
-        manifests=manifests, qos=qos_class(requests, limits), lints=list(lint(effective))
+        manifests=manifests,
+        qos=qos_class(requests, limits),
+        lints=list(lint(effective)),
+        local_pod=local_pod,
+        replicas=replicas,
     )
+
+
+def _scaling(spec: FunctionSpec) -> tuple[int, int] | None:
+    """(min, max) when the function gives a range; a range needs its maximum."""
+    if spec.min_replicas is None and spec.max_replicas is None:
+        return None
+    if spec.max_replicas is None:
+        raise InvalidValueError(
+            "spec.max_replicas",
+            None,
+            "scaling needs max_replicas when min_replicas is set",
+            "spec.min_replicas = 1; spec.max_replicas = 4",
+        )
+    return spec.min_replicas or 1, spec.max_replicas

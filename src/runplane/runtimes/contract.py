@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from runplane.bootstrap import Invocation
 from runplane.placement import NodeSummary
+from runplane.rendering.workloads import main_pod_spec
 from runplane.runs import Usage
 from runplane.runtimes.events import RunEvent
 
@@ -38,6 +39,11 @@ class RunRequest:
     source_dir: str = ""
     requests: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
+    #: For a workload of several pods, the pod spec one process tree of it gets on a machine
+    #: (an mpijob's worker, a spark application's driver with its executors' resources), and
+    #: how many such processes start together (an mpijob's ranks).
+    local_pod: dict[str, Any] | None = None
+    replicas: int = 1
 
     @property
     def uid(self) -> str:
@@ -53,7 +59,9 @@ class RunRequest:
 
     @property
     def pod_spec(self) -> dict[str, Any]:
-        spec: dict[str, Any] = self.pod["spec"]
+        """The spec of the run's main pod (see ``local_pod``)."""
+        spec = self.local_pod or main_pod_spec(self.pod)
+        assert spec is not None, "a workload without pods carries a local pod"
         return spec
 
 

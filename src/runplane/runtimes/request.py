@@ -15,7 +15,8 @@ from typing import Any
 from runplane.bootstrap import Invocation
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
-from runplane.rendering import RunRef, effective_resources, render
+from runplane.rendering import RunRef, effective_resources, main_part, render
+from runplane.rendering.workloads import pod_specs
 from runplane.runtimes.contract import RunRequest
 from runplane.spec.bounds import MAX_PARAMS_BYTES, check_json
 from runplane.spec.function import Function, FunctionKind
@@ -40,6 +41,13 @@ def build_request(
             fn.kind.value,
             "serving functions are deployed, not run; use a job",
             "code_to_function(..., kind='job')",
+        )
+    if fn.kind is FunctionKind.DASK:
+        raise InvalidValueError(
+            "kind",
+            fn.kind.value,
+            "a dask function is a cluster used through its client, not run; use fn.client",
+            "client = fn.client; client.submit(work, 1).result(); fn.close()",
         )
     code, filename = _code_of(fn)
     if not fn.spec.handler:
@@ -72,9 +80,14 @@ def build_request(
     )
     rendered = render(fn, settings, run=RunRef(uid, attempt), role=role)
     manifests = rendered.manifests
-    _carry(manifests[0], invocation)
-    requests, limits, _ = effective_resources(fn, settings)
-    priority_class = manifests[0]["spec"]["priorityClassName"]
+    carried = invocation.to_env()
+    for pod_spec in [*pod_specs(manifests[0]), *filter(None, [rendered.local_pod])]:
+        _carry(pod_spec["containers"][0], carried)
+    for part in ("driver", "executor"):  # a SparkApplication's roles hold their own env
+        if part in manifests[0]["spec"]:
+            _carry(manifests[0]["spec"][part], carried)
+    requests, limits, _ = effective_resources(fn, settings, main_part(fn.kind))
+    priority_class = rendered.pod_spec["priorityClassName"]
     return RunRequest(
         invocation=invocation,
         manifests=manifests,
@@ -83,13 +96,13 @@ def build_request(
         source_dir=source_dir,
         requests={key: str(value) for key, value in requests.items()},
         limits={key: str(value) for key, value in limits.items()},
+        local_pod=rendered.local_pod,
+        replicas=rendered.replicas,
     )
 
 
-def _carry(pod: dict[str, Any], invocation: Invocation) -> None:
-    """Put the invocation in the pod's environment, replacing what rendering wrote of it."""
-    container = pod["spec"]["containers"][0]
-    carried = invocation.to_env()
+def _carry(container: dict[str, Any], carried: dict[str, str]) -> None:
+    """Put the invocation in a container's environment, replacing what rendering wrote of it."""
     env = [item for item in container.get("env", []) if item["name"] not in carried]
     container["env"] = [{"name": name, "value": value} for name, value in carried.items()] + env
 

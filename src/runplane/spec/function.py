@@ -31,6 +31,7 @@ from runplane.spec.resources import (
     check_gpu_type,
     gpu_entries,
 )
+from runplane.spec.roles import RoleResources, check_roles
 from runplane.spec.scheduling import (
     PreemptionMode,
     check_affinity,
@@ -52,15 +53,21 @@ from runplane.spec.volumes import (
 
 
 class FunctionKind(StrEnum):
-    """``job`` runs to completion; ``serving`` is a long-running HTTP service."""
+    """``job`` runs to completion; ``serving`` is a long-running HTTP service; ``mpijob``,
+    ``dask`` and ``spark`` spread one computation over several processes or pods (see
+    docs/runtimes.md)."""
 
     JOB = "job"
     SERVING = "serving"
+    MPIJOB = "mpijob"
+    DASK = "dask"
+    SPARK = "spark"
 
 
 #: Other names of a kind: ``local`` (MLRun's in-process job, and what functions exported by
-#: earlier runplane versions may say) runs as a job, here or through the service.
-KIND_ALIASES = {"local": FunctionKind.JOB}
+#: earlier runplane versions may say) runs as a job, here or through the service; ``nuclio``
+#: (MLRun's real-time function) is a serving function with the same handler convention.
+KIND_ALIASES = {"local": FunctionKind.JOB, "nuclio": FunctionKind.SERVING}
 
 
 def check_kind(kind: object) -> FunctionKind:
@@ -172,6 +179,13 @@ class FunctionSpec(SpecModel):
     max_replicas: int | None = pydantic.Field(default=None, ge=1)
     target_cpu_percent: int | None = pydantic.Field(default=None, ge=1)
     http: HttpSpec | None = None
+    #: Per-role resources (spec/roles.py): dask's workers and scheduler, spark's driver and
+    #: executors. ``nthreads``: threads per dask worker.
+    worker_resources: Resources = pydantic.Field(default_factory=Resources)
+    scheduler_resources: Resources = pydantic.Field(default_factory=Resources)
+    driver_resources: Resources = pydantic.Field(default_factory=Resources)
+    executor_resources: Resources = pydantic.Field(default_factory=Resources)
+    nthreads: int | None = pydantic.Field(default=None, ge=1)
     retries: int = pydantic.Field(default=0, ge=0)
     #: Pod annotations (for sidecars, admission webhooks, cluster tooling).
     annotations: dict[str, str] = pydantic.Field(default_factory=dict)
@@ -295,19 +309,25 @@ class FunctionSpec(SpecModel):
 
 def check_kind_rules(kind: FunctionKind, spec: FunctionSpec) -> None:
     """Settings that only make sense for some kinds of function."""
-    if kind is FunctionKind.SERVING and spec.state_thresholds:
+    if kind in (FunctionKind.SERVING, FunctionKind.DASK) and spec.state_thresholds:
+        watched = "their own health checks" if kind is FunctionKind.SERVING else "their client"
         raise ConflictError(
             "spec.state_thresholds",
-            "state thresholds do not apply to serving functions, which are watched by their "
-            "own health checks; remove them or use kind='job'",
+            f"state thresholds do not apply to {kind.value} functions, which are watched by "
+            f"{watched}; remove them or use kind='job'",
         )
     if kind is not FunctionKind.SERVING and spec.http is not None:
         raise ConflictError(
             "spec.http", f"with_http applies to serving functions, not kind={kind.value!r}"
         )
+    if kind is not FunctionKind.DASK and spec.nthreads is not None:
+        raise ConflictError(
+            "spec.nthreads", f"nthreads applies to dask functions, not kind={kind.value!r}"
+        )
+    check_roles(kind.value, spec)
 
 
-class Function(SpecModel):
+class Function(SpecModel, RoleResources):
     """A Python function with everything it needs to run: code, resources, placement, env."""
 
     kind: FunctionKind = FunctionKind.JOB
@@ -555,8 +575,34 @@ class Function(SpecModel):
         )
 
     def deploy(self) -> Any:
-        """Deploy a serving function (Deployment, Service, autoscaler) through the service."""
+        """Deploy a serving function: replicas on this machine, or a Deployment, Service and
+        autoscaler through the service when ``RUNPLANE_API`` is set."""
         return hooks.client().deploy(self)
+
+    def invoke(
+        self,
+        path: str = "",
+        body: Any = None,
+        method: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> Any:
+        """Call the deployed function at ``path``: a dict or list ``body`` is sent as JSON (POST
+        unless ``method`` says otherwise; GET without a body). Returns the answer parsed from
+        JSON when it is JSON, else its bytes; an error status raises."""
+        return hooks.client().invoke(
+            self, path=path, body=body, method=method, headers=headers, timeout=timeout
+        )
+
+    @property
+    def client(self) -> Any:
+        """A dask function's ``distributed.Client``; its cluster starts on first use (a
+        ``LocalCluster`` here, see docs/runtimes.md)."""
+        return hooks.client().dask_client(self)
+
+    def close(self) -> None:
+        """Stop a dask function's cluster."""
+        hooks.client().close(self)
 
     # -- thresholds and serving -------------------------------------------------------------------
 

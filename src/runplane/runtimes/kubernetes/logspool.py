@@ -94,19 +94,19 @@ class LogSpool:
         self._copies: dict[str, _Copy] = {}
         self._closed = False
 
-    def follow(self, uid: str, pod: str) -> None:
+    def follow(self, uid: str, pod: str, container: str = "main") -> None:
         """Copy ``pod``'s output as it is written (its container has started)."""
-        self._copy_of(uid, pod)
+        self._copy_of(uid, pod, container)
 
-    def finish(self, uid: str, pod: str) -> None:
+    def finish(self, uid: str, pod: str, container: str = "main") -> None:
         """``pod`` has ended: copy the rest of its output, waiting a little for it, so that the
         run is reported ended with its whole output in place."""
-        copy = self._copy_of(uid, pod)
+        copy = self._copy_of(uid, pod, container)
         if copy is not None:
             copy.ended.set()
             copy.join(self._drain_timeout)
 
-    def _copy_of(self, uid: str, pod: str) -> _Copy | None:
+    def _copy_of(self, uid: str, pod: str, container: str) -> _Copy | None:
         with self._lock:
             if self._closed:
                 return None
@@ -119,7 +119,7 @@ class LogSpool:
             if copy is not None:  # an earlier attempt's pod, which has ended
                 copy.stop()
                 copy.join(self._drain_timeout)
-            copy = self._copies[uid] = _Copy(self, uid, pod)
+            copy = self._copies[uid] = _Copy(self, uid, pod, container)
             copy.start()
             return copy
 
@@ -158,11 +158,12 @@ class _Copy(threading.Thread):
     """One pod's output into its run's file: follow the log, resume it after a break, and
     once the pod has ended read what is left."""
 
-    def __init__(self, spool: LogSpool, uid: str, pod: str) -> None:
+    def __init__(self, spool: LogSpool, uid: str, pod: str, container: str = "main") -> None:
         super().__init__(name=f"runplane-logs-{uid[:12]}", daemon=True)
         self.spool = spool
         self.uid = uid
         self.pod = pod
+        self.container = container
         self.ended = threading.Event()  # the pod has ended: read the rest, then stop
         self._stopped = threading.Event()
         self._response: urllib3.BaseHTTPResponse | None = None
@@ -221,7 +222,7 @@ class _Copy(threading.Thread):
 
     def _copy(self, cursor: Cursor, follow: bool) -> bool:
         """One read of the pod log from the cursor on; whether it brought anything new."""
-        query: dict[str, Any] = {"container": "main", "timestamps": "true"}
+        query: dict[str, Any] = {"container": self.container, "timestamps": "true"}
         if follow:
             query["follow"] = "true"
         if cursor.at >= 0:  # whole seconds: the lines of that second are skipped below

@@ -35,6 +35,16 @@ PULL_BACKOFF = frozenset({"ImagePullBackOff", "ErrImagePull"})
 PREEMPTED = "Preempted"
 POD_DELETED = "PodDeleted"
 MAIN_CONTAINER = "main"
+#: The container that runs the handler: runplane's own, or the one the Spark Operator names
+#: in the driver pod it makes from a SparkApplication.
+MAIN_CONTAINERS = (MAIN_CONTAINER, "spark-kubernetes-driver")
+
+
+def main_container(pod: Mapping[str, Any]) -> str:
+    """The name of the pod's container that runs the handler."""
+    names_ = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    return next((name for name in MAIN_CONTAINERS if name in names_), MAIN_CONTAINER)
+
 
 Pod = Mapping[str, Any]
 
@@ -70,7 +80,7 @@ def _terminated(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
         for s in status.get("containerStatuses") or []
         if (s.get("state") or {}).get("terminated")
     ]
-    main = [end for name, end in ends if name == MAIN_CONTAINER]
+    main = [end for name, end in ends if name in MAIN_CONTAINERS]
     failed = [end for _, end in ends if end.get("exitCode")]
     chosen: Mapping[str, Any] | None = (main or failed or [end for _, end in ends] or [None])[0]
     return chosen
@@ -231,7 +241,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
     if phase == "Running":
         started = _timestamp(status.get("startTime"))
         for item in status.get("containerStatuses") or []:
-            if item.get("name") == MAIN_CONTAINER:
+            if item.get("name") in MAIN_CONTAINERS:
                 running = (item.get("state") or {}).get("running") or {}
                 started = _timestamp(running.get("startedAt")) or started
         node = (pod.get("spec") or {}).get("nodeName") or ""

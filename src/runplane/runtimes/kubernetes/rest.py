@@ -33,7 +33,20 @@ _RESOURCES = {
         "/apis/autoscaling/v2",
         "horizontalpodautoscalers",
     ),
+    ("kubeflow.org/v2beta1", "MPIJob"): ("/apis/kubeflow.org/v2beta1", "mpijobs"),
+    ("kubeflow.org/v1", "MPIJob"): ("/apis/kubeflow.org/v1", "mpijobs"),
+    ("sparkoperator.k8s.io/v1beta2", "SparkApplication"): (
+        "/apis/sparkoperator.k8s.io/v1beta2",
+        "sparkapplications",
+    ),
 }
+#: The operators' workloads a run may be (docs/runtimes.md), besides a Pod.
+WORKLOADS = tuple(key for key in _RESOURCES if key[1] in ("MPIJob", "SparkApplication"))
+
+
+def collection_path(api_version: str, kind: str, namespace: str) -> str:
+    prefix, plural = _RESOURCES[(api_version, kind)]
+    return f"{prefix}/namespaces/{namespace}/{plural}"
 
 
 def object_path(api_version: str, kind: str, namespace: str, name: str) -> str:

@@ -24,15 +24,22 @@ from runplane import names
 from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.placement import NodeSummary
-from runplane.runs import Usage
+from runplane.runs import RunState, Usage
 from runplane.runtimes.contract import Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.calls import Calls, api_message
 from runplane.runtimes.kubernetes.client import api_client
 from runplane.runtimes.kubernetes.logspool import LogSpool
-from runplane.runtimes.kubernetes.pod_events import pod_to_event
-from runplane.runtimes.kubernetes.rest import MERGE_PATCH, RestApi, pods_path
+from runplane.runtimes.kubernetes.pod_events import main_container, pod_to_event
+from runplane.runtimes.kubernetes.rest import (
+    MERGE_PATCH,
+    WORKLOADS,
+    RestApi,
+    collection_path,
+    object_path,
+    pods_path,
+)
 from runplane.runtimes.kubernetes.submit import Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
 from runplane.runtimes.kubernetes.watch import DELETED, VANISHED, PodWatch
@@ -92,12 +99,14 @@ class KubernetesRuntime:
         """The watch's news of a pod: its output copied as it comes, and all of it copied
         before its end becomes the run's."""
         meta = pod["metadata"]
-        uid = (meta.get("labels") or {}).get(names.RUN_UID)
-        if uid and _started(pod):
+        labels = meta.get("labels") or {}
+        uid = labels.get(names.RUN_UID)
+        if uid and _started(pod) and labels.get(names.ROLE) not in names.HELPER_ROLES:
+            container = main_container(pod)
             if _finished(pod) or kind in (DELETED, VANISHED):
-                self._spool.finish(uid, meta["name"])
+                self._spool.finish(uid, meta["name"], container)
             else:
-                self._spool.follow(uid, meta["name"])
+                self._spool.follow(uid, meta["name"], container)
         self._tracker.observe(kind, pod)
 
     def _selector(self, uid: str | None = None) -> str:
@@ -161,7 +170,27 @@ class KubernetesRuntime:
             meta = pod.get("metadata") or {}
             uid = (meta.get("labels") or {}).get(names.RUN_UID, "")
             runs.setdefault(uid, []).append(meta.get("name", ""))
+        for kind, workload in self._workloads():
+            meta = workload.get("metadata") or {}
+            uid = (meta.get("labels") or {}).get(names.RUN_UID, "")
+            runs.setdefault(uid, []).append(f"{kind}/{meta.get('name', '')}")
         return runs
+
+    def _workloads(self, uid: str | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """This runtime's MPIJobs and SparkApplications (of one run, or of all); a kind the
+        cluster does not serve has none."""
+        found = []
+        for api_version, kind in WORKLOADS:
+            path = collection_path(api_version, kind, self.namespace)
+            query = {"labelSelector": self._selector(uid)}
+            try:
+                answer = self._calls.rest.json("GET", path, query, timeout=self._calls.timeout)
+            except ApiException as error:
+                if error.status in (403, 404):  # not installed, or not ours to list
+                    continue
+                raise self._calls.refused(f"listing {kind}s", error) from None
+            found += [(kind, item) for item in answer.get("items") or []]
+        return found
 
     # -- observing ------------------------------------------------------------------------
 
@@ -192,8 +221,10 @@ class KubernetesRuntime:
 
         The run is reported ``aborting`` now and ``aborted`` once its pod has stopped.
         """
-        live = [pod for pod in self._pods(uid) if not _finished(pod)]
-        if not live:
+        pods = self._pods(uid)
+        live = [pod for pod in pods if not _finished(pod)]
+        workloads = self._workloads(uid)
+        if not live and not workloads:
             return False
         self._tracker.abort(uid, reason, message)
         notes = {names.ABORT_REASON: reason, names.ABORT_MESSAGE: message}
@@ -210,6 +241,23 @@ class KubernetesRuntime:
             if self._grace is not None:
                 options["gracePeriodSeconds"] = self._grace
             self._on_pod("DELETE", meta["name"], options)
+        for kind, workload in workloads:  # or its operator would make its pods again
+            meta = workload["metadata"]
+            path = object_path(workload["apiVersion"], kind, self.namespace, meta["name"])
+            try:
+                self._calls.rest.json(
+                    "DELETE",
+                    path,
+                    body={"propagationPolicy": "Background"},
+                    timeout=self._calls.timeout,
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    raise self._calls.refused(f"deleting {kind} {meta['name']}", error) from None
+        if not pods:  # its operator had made no pod yet: nothing else will say it ended
+            self._tracker.deliver(
+                f"workload-{uid}", RunEvent(uid, RunState.ABORTED, reason=reason, message=message)
+            )
         return True
 
     def _on_pod(
@@ -285,7 +333,7 @@ def _unusable(namespace: str, error: ApiException) -> ConfigError:
 def _started(pod: Mapping[str, Any]) -> bool:
     """Whether the run's container has started, so that it has output to copy."""
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        if status.get("name") == "main":
+        if status.get("name") == main_container(pod):
             state = status.get("state") or {}
             return "running" in state or "terminated" in state
     return False

@@ -17,7 +17,14 @@ from kubernetes.client.exceptions import ApiException
 from runplane import names
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.runtimes.kubernetes.calls import Calls
-from runplane.runtimes.kubernetes.rest import configmaps_path, pods_path, secrets_path
+from runplane.runtimes.kubernetes.rest import (
+    WORKLOADS,
+    collection_path,
+    configmaps_path,
+    object_path,
+    pods_path,
+    secrets_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +39,24 @@ class Submitter:
         self._known_configmaps: set[str] = set()
 
     def check(self, manifests: Iterable[Mapping[str, Any]]) -> None:
-        """A run is one Pod, named and labelled per attempt, and the Secrets and the
-        bootstrap ConfigMap it needs."""
-        pods = []
+        """A run is one workload (a Pod, or an MPIJob or SparkApplication for its operator),
+        named and labelled per attempt, and the Secrets and the bootstrap ConfigMap it needs."""
+        workloads = []
         for manifest in manifests:
             kind = manifest.get("kind")
-            if kind not in ("Pod", "Secret", "ConfigMap"):
+            if kind == "DaskCluster":
                 raise InvalidValueError(
                     "kind",
                     kind,
-                    "the Kubernetes runtime runs jobs: a rendered Pod, its Secrets and "
-                    "runplane's bootstrap ConfigMap",
+                    "a dask function is a cluster used through its client, not a run",
+                    "client = fn.client",
+                )
+            if kind not in ("Pod", "Secret", "ConfigMap", *(k for _, k in WORKLOADS)):
+                raise InvalidValueError(
+                    "kind",
+                    kind,
+                    "the Kubernetes runtime runs jobs: a rendered Pod (or MPIJob or "
+                    "SparkApplication), its Secrets and runplane's bootstrap ConfigMap",
                     "runplane.new_function('train', kind='job')",
                 )
             namespace = (manifest.get("metadata") or {}).get("namespace", self.namespace)
@@ -53,38 +67,84 @@ class Submitter:
                     f"{namespace!r}, but this runtime runs in {self.namespace!r}; render with "
                     "the runtime's settings",
                 )
-            if kind == "Pod":
-                pods.append(manifest)
-        if len(pods) != 1 or not pods[0]["metadata"].get("labels", {}).get(names.RUN_UID):
+            if kind not in ("Secret", "ConfigMap"):
+                workloads.append(manifest)
+        if len(workloads) != 1 or not workloads[0]["metadata"].get("labels", {}).get(names.RUN_UID):
             raise InvalidValueError(
                 "manifests",
-                [m.get("kind") for m in pods],
-                "a run is one Pod, rendered with a run reference so it is named and labelled "
-                "per attempt",
+                [m.get("kind") for m in workloads],
+                "a run is one Pod (or MPIJob or SparkApplication), rendered with a run "
+                "reference so it is named and labelled per attempt",
                 "build_request(fn, settings, uid=...)",
             )
 
     def submit(self, manifests: Iterable[Mapping[str, Any]]) -> str:
-        """Create the run's ConfigMap and Secrets, then its pod; returns the pod's name."""
+        """Create the run's ConfigMap and Secrets, then its workload; returns its name."""
         owned = [self._own(manifest) for manifest in manifests]
         self.check(owned)
         for configmap in (m for m in owned if m["kind"] == "ConfigMap"):
             self._ensure_configmap(configmap)
         for secret in (m for m in owned if m["kind"] == "Secret"):
             self._apply_secret(secret)
-        (pod,) = (m for m in owned if m["kind"] == "Pod")
-        return self._create_pod(pod)
+        (workload,) = (m for m in owned if m["kind"] not in ("Secret", "ConfigMap"))
+        if workload["kind"] == "Pod":
+            return self._create_pod(workload)
+        return self._create_workload(workload)
 
     def _own(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        """A copy with this runtime's ownership labels; the rendered object stays untouched."""
+        """A copy with this runtime's ownership labels, on the object and on the pods its
+        operator will make (so the watch sees them); the rendered object stays untouched."""
         obj: dict[str, Any] = json.loads(json.dumps(manifest))
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", self.namespace)
-        labels = meta.setdefault("labels", {})
-        labels[names.MANAGED_BY] = names.MANAGER
-        if self.instance:
-            labels[names.INSTANCE] = self.instance
+        for labels in [meta.setdefault("labels", {}), *_template_labels(obj)]:
+            labels[names.MANAGED_BY] = names.MANAGER
+            if self.instance:
+                labels[names.INSTANCE] = self.instance
         return obj
+
+    def _create_workload(self, workload: dict[str, Any]) -> str:
+        """An MPIJob or SparkApplication, for its operator; a retry finds its own (409)."""
+        name: str = workload["metadata"]["name"]
+        api_version, kind = workload["apiVersion"], workload["kind"]
+        path = collection_path(api_version, kind, self.namespace)
+        try:
+            self.calls.retried(f"creating {kind} {name}", lambda: self._post(path, workload))
+        except ApiException as error:
+            if error.status == 404:
+                raise InvalidValueError(
+                    "kind",
+                    f"{api_version} {kind}",
+                    f"the cluster does not serve {kind} ({api_version}): install its operator "
+                    "(and CRD), or set mpijob_api_version to the version it serves",
+                    "kubectl get crd mpijobs.kubeflow.org",
+                ) from None
+            if error.status != 409:
+                raise self.calls.refused(f"creating {kind} {name}", error) from None
+            theirs = self.calls.checked(
+                f"reading {kind} {name}",
+                lambda: self.calls.rest.json(
+                    "GET",
+                    object_path(api_version, kind, self.namespace, name),
+                    timeout=self.calls.timeout,
+                ),
+            )
+            self._check_same_run(kind, workload, theirs)
+        return name
+
+    def _check_same_run(self, what: str, mine: dict[str, Any], theirs: dict[str, Any]) -> None:
+        name = mine["metadata"]["name"]
+        ours = mine["metadata"]["labels"]
+        found = (theirs.get("metadata") or {}).get("labels") or {}
+        keys = [names.RUN_UID, names.ATTEMPT] + ([names.INSTANCE] if self.instance else [])
+        if any(ours.get(key) != found.get(key) for key in keys):
+            raise ConflictError(
+                f"{what} {name}",
+                f"already exists in namespace {self.namespace} and belongs to run "
+                f"{found.get(names.RUN_UID, '(none)')!r}, not to run {ours[names.RUN_UID]!r}; "
+                "delete it or use a new run uid",
+            )
+        log.info("%s %s already exists for this run attempt; not creating another", what, name)
 
     def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.calls.rest.json("POST", path, body=body, timeout=self.calls.timeout)
@@ -168,3 +228,16 @@ class Submitter:
             )
         except ApiException as error:
             raise self.calls.refused(f"updating secret {name}", error) from None
+
+
+def _template_labels(obj: dict[str, Any]) -> list[dict[str, str]]:
+    """The label maps of the pods an operator makes from ``obj``."""
+    spec = obj.get("spec") or {}
+    if obj["kind"] == "MPIJob":
+        return [
+            replica["template"].setdefault("metadata", {}).setdefault("labels", {})
+            for replica in spec["mpiReplicaSpecs"].values()
+        ]
+    if obj["kind"] == "SparkApplication":
+        return [spec[role].setdefault("labels", {}) for role in ("driver", "executor")]
+    return []

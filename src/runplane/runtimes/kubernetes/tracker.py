@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from runplane import names
 from runplane.runs import RunState
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.kubernetes.pod_events import POD_DELETED, pod_to_event, results_in_log
@@ -38,12 +39,25 @@ class RunTracker:
         self._last: dict[str, tuple[Any, ...]] = {}
         self._finished: set[str] = set()
         self._aborting: dict[str, tuple[str, str]] = {}
+        #: Runs of several pods whose main pod (launcher, driver) has started.
+        self._main_started: set[str] = set()
 
     def observe(self, kind: str, pod: dict[str, Any]) -> None:
         """A :class:`~runplane.runtimes.kubernetes.watch.PodWatch` handler."""
         key = str((pod.get("metadata") or {}).get("uid") or "")
         gone = kind in (DELETED, VANISHED)
         event = pod_to_event(pod, deleted=gone)
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get(names.ROLE) in names.HELPER_ROLES:
+            # A worker or executor tells why its run waits; how the run goes is its main
+            # pod's (the operator starts, restarts and removes helpers as the job needs).
+            with self._lock:
+                started = event is None or event.uid in self._main_started
+            if started or event is None or event.state is not RunState.PENDING:
+                return
+        elif event is not None and (event.state is RunState.RUNNING or event.state.terminal):
+            with self._lock:
+                self._main_started.add(event.uid)
         if kind == VANISHED and event is not None and event.reason == POD_DELETED:
             event = replace(
                 event,

@@ -68,6 +68,9 @@ class LocalRun:
     isolation: str = ""
     _wake: int | None = None
     _wake_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: What starts the run's process(es) when not the single child (an mpijob's mpirun and
+    #: its rank program: runtimes/local/gang.py); the run directory is its last argument.
+    launcher: list[str] = field(default_factory=list)
 
     @property
     def uid(self) -> str:
@@ -336,7 +339,13 @@ def spawn(
     log = _private_file(run.run_dir / OUTPUT)
     try:
         return subprocess.Popen(
-            ["/bin/sh", "-c", _GATE, python, str(CHILD), str(run.run_dir)],
+            [
+                "/bin/sh",
+                "-c",
+                _GATE,
+                *(run.launcher or [python, str(CHILD)]),
+                str(run.run_dir),
+            ],
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,

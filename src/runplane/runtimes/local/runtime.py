@@ -26,6 +26,7 @@ from runplane.runs import Condition, RunState, Usage
 from runplane.runtimes.contract import Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.local.cgroups import Hierarchy, Unavailable, open_hierarchy
+from runplane.runtimes.local.gang import prepare
 from runplane.runtimes.local.launch import CHILD, LocalRun, plan
 from runplane.runtimes.local.ledger import Grant, Ledger
 from runplane.runtimes.local.node import detect_capacity, local_node
@@ -131,7 +132,7 @@ class LocalRuntime:
             gpus=bool(capacity.gpu_ids),
             preemption=False,
             node_labels=False,
-            deploy=False,
+            deploy=True,
             durable=False,
         )
         self._ledger = Ledger(
@@ -157,11 +158,11 @@ class LocalRuntime:
     def check(self, request: RunRequest) -> None:
         """Refuse what could never start here: unknown resources, unmapped volumes, missing
         secrets."""
-        plan(request, self.settings, self.node.name)
+        prepare(plan(request, self.settings, self.node.name), request)
 
     def launch(self, request: RunRequest) -> None:
         """Queue the run; it starts when the machine has room for it."""
-        run = plan(request, self.settings, self.node.name)
+        run = prepare(plan(request, self.settings, self.node.name), request)
         fit = evaluate(run.requirements, [self.node])
         if not fit.schedulable:
             run.never_fits = True
@@ -304,8 +305,10 @@ class LocalRuntime:
         return [self._ledger.occupied().summary()]
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Not here: ``capabilities.deploy`` is false, so callers never ask."""
-        raise NotImplementedError("the local runtime does not deploy serving functions")
+        """Run a serving function's replicas here, behind one port (:mod:`.serving`)."""
+        from runplane.runtimes.local import serving
+
+        return serving.deploy(self.settings, manifests)
 
     def existing(self) -> dict[str, list[str]]:
         with self._lock:

@@ -1,0 +1,88 @@
+"""Serving functions on this machine, from the SDK: ``fn.deploy()`` and ``fn.invoke()``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from runplane.config import Settings
+from runplane.errors import InvalidValueError, RunplaneError
+from runplane.spec.function import Function, FunctionKind
+
+
+class InvokeError(RunplaneError):
+    """The deployed function answered with an error status; the message has its answer."""
+
+    http_status = 502
+
+    def __init__(self, status: int, text: str) -> None:
+        self.status = status
+        super().__init__(f"the function answered {status}: {text}")
+
+
+def _serving(fn: Function, what: str) -> None:
+    if fn.kind is not FunctionKind.SERVING:
+        raise InvalidValueError(
+            "kind",
+            fn.kind.value,
+            f"only serving functions are {what}; jobs are run",
+            "code_to_function('serve', filename='serve.py', kind='serving', handler='handler')",
+        )
+
+
+def deploy_here(fn: Function, settings: Settings) -> dict[str, Any]:
+    """Start ``fn``'s replicas on this machine and wait until they answer."""
+    from runplane.rendering import render
+    from runplane.runtimes.local.serving import address
+    from runplane.service.embedded import embedded
+
+    _serving(fn, "deployed")
+    if not fn.spec.build.source or not fn.spec.handler:
+        raise InvalidValueError(
+            "spec.handler" if fn.spec.build.source else "spec.build.source",
+            fn.spec.handler if fn.spec.build.source else "",
+            "a serving function needs its code embedded and the handler to call",
+            "code_to_function('serve', filename='serve.py', kind='serving', handler='handler')",
+        )
+    manifests = render(fn, settings).manifests
+    applied = embedded(settings).runtime.deploy(manifests)
+    url = address(settings, fn.metadata.project, fn.metadata.name)
+    return {"namespace": "local", "applied": applied, "url": url}
+
+
+def invoke_here(
+    fn: Function,
+    settings: Settings,
+    path: str,
+    body: Any,
+    method: str | None,
+    headers: Mapping[str, str] | None,
+    timeout: float,
+) -> Any:
+    from runplane.runtimes.local.serving import address
+
+    _serving(fn, "invoked")
+    url = address(settings, fn.metadata.project, fn.metadata.name) + "/" + path.lstrip("/")
+    content: bytes | None = None
+    sent = dict(headers or {})
+    if isinstance(body, bytes):
+        content = body
+    elif isinstance(body, str):
+        content = body.encode()
+    elif body is not None:
+        content = json.dumps(body).encode()
+        sent.setdefault("Content-Type", "application/json")
+    verb = method or ("POST" if body is not None else "GET")
+    try:
+        answer = httpx.request(verb, url, content=content, headers=sent, timeout=timeout)
+    except httpx.HTTPError as error:
+        raise InvokeError(0, f"no answer from {url}: {error}") from None
+    if answer.status_code >= 400:
+        raise InvokeError(answer.status_code, answer.text)
+    try:
+        return answer.json()
+    except ValueError:
+        return answer.content

@@ -1,0 +1,160 @@
+"""Resources per role, for the kinds whose pods do different work: a dask cluster's workers and
+scheduler, a spark application's driver and executors.
+
+The calls mirror ``with_requests``/``with_limits`` (same arguments, same ``patch`` rule, same
+checks) and write ``spec.<role>_resources``. A role's unset keys come from the function's own
+``spec.resources`` at render time, then from the service defaults.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from runplane import names
+from runplane.errors import ConflictError
+from runplane.spec.quantity import parse_quantity
+from runplane.spec.resources import COMPUTE, check_gpu_count, check_gpu_type
+
+if TYPE_CHECKING:
+    from runplane.spec.function import Function, FunctionKind, FunctionSpec
+
+#: The roles each kind has, and the kind each role belongs to.
+ROLES = {"worker": "dask", "scheduler": "dask", "driver": "spark", "executor": "spark"}
+
+
+def check_roles(kind: str, spec: FunctionSpec) -> None:
+    """Role resources set on a kind without that role are refused, naming the right kind."""
+    for role, owner in ROLES.items():
+        resources = getattr(spec, f"{role}_resources")
+        if (resources.requests or resources.limits) and kind != owner:
+            raise ConflictError(
+                f"spec.{role}_resources",
+                f"{role} resources apply to {owner} functions, not kind={kind!r}; use "
+                f"with_requests/with_limits (example: new_function('x', kind={owner!r}))",
+            )
+
+
+class RoleResources:
+    """The per-role modifiers of :class:`~runplane.spec.function.Function`."""
+
+    if TYPE_CHECKING:
+        kind: FunctionKind
+        spec: FunctionSpec
+
+        def _replace(self, part: str, **changes: Any) -> Function: ...
+
+    def _role_requests(self, role: str, mem: Any, cpu: Any, patch: bool) -> Function:
+        call = f"with_{role}_requests"
+        self._require_role(role, call)
+        given = _compute(mem, cpu, call)
+        current = getattr(self.spec, f"{role}_resources")
+        requests = {**current.requests, **given} if patch else given
+        return self._replace(f"{role}_resources", requests=requests)
+
+    def _role_limits(
+        self, role: str, mem: Any, cpu: Any, gpus: Any, gpu_type: str, patch: bool
+    ) -> Function:
+        call = f"with_{role}_limits"
+        self._require_role(role, call)
+        given: dict[str, Any] = _compute(mem, cpu, call)
+        if gpus is not None:
+            given[check_gpu_type(f"{call}(gpu_type=...)", gpu_type)] = check_gpu_count(
+                f"{call}(gpus=...)", gpus
+            )
+        current = getattr(self.spec, f"{role}_resources")
+        limits = {**current.limits, **given} if patch else given
+        if gpus is not None:
+            limits = {k: v for k, v in limits.items() if k in COMPUTE or k == gpu_type}
+        return self._replace(f"{role}_resources", limits=limits)
+
+    def _require_role(self, role: str, call: str) -> None:
+        owner = ROLES[role]
+        if self.kind.value != owner:
+            raise ConflictError(
+                call,
+                f"{role}s belong to {owner} functions, this one is kind={self.kind.value!r} "
+                f"(example: new_function('x', kind={owner!r}).{call}(...))",
+            )
+
+    # -- dask -------------------------------------------------------------------------------
+
+    def with_worker_requests(
+        self, mem: Any = None, cpu: Any = None, patch: bool = False
+    ) -> Function:
+        """What each dask worker reserves."""
+        return self._role_requests("worker", mem, cpu, patch)
+
+    def with_worker_limits(
+        self,
+        mem: Any = None,
+        cpu: Any = None,
+        gpus: Any = None,
+        gpu_type: str = names.GPU,
+        patch: bool = False,
+    ) -> Function:
+        """The most each dask worker may use; its memory limit is dask's ``memory_limit``."""
+        return self._role_limits("worker", mem, cpu, gpus, gpu_type, patch)
+
+    def with_scheduler_requests(
+        self, mem: Any = None, cpu: Any = None, patch: bool = False
+    ) -> Function:
+        """What the dask scheduler reserves."""
+        return self._role_requests("scheduler", mem, cpu, patch)
+
+    def with_scheduler_limits(
+        self,
+        mem: Any = None,
+        cpu: Any = None,
+        gpus: Any = None,
+        gpu_type: str = names.GPU,
+        patch: bool = False,
+    ) -> Function:
+        """The most the dask scheduler may use."""
+        return self._role_limits("scheduler", mem, cpu, gpus, gpu_type, patch)
+
+    # -- spark ------------------------------------------------------------------------------
+
+    def with_driver_requests(
+        self, mem: Any = None, cpu: Any = None, patch: bool = False
+    ) -> Function:
+        """What the spark driver reserves."""
+        return self._role_requests("driver", mem, cpu, patch)
+
+    def with_driver_limits(
+        self,
+        mem: Any = None,
+        cpu: Any = None,
+        gpus: Any = None,
+        gpu_type: str = names.GPU,
+        patch: bool = False,
+    ) -> Function:
+        """The most the spark driver may use."""
+        return self._role_limits("driver", mem, cpu, gpus, gpu_type, patch)
+
+    def with_executor_requests(
+        self, mem: Any = None, cpu: Any = None, patch: bool = False
+    ) -> Function:
+        """What each spark executor reserves."""
+        return self._role_requests("executor", mem, cpu, patch)
+
+    def with_executor_limits(
+        self,
+        mem: Any = None,
+        cpu: Any = None,
+        gpus: Any = None,
+        gpu_type: str = names.GPU,
+        patch: bool = False,
+    ) -> Function:
+        """The most each spark executor may use."""
+        return self._role_limits("executor", mem, cpu, gpus, gpu_type, patch)
+
+
+def _compute(mem: Any, cpu: Any, call: str) -> dict[str, Any]:
+    given: dict[str, Any] = {}
+    if mem is not None:
+        parse_quantity(f"{call}(mem=...)", mem, "memory")
+        given["memory"] = mem
+    if cpu is not None:
+        parse_quantity(f"{call}(cpu=...)", cpu, "cpu")
+        given["cpu"] = cpu
+    return given
