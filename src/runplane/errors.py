@@ -19,6 +19,8 @@ class RunplaneError(Exception):
     http_status = 400
 
 
+_MESSAGE_ONLY: Any = object()
+
 #: The most of a refused value an error message repeats.
 SHOWN = 160
 
@@ -40,11 +42,18 @@ class InvalidValueError(RunplaneError):
 
     http_status = 422
 
-    def __init__(self, field: str, value: Any, allowed: str, example: str | None = None) -> None:
+    def __init__(
+        self, field: str, value: Any = _MESSAGE_ONLY, allowed: str = "", example: str | None = None
+    ) -> None:
+        """``InvalidValueError(field, value, allowed, example)``; a lone message is accepted
+        too, as code written for MLRun raises ``MLRunInvalidArgumentError("...")``."""
         self.field = field
-        self.value = value
+        self.value = None if value is _MESSAGE_ONLY else value
         self.allowed = allowed
         self.example = example
+        if value is _MESSAGE_ONLY and not allowed:
+            super().__init__(field)
+            return
         message = f"{field}: {shown(value)} is not valid; {allowed}"
         if example:
             message += f" (example: {example})"
@@ -56,9 +65,9 @@ class ConflictError(RunplaneError):
 
     http_status = 422
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str = "") -> None:
         self.field = field
-        super().__init__(f"{field}: {message}")
+        super().__init__(f"{field}: {message}" if message else field)
 
 
 class PolicyError(RunplaneError):
@@ -66,9 +75,9 @@ class PolicyError(RunplaneError):
 
     http_status = 403
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str = "") -> None:
         self.field = field
-        super().__init__(f"{field}: {message}")
+        super().__init__(f"{field}: {message}" if message else field)
 
 
 class ConfigError(RunplaneError):
@@ -91,3 +100,33 @@ class RunFinishedError(RunplaneError):
     """An action that needs a live run was asked of a finished one."""
 
     http_status = 409
+
+
+class RunFailedError(RunplaneError):
+    """A run waited for ended in ``error`` or ``aborted`` (``wait_for_completion``)."""
+
+    http_status = 409
+
+
+class OutOfScopeError(RunplaneError):
+    """An MLRun feature runplane does not provide (the feature store, model monitoring,
+    alerts, data stores other than local files and V3IO mounts): the message names it."""
+
+    def __init__(self, feature: str, advice: str = "") -> None:
+        self.feature = feature
+        super().__init__(f"{feature} is not part of runplane" + (f": {advice}" if advice else ""))
+
+
+# MLRun's names for the same errors, so code written for MLRun keeps its ``except`` clauses
+# (``except mlrun.errors.MLRunNotFoundError``) and its ``raise`` statements.
+MLRunBaseError = RunplaneError
+MLRunInvalidArgumentError = InvalidValueError
+MLRunInvalidArgumentTypeError = InvalidValueError
+MLRunBadRequestError = InvalidValueError
+MLRunNotFoundError = NotFoundError
+MLRunConflictError = ConflictError
+MLRunAccessDeniedError = PolicyError
+MLRunUnauthorizedError = PolicyError
+MLRunRuntimeError = RunFailedError
+MLRunPreconditionFailedError = RunFinishedError
+MLRunMissingDependencyError = OutOfScopeError

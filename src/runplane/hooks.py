@@ -21,6 +21,9 @@ if TYPE_CHECKING:
         def deploy(self, function: Any, /) -> Any:
             """Deploy a serving function."""
 
+        def save(self, function: Any, /) -> str:
+            """Store the function where runs go; returns its URI."""
+
 
 _client: Client | None = None
 

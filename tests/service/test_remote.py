@@ -120,7 +120,7 @@ def test_sdk_against_the_service(service_url, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "quick completed {'slept': 0.1}",
+        "quick completed {'slept': 0.1, 'return': {'slept': 0.1}}",
         "slow aborted",
         "again 409",
     ]
