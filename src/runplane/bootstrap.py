@@ -50,6 +50,7 @@ ENV_RUN_DIR = "RUNPLANE_RUN_DIR"
 ENV_ARTIFACT_PATH = "RUNPLANE_ARTIFACT_PATH"
 ENV_CONTEXT_ONLY = "RUNPLANE_CONTEXT_ONLY"
 ENV_RETURNS = "RUNPLANE_RETURNS"
+ENV_HINTS = "RUNPLANE_INPUT_HINTS"
 #: A secret the run may read with ``context.get_secret(KEY)`` arrives as this prefix + KEY.
 ENV_SECRET_PREFIX = "RUNPLANE_SECRET_"
 #: The project's parameters (JSON), for ``context.get_project_param``.
@@ -76,6 +77,7 @@ _FIELDS = (
     "artifact_path",
     "context_only",
     "returns",
+    "hints",
 )
 _ENV = {
     "uid": ENV_RUN_UID,
@@ -91,6 +93,7 @@ _ENV = {
     "artifact_path": ENV_ARTIFACT_PATH,
     "context_only": ENV_CONTEXT_ONLY,
     "returns": ENV_RETURNS,
+    "hints": ENV_HINTS,
 }
 
 
@@ -116,6 +119,7 @@ class Invocation:
         artifact_path: str = "",
         context_only: list[str] | None = None,
         returns: list[str] | None = None,
+        hints: dict[str, str] | None = None,
     ) -> None:
         self.uid = uid
         self.project = project
@@ -133,6 +137,9 @@ class Invocation:
         self.context_only: list[str] = list(context_only or [])
         #: How to log what the handler returns: ``key`` or ``key:kind`` per returned value.
         self.returns: list[str] = list(returns or [])
+        #: The type an input is read as, by name (``"pandas.DataFrame"``), as the caller
+        #: wrote it in the input's key (``inputs={"df: pandas.DataFrame": path}``).
+        self.hints: dict[str, str] = dict(hints or {})
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Invocation) and self.to_json() == other.to_json()
@@ -178,6 +185,7 @@ class Invocation:
             ENV_ARTIFACT_PATH: self.artifact_path,
             ENV_CONTEXT_ONLY: json.dumps(self.context_only),
             ENV_RETURNS: json.dumps(self.returns),
+            ENV_HINTS: json.dumps(self.hints),
         }
 
     @classmethod
@@ -199,6 +207,7 @@ class Invocation:
             artifact_path=get("artifact_path"),
             context_only=json.loads(get("context_only", "[]")),
             returns=json.loads(get("returns", "[]")),
+            hints=json.loads(get("hints", "{}")),
         )
 
 
@@ -320,6 +329,22 @@ class ArtifactPath(str):
         return str(self)
 
 
+class _Stdout(logging.StreamHandler):  # type: ignore[type-arg]  # not generic in 3.9
+    """Writes to ``sys.stdout`` as it is when a line is logged (a notebook or a test may
+    replace it after the logger was made)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stdout)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 _LEVELS = {"debug": 10, "info": 20, "warn": 30, "warning": 30, "error": 40, "critical": 50}
 
 
@@ -331,7 +356,7 @@ class RunLogger:
     def __init__(self, name: str) -> None:
         self._logger = logging.getLogger(name)
         if not self._logger.handlers:
-            handler = logging.StreamHandler(sys.stdout)
+            handler = _Stdout()
             handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
             self._logger.addHandler(handler)
             self._logger.setLevel(logging.INFO)
@@ -915,7 +940,7 @@ def _arguments(function: Any, context: Context, invocation: Invocation) -> dict[
         if key not in arguments:
             continue
         item = context.inputs[key]
-        hint = annotations.get(key)
+        hint = invocation.hints.get(key) or annotations.get(key)
         hint_name = hint if isinstance(hint, str) else getattr(hint, "__name__", "")
         arguments[key] = item.as_df() if hint_name.endswith("DataFrame") else item
     return arguments
@@ -986,7 +1011,10 @@ def call_handler(context: Context, invocation: Invocation) -> int:
         if not invocation.handler:  # a script: its main block runs, reading get_or_create_ctx
             module.__name__ = "__main__"
             sys.argv = [invocation.filename]
-        exec(compile(invocation.code, invocation.filename, "exec"), module.__dict__)
+        # dont_inherit: the handler's code is compiled as its own module, without this
+        # module's `from __future__ import annotations` (its annotations stay objects).
+        compiled = compile(invocation.code, invocation.filename, "exec", dont_inherit=True)
+        exec(compiled, module.__dict__)
         if invocation.handler:
             function = getattr(module, invocation.handler)
             arguments = _arguments(function, context, invocation)

@@ -19,8 +19,6 @@ class RunplaneError(Exception):
     http_status = 400
 
 
-_MESSAGE_ONLY: Any = object()
-
 #: The most of a refused value an error message repeats.
 SHOWN = 160
 
@@ -37,37 +35,37 @@ def shown(value: Any) -> str:
     return f"{text[:SHOWN]}... ({len(text)} characters)"
 
 
-class InvalidValueError(RunplaneError):
+class ArgumentError(RunplaneError):
+    """A value, or a combination of values, the user gave is refused (MLRun's
+    ``MLRunInvalidArgumentError``: ``except`` clauses catch both kinds below)."""
+
+    http_status = 422
+
+
+class InvalidValueError(ArgumentError):
     """A value the user gave is not valid for its field."""
 
     http_status = 422
 
-    def __init__(
-        self, field: str, value: Any = _MESSAGE_ONLY, allowed: str = "", example: str | None = None
-    ) -> None:
-        """``InvalidValueError(field, value, allowed, example)``; a lone message is accepted
-        too, as code written for MLRun raises ``MLRunInvalidArgumentError("...")``."""
+    def __init__(self, field: str, value: Any, allowed: str, example: str | None = None) -> None:
         self.field = field
-        self.value = None if value is _MESSAGE_ONLY else value
+        self.value = value
         self.allowed = allowed
         self.example = example
-        if value is _MESSAGE_ONLY and not allowed:
-            super().__init__(field)
-            return
         message = f"{field}: {shown(value)} is not valid; {allowed}"
         if example:
             message += f" (example: {example})"
         super().__init__(message)
 
 
-class ConflictError(RunplaneError):
+class ConflictError(ArgumentError):
     """Two settings, each valid, that cannot hold together (a spot selector with `prevent`)."""
 
     http_status = 422
 
-    def __init__(self, field: str, message: str = "") -> None:
+    def __init__(self, field: str, message: str) -> None:
         self.field = field
-        super().__init__(f"{field}: {message}" if message else field)
+        super().__init__(f"{field}: {message}")
 
 
 class PolicyError(RunplaneError):
@@ -75,9 +73,9 @@ class PolicyError(RunplaneError):
 
     http_status = 403
 
-    def __init__(self, field: str, message: str = "") -> None:
+    def __init__(self, field: str, message: str) -> None:
         self.field = field
-        super().__init__(f"{field}: {message}" if message else field)
+        super().__init__(f"{field}: {message}")
 
 
 class ConfigError(RunplaneError):
@@ -120,11 +118,11 @@ class OutOfScopeError(RunplaneError):
 # MLRun's names for the same errors, so code written for MLRun keeps its ``except`` clauses
 # (``except mlrun.errors.MLRunNotFoundError``) and its ``raise`` statements.
 MLRunBaseError = RunplaneError
-MLRunInvalidArgumentError = InvalidValueError
-MLRunInvalidArgumentTypeError = InvalidValueError
-MLRunBadRequestError = InvalidValueError
+MLRunInvalidArgumentError = ArgumentError
+MLRunInvalidArgumentTypeError = ArgumentError
+MLRunBadRequestError = ArgumentError
 MLRunNotFoundError = NotFoundError
-MLRunConflictError = ConflictError
+MLRunConflictError = RunExistsError
 MLRunAccessDeniedError = PolicyError
 MLRunUnauthorizedError = PolicyError
 MLRunRuntimeError = RunFailedError

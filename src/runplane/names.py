@@ -16,6 +16,7 @@ ENV_CODE = bootstrap.ENV_CODE
 ENV_CONTEXT_ONLY = bootstrap.ENV_CONTEXT_ONLY
 ENV_FILENAME = bootstrap.ENV_FILENAME
 ENV_FUNCTION = bootstrap.ENV_FUNCTION
+ENV_HINTS = bootstrap.ENV_HINTS
 ENV_HANDLER = bootstrap.ENV_HANDLER
 ENV_INPUTS = bootstrap.ENV_INPUTS
 ENV_MOUNTS = bootstrap.ENV_MOUNTS
@@ -72,6 +73,7 @@ RESERVED_ENV = frozenset(
         ENV_ARTIFACT_PATH,
         ENV_CONTEXT_ONLY,
         ENV_RETURNS,
+        ENV_HINTS,
     }
 )
 

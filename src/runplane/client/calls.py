@@ -86,11 +86,13 @@ def prepare(
     fn = fn.model_copy(deep=True)
     work_dir = Path(workdir or source_dir or ".").resolve()
     _set_handler(fn, handler if handler is not None else task.spec.handler, work_dir)
+    if not fn.spec.build.source and not fn.spec.command:  # module.function of the source
+        _set_handler(fn, fn.spec.handler, work_dir)
     name = name or task.metadata.name
     if name:
         fn.metadata.name = str(normalize_name("run(name=...)", name))
-    elif not fn.metadata.name:
-        fn.metadata.name = str(normalize_name("run(handler=...)", fn.spec.handler or "job"))
+    elif not fn.metadata.name:  # named after the handler, made a valid name without a word
+        fn.metadata.name = fn.spec.handler.replace("_", "-").lower() or "job"
     project = project or task.metadata.project
     if project:
         fn.metadata.project = project
@@ -148,12 +150,13 @@ def _set_handler(fn: Function, handler: Any, work_dir: Path) -> None:
 
 
 def _inputs(inputs: Mapping[str, Any]) -> dict[str, str]:
-    """Inputs by name (a ``"name: type"`` key keeps the name), each a local path: relative
-    paths are the caller's, other stores are refused by name."""
+    """Inputs by name (a ``"name: type"`` key also says what type to read it as), each a
+    local path: relative paths are the caller's, other stores are refused by name."""
     checked: dict[str, str] = {}
     for key, value in inputs.items():
-        name = str(key).split(":", 1)[0].strip()
-        checked[name] = _local_path(f"inputs[{name!r}]", str(getattr(value, "url", value)))
+        name, colon, hint = (part.strip() for part in str(key).partition(":"))
+        path = _local_path(f"inputs[{name!r}]", str(getattr(value, "url", value)))
+        checked[f"{name}: {hint}" if colon and hint else name] = path
     return checked
 
 

@@ -42,7 +42,13 @@ def build_request(
             "code_to_function(..., kind='job')",
         )
     code, filename = _code_of(fn)
-    run_inputs = {str(key): str(value) for key, value in (inputs or {}).items()}
+    run_inputs: dict[str, str] = {}
+    hints: dict[str, str] = {}
+    for key, value in (inputs or {}).items():  # "name: type" reads the input as that type
+        name, _, hint = (part.strip() for part in str(key).partition(":"))
+        run_inputs[name] = str(value)
+        if hint:
+            hints[name] = hint
     given = {**(params or {}), **run_inputs}
     check_json("params", given, MAX_PARAMS_BYTES, "{'epochs': 3}")
     if fn.spec.handler:
@@ -69,6 +75,7 @@ def build_request(
         ),
         context_only=context_only,
         returns=list(fn.spec.returns),
+        hints=hints,
     )
     rendered = render(fn, settings, run=RunRef(uid, attempt), role=role)
     manifests = rendered.manifests
