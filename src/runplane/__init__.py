@@ -37,6 +37,7 @@ _EXPORTS = {
     "MLClientCtx": "runplane.execution",
     "DataItem": "runplane.execution",
     "get_dataitem": "runplane.execution",
+    "handler": "runplane.execution",
     "run_function": "runplane.projects",
     "new_project": "runplane.projects",
     "get_or_create_project": "runplane.projects",
@@ -58,18 +59,16 @@ _SUBMODULES = (
     "model",
     "projects",
     "rundb",
+    # MLRun modules whose features runplane does not provide: using them says so.
+    "feature_store",
+    "model_monitoring",
+    "alerts",
+    "artifacts",
+    "datastore",
+    "frameworks",
+    "serving",
+    "package",
 )
-#: MLRun modules whose features runplane does not provide: touching one says so.
-_OUT_OF_SCOPE = {
-    "feature_store": "the feature store",
-    "model_monitoring": "model monitoring",
-    "alerts": "alerts",
-    "datastore": "MLRun's data stores (runplane reads local files and mounted volumes)",
-    "artifacts": "the artifact store (runplane keeps artifacts as files of their run)",
-    "frameworks": "MLRun's framework auto-logging",
-    "serving": "serving graphs (runplane serves a handler(context, event))",
-    "package": "MLRun's packagers (runplane logs returns with run(returns=...))",
-}
 
 if TYPE_CHECKING:
     from typing import Any
@@ -89,7 +88,13 @@ if TYPE_CHECKING:
     from runplane.client import RunHandle
     from runplane.client.functions import import_function
     from runplane.config import Settings
-    from runplane.execution import DataItem, MLClientCtx, get_dataitem, get_or_create_ctx
+    from runplane.execution import (
+        DataItem,
+        MLClientCtx,
+        get_dataitem,
+        get_or_create_ctx,
+        handler,
+    )
     from runplane.model import HyperParamOptions, RunObject, RunTemplate, new_task
     from runplane.projects import (
         MlrunProject,
@@ -139,6 +144,7 @@ __all__ = [
     "get_or_create_ctx",
     "get_or_create_project",
     "get_run_db",
+    "handler",
     "import_function",
     "load_project",
     "mlconf",
@@ -212,8 +218,6 @@ def __getattr__(name: str) -> Any:
         value = _load(f"runplane.{name}")
     elif name == "mlconf":
         value = _load("runplane.settings_view").SettingsView(_load("runplane.config").current)
-    elif name in _OUT_OF_SCOPE:
-        value = _load("runplane.settings_view").OutOfScopeModule(name, _OUT_OF_SCOPE[name])
     else:
         raise AttributeError(f"module 'runplane' has no attribute {name!r}")
     globals()[name] = value

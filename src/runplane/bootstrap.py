@@ -946,7 +946,7 @@ def _arguments(function: Any, context: Context, invocation: Invocation) -> dict[
     return arguments
 
 
-def _log_returned(context: Context, returns: list[str], returned: Any) -> None:
+def log_returned(context: Context, returns: list[str], returned: Any) -> None:
     """Record what the handler returned: by ``returns`` (``key`` or ``key:kind``, one per
     returned value) when given; else a dict as one result per key and, as MLRun records it,
     the whole value as ``return``."""
@@ -1022,7 +1022,7 @@ def call_handler(context: Context, invocation: Invocation) -> int:
                 returned = function(context, **arguments)
             else:
                 returned = function(**arguments)
-            _log_returned(context, invocation.returns, returned)
+            log_returned(context, invocation.returns, returned)
         context._log_iteration_table()
     except Terminated:
         context._emit({"type": "error", "message": "stopped by SIGTERM"})

@@ -9,16 +9,18 @@ any run, a context of this process whose artifacts and logged values are kept on
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
-from runplane.bootstrap import Context, DataItem, current_context, make_context
+from runplane.bootstrap import Context, DataItem, current_context, log_returned, make_context
 
 #: MLRun's name of the run context.
 MLClientCtx = Context
 
-__all__ = ["Context", "DataItem", "MLClientCtx", "get_dataitem", "get_or_create_ctx"]
+__all__ = ["Context", "DataItem", "MLClientCtx", "get_dataitem", "get_or_create_ctx", "handler"]
 
 
 def get_or_create_ctx(
@@ -73,3 +75,30 @@ def get_dataitem(url: str, secrets: Any = None, db: Any = None) -> DataItem:
     except OutOfScope as error:
         raise OutOfScopeError(error.feature, str(error).split(": ", 1)[-1]) from None
     return item
+
+
+def handler(
+    func: Callable[..., Any] | None = None,
+    labels: dict[str, str] | None = None,
+    outputs: list[str] | None = None,
+    inputs: bool | dict[str, Any] = True,
+) -> Any:
+    """MLRun's ``@mlrun.handler`` decorator: when the function runs as a run's handler, its
+    ``labels`` are set on the run and its return values are logged by ``outputs`` (``key``
+    or ``key:kind`` per value, as ``run(returns=...)``). Outside a run it changes nothing."""
+
+    def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def logged(*args: Any, **kwargs: Any) -> Any:
+            returned = function(*args, **kwargs)
+            context = current_context()
+            if context is not None:
+                for key, value in (labels or {}).items():
+                    context.set_label(key, value)
+                if outputs:
+                    log_returned(context, list(outputs), returned)
+            return returned
+
+        return logged
+
+    return decorate(func) if func is not None else decorate

@@ -1,5 +1,5 @@
 """runplane's settings under the names MLRun code reads (``mlrun.mlconf``,
-``mlrun.config.config``), and the stand-in for MLRun modules runplane does not provide.
+``mlrun.config.config``).
 
 Reads come from the current :class:`runplane.config.Settings`; the few settings MLRun code
 assigns (``mlconf.dbpath = url``) are written as the ``RUNPLANE_*`` variable that holds them,
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from runplane.errors import InvalidValueError, OutOfScopeError
+from runplane.errors import InvalidValueError
 
 if TYPE_CHECKING:
     from runplane.config import Settings
@@ -153,23 +153,3 @@ def set_environment(
     if artifact_path:
         mlconf.artifact_path = artifact_path
     return mlconf.default_project, mlconf.artifact_path
-
-
-class OutOfScopeModule:
-    """Stands for an MLRun module whose feature runplane does not provide: any use of it
-    raises :class:`~runplane.errors.OutOfScopeError` naming the feature."""
-
-    def __init__(self, module: str, feature: str) -> None:
-        self._module = module
-        self._feature = feature
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise OutOfScopeError(
-            f"mlrun.{self._module}.{name} ({self._feature})",
-            "see docs/mlrun-compatibility.md for what runplane covers",
-        )
-
-    def __repr__(self) -> str:
-        return f"<{self._feature}: not part of runplane>"

@@ -138,6 +138,8 @@ class Project:
         elif isinstance(func, str) and func.startswith(("hub://", "db://")):
             fn = catalog.import_function(func, project=self.name, new_name=name or None)
             entry["url"] = func
+        elif isinstance(func, str) and func and not Path(func).suffix and not name:
+            fn = new_function(func, kind=kind or "job")  # a name: a function without code yet
         elif isinstance(func, str) and func:
             path = self._path(func)
             entry["url"] = func
@@ -187,6 +189,7 @@ class Project:
         tag: str = "",
     ) -> Function:
         """The project's function ``key`` (a copy unless ``copy_function=False``)."""
+        key = key.replace("_", "-").lower()  # the name it was stored under
         if key not in self._functions or ignore_cache:
             entry = next((f for f in self.spec.functions if f.get("name") == key), None)
             if entry is None:
