@@ -185,3 +185,10 @@ def _csv() -> str:
     path = Path("data.csv").resolve()
     path.write_text("a,b\n1,10\n2,20\n3,30\n")
     return str(path)
+
+
+def test_runplanes_own_positional_params_and_inputs_still_work():
+    fn = mlrun.code_to_function("inputs", filename=handlers.__file__, handler="reads_input")
+    run = fn.run({}, {"data": _csv()})  # runplane's run(params, inputs)
+    assert run.outputs["rows"] == 3
+    assert fn.deploy() is True  # a job is ready as it is: no image to build

@@ -14,7 +14,7 @@ from runplane.client.handle import RunHandle
 from runplane.config import Settings, current
 from runplane.errors import InvalidValueError
 from runplane.runs import RunRecord, RunState, Usage
-from runplane.spec.function import Function
+from runplane.spec.function import Function, FunctionKind
 from runplane.spec.loaders import embed_command
 
 if TYPE_CHECKING:
@@ -182,8 +182,12 @@ def local_backend(settings: Settings | None = None) -> Backend:
     return embedded(settings or current())
 
 
-def deploy(fn: Function) -> dict[str, Any]:
-    """Deploy a serving function through the service."""
+def deploy(fn: Function) -> dict[str, Any] | bool:
+    """Deploy a serving function through the service. A job has nothing to deploy: MLRun's
+    ``fn.deploy()`` of a job builds its image, which runplane does not do (the build recipe
+    is kept with the function), so it answers ``True``, ready, as MLRun does."""
+    if fn.kind is not FunctionKind.SERVING:
+        return True
     return api_backend("deploying a serving function").deploy(fn)
 
 

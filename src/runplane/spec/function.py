@@ -637,6 +637,8 @@ class Function(SpecModel):
         "data:dataset"]``). ``verbose``, ``scrape_metrics``, ``auto_build``,
         ``notifications``, ``reset_on_run`` and ``local_code_path`` change nothing here.
         """
+        if isinstance(handler, Mapping) and inputs is None:  # runplane's run(params, inputs)
+            handler, inputs = None, handler
         options = {
             "runspec": runspec,
             "handler": handler,
@@ -660,7 +662,8 @@ class Function(SpecModel):
         return hooks.client().run(self, **{k: v for k, v in options.items() if v is not None})
 
     def deploy(self) -> Any:
-        """Deploy a serving function (Deployment, Service, autoscaler) through the service."""
+        """Deploy a serving function (Deployment, Service, autoscaler) through the service; a
+        job is ready as it is (``True``): runplane builds no images."""
         return hooks.client().deploy(self)
 
     # -- thresholds and serving -------------------------------------------------------------------
