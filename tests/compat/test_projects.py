@@ -143,3 +143,11 @@ def test_get_current_project_without_one():
     assert mlrun.get_current_project(silent=True) is None
     with pytest.raises(mlrun.errors.MLRunNotFoundError, match="no current project"):
         mlrun.get_current_project()
+
+
+def test_secret_keys_are_file_names(project_dir):
+    project = mlrun.new_project("keys", context=str(project_dir))
+    for key in ("..", "a/b"):
+        with pytest.raises(mlrun.errors.MLRunInvalidArgumentError, match="set_secrets key"):
+            project.set_secrets({key: "x"})
+    assert project.spec.secret_keys == []

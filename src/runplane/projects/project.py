@@ -421,6 +421,10 @@ class Project:
             values.update(read_env_file(file_path))
         for key in values:
             check_key("set_secrets key", key)
+            if key in (".", ".."):
+                raise InvalidValueError(
+                    "set_secrets key", key, "a secret key names a file", "'AWS_KEY'"
+                )
         store_secrets(secret_name(self.name), values)
         self.spec.secret_keys = sorted(set(self.spec.secret_keys) | set(values))
 
