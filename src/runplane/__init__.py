@@ -21,27 +21,98 @@ _EXPORTS = {
     "VolumeMount": "runplane.spec",
     "code_to_function": "runplane.spec",
     "new_function": "runplane.spec",
-    "import_function": "runplane.spec",
     "mount_pvc": "runplane.spec",
     "mount_configmap": "runplane.spec",
     "mount_secret": "runplane.spec",
     "mount_v3io": "runplane.spec",
+    "auto_mount": "runplane.spec",
     "Settings": "runplane.config",
+    "import_function": "runplane.client.functions",
+    # The names MLRun code calls, each in the module that holds it.
+    "new_task": "runplane.model",
+    "HyperParamOptions": "runplane.model",
+    "RunTemplate": "runplane.model",
+    "RunObject": "runplane.model",
+    "get_or_create_ctx": "runplane.execution",
+    "MLClientCtx": "runplane.execution",
+    "DataItem": "runplane.execution",
+    "get_dataitem": "runplane.execution",
+    "handler": "runplane.execution",
+    "run_function": "runplane.projects",
+    "new_project": "runplane.projects",
+    "get_or_create_project": "runplane.projects",
+    "load_project": "runplane.projects",
+    "get_current_project": "runplane.projects",
+    "MlrunProject": "runplane.projects",
+    "Project": "runplane.projects",
+    "get_run_db": "runplane.rundb",
+    "set_environment": "runplane.rundb",
 }
-_SUBMODULES = ("errors", "platforms", "spec", "config", "placement")
+_SUBMODULES = (
+    "errors",
+    "platforms",
+    "spec",
+    "config",
+    "placement",
+    "runtimes",
+    "execution",
+    "model",
+    "projects",
+    "rundb",
+    # MLRun modules whose features runplane does not provide: using them says so.
+    "feature_store",
+    "model_monitoring",
+    "alerts",
+    "artifacts",
+    "datastore",
+    "frameworks",
+    "serving",
+    "package",
+)
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from runplane import config, errors, placement, platforms, spec
+    from runplane import (
+        config,
+        errors,
+        execution,
+        model,
+        placement,
+        platforms,
+        projects,
+        rundb,
+        runtimes,
+        spec,
+    )
     from runplane.client import RunHandle
+    from runplane.client.functions import import_function
     from runplane.config import Settings
+    from runplane.execution import (
+        DataItem,
+        MLClientCtx,
+        get_dataitem,
+        get_or_create_ctx,
+        handler,
+    )
+    from runplane.model import HyperParamOptions, RunObject, RunTemplate, new_task
+    from runplane.projects import (
+        MlrunProject,
+        Project,
+        get_current_project,
+        get_or_create_project,
+        load_project,
+        new_project,
+        run_function,
+    )
     from runplane.rendering import Rendered
+    from runplane.rundb import get_run_db, set_environment
+    from runplane.settings_view import SettingsView
     from runplane.spec import (
         Function,
         VolumeMount,
+        auto_mount,
         code_to_function,
-        import_function,
         mount_configmap,
         mount_pvc,
         mount_secret,
@@ -49,24 +120,51 @@ if TYPE_CHECKING:
         new_function,
     )
 
+    mlconf: SettingsView
+
 __all__ = [
+    "DataItem",
     "Function",
+    "HyperParamOptions",
+    "MLClientCtx",
+    "MlrunProject",
+    "Project",
+    "RunObject",
+    "RunTemplate",
     "Settings",
     "VolumeMount",
     "__version__",
+    "auto_mount",
     "code_to_function",
     "config",
     "errors",
+    "execution",
+    "get_current_project",
+    "get_dataitem",
+    "get_or_create_ctx",
+    "get_or_create_project",
+    "get_run_db",
+    "handler",
     "import_function",
+    "load_project",
+    "mlconf",
+    "model",
     "mount_configmap",
     "mount_pvc",
     "mount_secret",
     "mount_v3io",
     "new_function",
+    "new_project",
+    "new_task",
     "placement",
     "platforms",
+    "projects",
     "render",
     "run",
+    "run_function",
+    "rundb",
+    "runtimes",
+    "set_environment",
     "spec",
 ]
 
@@ -114,6 +212,10 @@ class _Client:
         from runplane.client import dask
 
         dask.close(function)
+    def save(self, function: Any, /) -> str:
+        from runplane.client import functions
+
+        return functions.save(function)
 
 
 _hooks.register(_Client())
@@ -129,6 +231,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(_load(_EXPORTS[name]), name)
     elif name in _SUBMODULES:
         value = _load(f"runplane.{name}")
+    elif name == "mlconf":
+        value = _load("runplane.settings_view").SettingsView(_load("runplane.config").current)
     else:
         raise AttributeError(f"module 'runplane' has no attribute {name!r}")
     globals()[name] = value

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 #: Changes when what the service writes (the invocation) or reads (the report) changes; an
 #: installed runplane of another protocol is not used in its place.
-PROTOCOL = 2
+PROTOCOL = 3
 #: The container's variables that carry the invocation (``runplane.names`` has the same).
 ENV_RUN_UID = "RUNPLANE_RUN_UID"
 ENV_ATTEMPT = "RUNPLANE_ATTEMPT"
@@ -49,6 +49,13 @@ ENV_INPUTS = "RUNPLANE_INPUTS"
 ENV_MOUNTS = "RUNPLANE_MOUNTS"
 ENV_RUN_DIR = "RUNPLANE_RUN_DIR"
 ENV_ARTIFACT_PATH = "RUNPLANE_ARTIFACT_PATH"
+ENV_CONTEXT_ONLY = "RUNPLANE_CONTEXT_ONLY"
+ENV_RETURNS = "RUNPLANE_RETURNS"
+ENV_HINTS = "RUNPLANE_INPUT_HINTS"
+#: A secret the run may read with ``context.get_secret(KEY)`` arrives as this prefix + KEY.
+ENV_SECRET_PREFIX = "RUNPLANE_SECRET_"
+#: The project's parameters (JSON), for ``context.get_project_param``.
+ENV_PROJECT_PARAMS = "RUNPLANE_PROJECT_PARAMS"
 ENV_TERMINATION_LOG = "RUNPLANE_TERMINATION_LOG"
 #: A serving function's server: concurrent handler calls per replica, how long a request may
 #: wait for a free one (seconds), and the port to listen on.
@@ -78,6 +85,9 @@ _FIELDS = (
     "inputs",
     "attempt",
     "artifact_path",
+    "context_only",
+    "returns",
+    "hints",
 )
 _ENV = {
     "uid": ENV_RUN_UID,
@@ -91,6 +101,9 @@ _ENV = {
     "params": ENV_PARAMS,
     "inputs": ENV_INPUTS,
     "artifact_path": ENV_ARTIFACT_PATH,
+    "context_only": ENV_CONTEXT_ONLY,
+    "returns": ENV_RETURNS,
+    "hints": ENV_HINTS,
 }
 
 
@@ -118,6 +131,9 @@ class Invocation:
         inputs: dict[str, str] | None = None,
         attempt: int = 1,
         artifact_path: str = "",
+        context_only: list[str] | None = None,
+        returns: list[str] | None = None,
+        hints: dict[str, str] | None = None,
     ) -> None:
         self.uid = uid
         self.project = project
@@ -131,6 +147,13 @@ class Invocation:
         self.attempt = attempt
         #: Where artifacts go in the run's file system; the run's own directory when empty.
         self.artifact_path = artifact_path
+        #: Parameters and inputs the handler does not take: only its context has them.
+        self.context_only: list[str] = list(context_only or [])
+        #: How to log what the handler returns: ``key`` or ``key:kind`` per returned value.
+        self.returns: list[str] = list(returns or [])
+        #: The type an input is read as, by name (``"pandas.DataFrame"``), as the caller
+        #: wrote it in the input's key (``inputs={"df: pandas.DataFrame": path}``).
+        self.hints: dict[str, str] = dict(hints or {})
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Invocation) and self.to_json() == other.to_json()
@@ -149,7 +172,9 @@ class Invocation:
 
     @property
     def arguments(self) -> dict[str, Any]:
-        return {**self.params, **self.inputs}
+        """What the handler is called with: the parameters and inputs it takes."""
+        given = {**self.params, **self.inputs}
+        return {key: value for key, value in given.items() if key not in self.context_only}
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in _FIELDS}
@@ -172,6 +197,9 @@ class Invocation:
             ENV_PARAMS: json.dumps(self.params),
             ENV_INPUTS: json.dumps(self.inputs),
             ENV_ARTIFACT_PATH: self.artifact_path,
+            ENV_CONTEXT_ONLY: json.dumps(self.context_only),
+            ENV_RETURNS: json.dumps(self.returns),
+            ENV_HINTS: json.dumps(self.hints),
         }
 
     @classmethod
@@ -191,46 +219,316 @@ class Invocation:
             params=json.loads(get("params", "{}")),
             inputs=json.loads(get("inputs", "{}")),
             artifact_path=get("artifact_path"),
+            context_only=json.loads(get("context_only", "[]")),
+            returns=json.loads(get("returns", "[]")),
+            hints=json.loads(get("hints", "{}")),
         )
+
+
+class DataItem(str):
+    """A run's input: its path (it is the path, as a string), with the reading helpers that
+    handlers written for MLRun call (``local()``, ``get()``, ``as_df()``).
+
+    Only local files (and volumes mounted into the run, V3IO's included) are read: other
+    stores (``s3://``, ``store://``...) are refused with the store's name.
+    """
+
+    def __new__(cls, url: str, key: str = "") -> DataItem:
+        item = super().__new__(cls, url)
+        item.key = key or os.path.basename(url.rstrip("/"))
+        return item
+
+    key: str
+
+    @property
+    def url(self) -> str:
+        return str(self)
+
+    @property
+    def kind(self) -> str:
+        return "file"
+
+    @property
+    def suffix(self) -> str:
+        return os.path.splitext(self.local())[1]
+
+    def local(self) -> str:
+        """The file's path on this machine."""
+        url = str(self)
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme == "file":
+            return url[len("file://") :]
+        if scheme:
+            raise OutOfScope(
+                f"the {scheme}:// data store",
+                f"runplane reads local files and mounted volumes (input {self.key!r} is {url!r}); "
+                "copy the data to a mounted volume (mount_pvc, mount_v3io) and pass its path",
+            )
+        return url
+
+    def get(self, size: int | None = None, offset: int = 0, encoding: str | None = None) -> Any:
+        with open(self.local(), "rb") as source:
+            source.seek(offset)
+            data = source.read() if size is None else source.read(size)
+        return data.decode(encoding) if encoding else data
+
+    def put(self, data: str | bytes, append: bool = False) -> None:
+        mode = ("a" if append else "w") + ("b" if isinstance(data, bytes) else "")
+        with open(self.local(), mode) as target:
+            target.write(data)
+
+    def open(self, mode: str = "r") -> Any:
+        return open(self.local(), mode)
+
+    def stat(self) -> os.stat_result:
+        return os.stat(self.local())
+
+    def listdir(self) -> list[str]:
+        return sorted(os.listdir(self.local()))
+
+    ls = listdir
+
+    def download(self, target_path: str) -> None:
+        shutil.copyfile(self.local(), target_path)
+
+    def upload(self, src_path: str) -> None:
+        shutil.copyfile(src_path, self.local())
+
+    def delete(self) -> None:
+        os.remove(self.local())
+
+    def as_df(self, columns: list[str] | None = None, format: str = "", **kwargs: Any) -> Any:
+        """The file as a pandas DataFrame (CSV, Parquet, JSON, by suffix or ``format``)."""
+        import pandas
+
+        path = self.local()
+        kind = (format or os.path.splitext(path)[1].lstrip(".")).lower()
+        if kind in ("parquet", "pq"):
+            frame = pandas.read_parquet(path, columns=columns, **kwargs)
+        elif kind in ("json", "jsonl"):
+            frame = pandas.read_json(path, lines=kind == "jsonl", **kwargs)
+        else:
+            frame = pandas.read_csv(path, usecols=columns, **kwargs)
+        return frame
+
+
+class OutOfScope(Exception):
+    """An MLRun feature runplane does not provide; the message names it and what to do."""
+
+    def __init__(self, feature: str, advice: str) -> None:
+        self.feature = feature
+        super().__init__(f"{feature} is not part of runplane: {advice}")
+
+
+class ArtifactPath(str):
+    """Where a logged artifact was written (it is the path), with the names MLRun's artifact
+    objects have (``key``, ``target_path``, ``uri``)."""
+
+    def __new__(cls, path: str, key: str, kind: str = "artifact") -> ArtifactPath:
+        item = super().__new__(cls, path)
+        item.key = key
+        item.kind = kind
+        return item
+
+    key: str
+    kind: str
+
+    @property
+    def target_path(self) -> str:
+        return str(self)
+
+    uri = target_path
+
+    def get_target_path(self) -> str:
+        return str(self)
+
+
+class _Stdout(logging.StreamHandler):  # type: ignore[type-arg]  # not generic in 3.9
+    """Writes to ``sys.stdout`` as it is when a line is logged (a notebook or a test may
+    replace it after the logger was made)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stdout)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+_LEVELS = {"debug": 10, "info": 20, "warn": 30, "warning": 30, "error": 40, "critical": 50}
+
+
+class RunLogger:
+    """The handler's logger: ``logger.info("msg", key=value)`` writes the message and its
+    fields (as JSON), ``logger.info("epoch %d", 3)`` formats as ``logging`` does, and
+    ``logger.debug(message=...)`` works as in MLRun."""
+
+    def __init__(self, name: str) -> None:
+        self._logger = logging.getLogger(name)
+        if not self._logger.handlers:
+            handler = _Stdout()
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            self._logger.addHandler(handler)
+            self._logger.setLevel(logging.INFO)
+            self._logger.propagate = False
+
+    def _log(self, level: int, message: object, args: tuple[Any, ...], fields: Any) -> None:
+        if not self._logger.isEnabledFor(level):
+            return
+        text = str(message) % args if args else str(message)
+        if fields:
+            text += " " + json.dumps(fields, default=str)
+        self._logger.log(level, text)
+
+    def debug(self, message: object = "", *args: Any, **fields: Any) -> None:
+        self._log(logging.DEBUG, message, args, fields)
+
+    def info(self, message: object = "", *args: Any, **fields: Any) -> None:
+        self._log(logging.INFO, message, args, fields)
+
+    def warning(self, message: object = "", *args: Any, **fields: Any) -> None:
+        self._log(logging.WARNING, message, args, fields)
+
+    warn = warning
+
+    def error(self, message: object = "", *args: Any, **fields: Any) -> None:
+        self._log(logging.ERROR, message, args, fields)
+
+    def exception(self, message: object = "", *args: Any, **fields: Any) -> None:
+        self._log(logging.ERROR, message, args, fields)
+        self._logger.error("%s", traceback.format_exc().rstrip())
+
+    def critical(self, message: object = "", *args: Any, **fields: Any) -> None:
+        self._log(logging.CRITICAL, message, args, fields)
+
+    def set_logger_level(self, level: str | int) -> None:
+        """``"debug"``, ``"info"``, ... (any case) or a ``logging`` level number."""
+        if isinstance(level, str):
+            if level.lower() not in _LEVELS:
+                raise ValueError(f"set_logger_level({level!r}): levels are " + ", ".join(_LEVELS))
+            level = _LEVELS[level.lower()]
+        self._logger.setLevel(level)
+
+    setLevel = set_logger_level
+
+    @property
+    def level(self) -> int:
+        return self._logger.level
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._logger, name)
+
+
+def _json_value(key: str, value: Any) -> Any:
+    """``value`` as JSON data: numpy scalars and arrays become numbers and lists."""
+    for convert in ("tolist", "item"):  # numpy arrays, numpy scalars
+        if not isinstance(value, (str, bytes)) and callable(getattr(value, convert, None)):
+            value = getattr(value, convert)()
+            break
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"log_result({key!r}, ...): {type(value).__name__} is not JSON-serialisable; "
+            "log numbers, strings, lists or dicts, or use log_artifact for files"
+        ) from None
+    return value
+
+
+def _check_key(call: str, key: object) -> str:
+    if not isinstance(key, str) or not key or "/" in key or key in (".", ".."):
+        raise ValueError(f"{call}({key!r}): a key is a file name, without '/'")
+    return key
+
+
+def _size(path: str) -> int:
+    if os.path.isdir(path):
+        return sum(
+            os.path.getsize(os.path.join(folder, name))
+            for folder, _, files in os.walk(path)
+            for name in files
+        )
+    return os.path.getsize(path)
 
 
 class Context:
     """The ``context`` a handler receives: its parameters, a logger, where results go.
 
     Results and artifacts are appended, one JSON line each, to the run's event file as soon as
-    they are logged, so what a handler logged before it was killed (OOM, abort) is kept.
+    they are logged, so what a handler logged before it was killed (OOM, abort) is kept. Its
+    methods are those MLRun's context has, under the same names and arguments.
     """
 
     def __init__(
-        self, invocation: Invocation, run_dir: Path, mounts: dict[str, str] | None = None
+        self,
+        invocation: Invocation,
+        run_dir: Path,
+        mounts: dict[str, str] | None = None,
+        iteration: int = 0,
+        parent: Context | None = None,
     ) -> None:
         """``mounts`` maps the function's mount paths to the directories behind them, for a
         run outside a container; in one (``None``) each volume is where the function says."""
         self.uid = invocation.uid
         self.project = invocation.project
         self.name = invocation.function
+        self.handler = invocation.handler
+        self.tag = ""
+        self.iteration = iteration
         self.parameters = dict(invocation.params)
-        self.inputs = dict(invocation.inputs)
+        self.inputs: dict[str, DataItem] = {
+            key: DataItem(url, key) for key, url in invocation.inputs.items()
+        }
+        self.labels: dict[str, str] = {}
+        self.annotations: dict[str, str] = {}
         self._mounts = mounts
-        self.artifact_path = (
-            self._resolve(invocation.artifact_path)
-            if invocation.artifact_path
-            else str(run_dir / "artifacts")
-        )
-        self._events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
+        self._run_dir = run_dir
+        self._parent = parent
+        if invocation.artifact_path:
+            self.artifact_path = self._resolve(invocation.artifact_path)
+        else:
+            self.artifact_path = str(run_dir / "artifacts")
+        if parent is not None:
+            self.artifact_path = os.path.join(parent.artifact_path, str(iteration))
+        self._events = None if parent else (run_dir / "events.jsonl").open("a", encoding="utf-8")
         #: This process's place in a multi-process run (an mpijob's rank); 0 of 1 otherwise.
         self.rank, self.world_size = rank_and_size(os.environ)
         self.results: dict[str, Any] = {}
         self.artifacts: list[dict[str, Any]] = []
+        #: Child contexts' parameters and results, one row per iteration, and the best one.
+        self.iterations: list[dict[str, Any]] = []
+        self.best_iteration = 0
         #: Why the handler failed, when it did.
         self.error = ""
-        self.logger = logging.getLogger(f"runplane.{self.name}")
-        if not self.logger.handlers:
-            handler = logging.StreamHandler(sys.stdout)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-            self.logger.addHandler(handler)
-            self.logger.setLevel(logging.INFO)
-            self.logger.propagate = False
+        self.state = "running"
+        self.logger = RunLogger(f"runplane.{self.name}")
+
+    def __repr__(self) -> str:
+        return f"<Context {self.name} run {self.uid} iteration {self.iteration}>"
+
+    def __enter__(self) -> Context:
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        if error is not None:
+            self.error = f"{type(error).__name__}: {error}"
+        self.commit(completed=True)
+
+    @property
+    def out_path(self) -> str:
+        return self.artifact_path
+
+    @property
+    def in_path(self) -> str:
+        return ""
+
+    @property
+    def log_level(self) -> int:
+        return self.logger.level
 
     def is_logging_worker(self) -> bool:
         """Whether this process records the run's results: rank 0 of a multi-process run."""
@@ -243,50 +541,351 @@ class Context:
             self.error = str(event.get("message", ""))
         elif not self.is_logging_worker():
             return  # results and artifacts are rank 0's to record
-        self._events.write(json.dumps(event) + "\n")
-        self._events.flush()
+        if self._events is not None:
+            self._events.write(json.dumps(event) + "\n")
+            self._events.flush()
 
-    def log_result(self, key: str, value: Any) -> None:
-        """Record a result; it must be JSON-serialisable (numbers, strings, lists, dicts)."""
+    # -- parameters, inputs, secrets --------------------------------------------------------
+
+    def get_param(self, key: str, default: Any = None) -> Any:
+        """A parameter of the run, else ``default`` (which is then recorded as its value)."""
+        if key not in self.parameters:
+            self.parameters[key] = default
+        return self.parameters[key]
+
+    def get_input(self, key: str, url: str = "") -> DataItem:
+        """An input of the run by name, or ``url`` (a path) when the run has none by that name."""
+        if key in self.inputs:
+            return self.inputs[key]
+        if not url:
+            raise KeyError(f"the run has no input {key!r}; inputs: " + ", ".join(self.inputs))
+        self.inputs[key] = DataItem(url, key)
+        return self.inputs[key]
+
+    def get_dataitem(self, url: str) -> DataItem:
+        return DataItem(url)
+
+    def get_secret(self, key: str) -> str | None:
+        """A secret granted to the run (a project secret, or an environment variable that
+        ``set_env_from_secret`` filled from a Secret); ``None`` when it has none."""
+        granted = os.environ.get(ENV_SECRET_PREFIX + key)
+        return granted if granted is not None else os.environ.get(key)
+
+    def get_project_param(self, key: str, default: Any = None) -> Any:
         try:
-            json.dumps(value)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"log_result({key!r}, ...): {type(value).__name__} is not JSON-serialisable; "
-                "log numbers, strings, lists or dicts, or use log_artifact for files"
-            ) from None
+            params = json.loads(os.environ.get(ENV_PROJECT_PARAMS) or "{}")
+        except ValueError:
+            params = {}
+        return params.get(key, default) if isinstance(params, dict) else default
+
+    def get_store_resource(self, url: str, secrets: object = None) -> Any:
+        raise OutOfScope(
+            "the artifact and feature store (store:// resources)",
+            f"{url!r} cannot be read; pass data as inputs (files or mounted volumes)",
+        )
+
+    # -- results and labels -----------------------------------------------------------------
+
+    def log_result(self, key: str, value: Any, commit: bool = False) -> None:
+        """Record a result; JSON data (numbers, strings, lists, dicts; numpy values too)."""
+        value = _json_value(key, value)
         self.results[key] = value
         self._emit({"type": "result", "key": key, "value": value})
 
-    def log_results(self, results: dict[str, Any]) -> None:
+    def log_results(self, results: dict[str, Any], commit: bool = False) -> None:
+        if not isinstance(results, dict):
+            raise TypeError("log_results takes a dict of results, e.g. {'accuracy': 0.9}")
         for key, value in results.items():
             self.log_result(key, value)
 
+    def set_label(self, key: str, value: Any, replace: bool = True) -> None:
+        if replace or key not in self.labels:
+            self.labels[key] = str(value)
+            self._emit({"type": "label", "key": key, "value": str(value)})
+
+    def set_annotation(self, key: str, value: Any, replace: bool = True) -> None:
+        if replace or key not in self.annotations:
+            self.annotations[key] = str(value)
+
+    def set_logger_level(self, level: str | int) -> None:
+        self.logger.set_logger_level(level)
+
+    def set_state(
+        self, execution_state: str | None = None, error: str | None = None, commit: bool = True
+    ) -> None:
+        if error:
+            self.error = str(error)
+            self.state = "error"
+        elif execution_state:
+            self.state = execution_state
+
+    def commit(self, message: str = "", completed: bool = False) -> None:
+        """Everything logged is recorded as it is logged; a child reports to its parent."""
+        if self._parent is not None and completed:
+            self._parent._child_done(self)
+
+    # -- artifacts ----------------------------------------------------------------------------
+
+    def artifact_subpath(self, *subpaths: str) -> str:
+        """A path under the run's artifact directory."""
+        return os.path.join(self.artifact_path, *subpaths)
+
+    def _artifact_target(
+        self, key: str, suffix: str, artifact_path: str | None, target_path: str = ""
+    ) -> str:
+        if target_path and "://" not in target_path:
+            return self._resolve(target_path)
+        folder = self._resolve(artifact_path) if artifact_path else self.artifact_path
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, key + suffix)
+
+    def _record_artifact(self, key: str, target: str, kind: str, **meta: Any) -> ArtifactPath:
+        artifact = {"key": key, "path": target, "size": _size(target)}
+        if self._parent is None:
+            self.artifacts.append(artifact)
+            self._emit({"type": "artifact", **artifact, "kind": kind, **meta})
+        else:
+            self._parent._record_artifact(f"{key}-{self.iteration}", target, kind, **meta)
+        return ArtifactPath(target, key, kind)
+
     def log_artifact(
         self,
-        key: str,
-        local_path: str | os.PathLike[str] | None = None,
+        item: Any,
         body: str | bytes | None = None,
-    ) -> str:
-        """Keep a file (copied from ``local_path``, or written from ``body``) with the run."""
-        if (local_path is None) == (body is None):
-            raise ValueError(f"log_artifact({key!r}): give exactly one of local_path and body")
-        if not key or "/" in key or key in (".", ".."):
-            raise ValueError(f"log_artifact({key!r}): a key is a file name, without '/'")
-        target_dir = Path(self.artifact_path)
-        target_dir.mkdir(parents=True, exist_ok=True)
-        if local_path is not None:
-            source = Path(local_path)
-            target = target_dir / f"{key}{source.suffix}"
-            shutil.copyfile(source, target)
-        else:
-            target = target_dir / key
+        local_path: str | os.PathLike[str] | None = None,
+        artifact_path: str | None = None,
+        tag: str = "",
+        viewer: str | None = None,
+        target_path: str = "",
+        src_path: str | None = None,
+        upload: bool | None = None,
+        labels: dict[str, str] | None = None,
+        format: str | None = None,
+        db_key: str | None = None,
+        **kwargs: Any,
+    ) -> ArtifactPath:
+        """Keep a file with the run: written from ``body``, or copied from ``local_path`` (a
+        file or a directory). With both, ``local_path`` names the file ``body`` is written to
+        (its suffix is kept). Returns where it was written."""
+        key = _check_key("log_artifact", getattr(item, "key", item))
+        if not isinstance(item, str) and body is None:
+            body = _artifact_body(item)
+        source = src_path or (local_path if body is None else None)
+        if body is None and source is None:
+            raise ValueError(f"log_artifact({key!r}): give body or local_path")
+        suffix = os.path.splitext(str(local_path or source or ""))[1]
+        target = self._artifact_target(key, suffix, artifact_path, target_path)
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        if body is not None:
             data = body.encode() if isinstance(body, str) else body
-            target.write_bytes(data or b"")
-        artifact = {"key": key, "path": str(target), "size": target.stat().st_size}
-        self.artifacts.append(artifact)
-        self._emit({"type": "artifact", **artifact})
-        return str(target)
+            with open(target, "wb") as written:
+                written.write(data or b"")
+        elif os.path.isdir(str(source)):
+            if os.path.exists(target):
+                shutil.rmtree(target)
+            shutil.copytree(str(source), target)
+        else:
+            shutil.copyfile(str(source), target)
+        return self._record_artifact(key, target, "artifact", labels=labels or {})
+
+    def log_dataset(
+        self,
+        key: str,
+        df: Any,
+        tag: str = "",
+        local_path: str | None = None,
+        artifact_path: str | None = None,
+        upload: bool | None = None,
+        labels: dict[str, str] | None = None,
+        format: str = "",
+        preview: int | None = None,
+        stats: bool | None = None,
+        db_key: str | None = None,
+        target_path: str = "",
+        extra_data: dict[str, Any] | None = None,
+        label_column: str | None = None,
+        **kwargs: Any,
+    ) -> ArtifactPath:
+        """Keep a table with the run, as a file: CSV by default, or ``format`` ``parquet`` or
+        ``json``. ``df`` is a pandas DataFrame (or anything ``pandas.DataFrame`` takes)."""
+        _check_key("log_dataset", key)
+        import pandas
+
+        frame = df if isinstance(df, pandas.DataFrame) else pandas.DataFrame(df)
+        kind = (format or os.path.splitext(local_path or "")[1].lstrip(".") or "csv").lower()
+        if kind not in ("csv", "parquet", "pq", "json"):
+            raise ValueError(f"log_dataset({key!r}): formats are csv, parquet and json")
+        target = self._artifact_target(key, "." + kind, artifact_path, target_path)
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        if kind == "csv":
+            kwargs.setdefault("index", False)
+            frame.to_csv(target, **kwargs)
+        elif kind == "json":
+            frame.to_json(target, **kwargs)
+        else:
+            frame.to_parquet(target, **kwargs)
+        return self._record_artifact(
+            key,
+            target,
+            "dataset",
+            format=kind,
+            columns=[str(column) for column in frame.columns],
+            rows=len(frame),
+            labels=labels or {},
+            label_column=label_column,
+        )
+
+    def log_model(
+        self,
+        key: str,
+        body: bytes | None = None,
+        framework: str = "",
+        tag: str = "",
+        model_dir: str | None = None,
+        model_file: str | None = None,
+        algorithm: str | None = None,
+        metrics: dict[str, Any] | None = None,
+        parameters: dict[str, Any] | None = None,
+        artifact_path: str | None = None,
+        upload: bool = True,
+        labels: dict[str, str] | None = None,
+        inputs: Any = None,
+        outputs: Any = None,
+        feature_vector: str | None = None,
+        feature_weights: list[Any] | None = None,
+        training_set: Any = None,
+        label_column: str | list[str] | None = None,
+        extra_data: dict[str, Any] | None = None,
+        db_key: str | None = None,
+        **kwargs: Any,
+    ) -> ArtifactPath:
+        """Keep a model with the run: its file (``model_file``, or ``body`` written to it) in
+        the folder ``<artifact path>/<key>/``, with ``model_spec.json`` holding its framework,
+        algorithm, metrics, parameters and labels. Returns the model file's path."""
+        _check_key("log_model", key)
+        if feature_vector is not None:
+            raise OutOfScope("the feature store (log_model feature_vector=)", "leave it out")
+        if training_set is not None:
+            raise OutOfScope(
+                "model monitoring (log_model training_set=)",
+                "leave it out; log the training set with log_dataset if you want it kept",
+            )
+        folder = self._artifact_target(key, "", artifact_path)
+        os.makedirs(folder, exist_ok=True)
+        if model_dir is not None and model_file is None and body is None:
+            shutil.copytree(model_dir, folder, dirs_exist_ok=True)
+            target = folder
+        else:
+            name = os.path.basename(model_file or f"{key}.pkl")
+            target = os.path.join(folder, name)
+            if body is not None:
+                with open(target, "wb") as written:
+                    written.write(body.encode() if isinstance(body, str) else body)
+            elif model_file is not None:
+                source = os.path.join(model_dir, model_file) if model_dir else model_file
+                shutil.copyfile(source, target)
+            else:
+                raise ValueError(f"log_model({key!r}): give model_file, model_dir or body")
+        spec = {
+            "key": key,
+            "framework": framework,
+            "algorithm": algorithm,
+            "model_file": os.path.basename(target),
+            "metrics": metrics or {},
+            "parameters": parameters or {},
+            "labels": labels or {},
+            "extra_data": {k: str(v) for k, v in (extra_data or {}).items()},
+        }
+        with open(os.path.join(folder, "model_spec.json"), "w", encoding="utf-8") as written:
+            json.dump(spec, written, default=str, indent=2)
+        return self._record_artifact(key, target, "model", framework=framework)
+
+    def get_cached_artifact(self, key: str) -> dict[str, Any] | None:
+        for artifact in self.artifacts:
+            if artifact["key"] == key:
+                return artifact
+        return None
+
+    # -- iterations --------------------------------------------------------------------------
+
+    def get_child_context(self, with_parent_params: bool = False, **params: Any) -> Context:
+        """A context for one iteration of this run (a hyperparameter trial, say); use it as
+        a ``with`` block. Its results stay its own until ``mark_as_best()``."""
+        invocation = Invocation(
+            self.uid,
+            self.project,
+            self.name,
+            self.handler,
+            "",
+            "",
+            params={**(self.parameters if with_parent_params else {}), **params},
+        )
+        child = Context(
+            invocation, self._run_dir, self._mounts, len(self.iterations) + 1, parent=self
+        )
+        self.iterations.append({"iter": child.iteration, "state": "running", **params})
+        return child
+
+    def _child_done(self, child: Context) -> None:
+        row = self.iterations[child.iteration - 1]
+        row["state"] = "error" if child.error else "completed"
+        row.update({f"output.{key}": value for key, value in child.results.items()})
+
+    def mark_as_best(self) -> None:
+        """Make this iteration's results the parent's (the run's best)."""
+        if self._parent is None:
+            raise ValueError("mark_as_best() is for a child context (get_child_context)")
+        self._parent.best_iteration = self.iteration
+        self._parent.log_results({**self.results, "best_iteration": self.iteration})
+
+    def log_iteration_results(
+        self, best: int, summary: list[Any], task: object = None, commit: bool = False
+    ) -> None:
+        self.best_iteration = best
+        if best:
+            self.log_result("best_iteration", best)
+
+    def _log_iteration_table(self) -> None:
+        if not self.iterations:
+            return
+        import csv
+        import io
+
+        columns: list[str] = []
+        for row in self.iterations:
+            columns += [column for column in row if column not in columns]
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(self.iterations)
+        self.log_artifact("iteration_results", body=text.getvalue(), local_path="results.csv")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metadata": {
+                "name": self.name,
+                "uid": self.uid,
+                "project": self.project,
+                "iteration": self.iteration,
+                "labels": dict(self.labels),
+            },
+            "spec": {
+                "parameters": dict(self.parameters),
+                "inputs": {key: str(item) for key, item in self.inputs.items()},
+                "handler": self.handler,
+            },
+            "status": {
+                "state": self.state,
+                "results": dict(self.results),
+                "artifacts": list(self.artifacts),
+                "error": self.error or None,
+            },
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), default=str)
+
+    # -- volumes ------------------------------------------------------------------------------
 
     def volume_path(self, mount_path: str) -> str:
         """The directory behind a volume mounted at ``mount_path`` in the function."""
@@ -324,6 +923,43 @@ def rank_and_size(environ: Mapping[str, str]) -> tuple[int, int]:
     return 0, 1
 
 
+def _artifact_body(item: Any) -> bytes:
+    """The content of an artifact object (an object with ``get_body()``, as MLRun's have)."""
+    get_body = getattr(item, "get_body", None)
+    if not callable(get_body):
+        raise TypeError(
+            f"log_artifact: {type(item).__name__} is not an artifact; give a key with body= "
+            "or local_path="
+        )
+    body = get_body()
+    return body.encode() if isinstance(body, str) else bytes(body)
+
+
+#: The context of the run in this process, for ``get_or_create_ctx`` inside a run.
+_current: Context | None = None
+
+
+def current_context() -> Context | None:
+    """The context of the handler running in this process, if one is."""
+    return _current
+
+
+def make_context(
+    name: str, run_dir: Path, params: dict[str, Any] | None = None, project: str = "", uid: str = ""
+) -> Context:
+    """A context for code that runs outside a run (a script or notebook), kept in
+    ``run_dir``; it becomes this process's context."""
+    global _current
+    import uuid
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    invocation = Invocation(
+        uid or uuid.uuid4().hex, project or "default", name, "", "", "", params=params or {}
+    )
+    _current = Context(invocation, run_dir)
+    return _current
+
+
 class Terminated(BaseException):
     """SIGTERM arrived (an abort, a threshold, the node shutting down): raised in the handler
     so that its ``finally`` blocks and context managers run before the process ends."""
@@ -334,28 +970,105 @@ def _terminate(signum: int, frame: object) -> None:
 
 
 def load_module(invocation: Invocation) -> types.ModuleType:
-    """The handler's module, loaded from the embedded code under its file's name."""
+    """The handler's module, loaded from the embedded code under its file's name; without a
+    handler the code is a script, and its main block runs (reading ``get_or_create_ctx``)."""
     module = types.ModuleType(invocation.module_name)
     module.__file__ = invocation.filename
     sys.modules[invocation.module_name] = module
-    exec(compile(invocation.code, invocation.filename, "exec"), module.__dict__)
+    if not invocation.handler:
+        module.__name__ = "__main__"
+        sys.argv = [invocation.filename]
+    # dont_inherit: the handler's code is compiled as its own module, without this module's
+    # `from __future__ import annotations` (its annotations stay objects).
+    compiled = compile(invocation.code, invocation.filename, "exec", dont_inherit=True)
+    exec(compiled, module.__dict__)
     return module
 
 
-def call_handler(context: Context, invocation: Invocation) -> int:
-    """Run the invocation's handler; returns the process exit code."""
-    signal.signal(signal.SIGTERM, _terminate)
+def _arguments(function: Any, context: Context, invocation: Invocation) -> dict[str, Any]:
+    """The handler's arguments: parameters as converted, inputs as :class:`DataItem` (read
+    into a DataFrame when the handler's annotation asks for one)."""
+    arguments = invocation.arguments
+    annotations = getattr(function, "__annotations__", {})
+    for key in invocation.inputs:
+        if key not in arguments:
+            continue
+        item = context.inputs[key]
+        hint = invocation.hints.get(key) or annotations.get(key)
+        hint_name = hint if isinstance(hint, str) else getattr(hint, "__name__", "")
+        arguments[key] = item.as_df() if hint_name.endswith("DataFrame") else item
+    return arguments
+
+
+def log_returned(context: Context, returns: list[str], returned: Any) -> None:
+    """Record what the handler returned: by ``returns`` (``key`` or ``key:kind``, one per
+    returned value) when given; else a dict as one result per key and, as MLRun records it,
+    the whole value as ``return``."""
+    if returns:
+        values = returned if isinstance(returned, tuple) and len(returns) > 1 else (returned,)
+        for index in range(min(len(returns), len(values))):  # zip(strict=) is not 3.9
+            key, _, kind = (part.strip() for part in returns[index].partition(":"))
+            _log_value(context, key, kind, values[index])
+        return
+    if returned is None:
+        return
+    if isinstance(returned, dict) and all(isinstance(k, str) for k in returned):
+        context.log_results(returned)
     try:
-        function = getattr(load_module(invocation), invocation.handler)
-        arguments = invocation.arguments
-        if invocation.takes_context:
-            returned = function(context, **arguments)
-        else:
-            returned = function(**arguments)
-        if isinstance(returned, dict) and all(isinstance(k, str) for k in returned):
-            context.log_results(returned)
-        elif returned is not None:
-            context.log_result("return", returned)
+        context.log_result("return", returned)
+    except TypeError:
+        context.log_result("return", str(returned))
+
+
+def _log_value(context: Context, key: str, kind: str, value: Any) -> None:
+    kind = kind or _kind_of(value)
+    if kind == "result":
+        context.log_result(key, value)
+    elif kind == "dataset":
+        context.log_dataset(key, value)
+    elif kind in ("file", "path"):
+        context.log_artifact(key, local_path=str(value))
+    elif kind in ("artifact", "text", "bytes"):
+        context.log_artifact(key, body=value if isinstance(value, (str, bytes)) else str(value))
+    elif kind == "object":
+        import pickle
+
+        context.log_artifact(key, body=pickle.dumps(value), local_path=f"{key}.pkl")
+    else:
+        raise ValueError(
+            f"returns: {key}:{kind} - kinds are result, dataset, file, artifact and object"
+        )
+
+
+def _kind_of(value: Any) -> str:
+    if type(value).__name__ == "DataFrame":
+        return "dataset"
+    if isinstance(value, bytes):
+        return "artifact"
+    try:
+        json.dumps(_json_value("", value))
+        return "result"
+    except TypeError:
+        return "object"
+
+
+def call_handler(context: Context, invocation: Invocation) -> int:
+    """Run the invocation's handler (or, without one, its code as a script); returns the
+    process exit code."""
+    global _current
+    signal.signal(signal.SIGTERM, _terminate)
+    _current = context
+    try:
+        module = load_module(invocation)
+        if invocation.handler:
+            function = getattr(module, invocation.handler)
+            arguments = _arguments(function, context, invocation)
+            if invocation.takes_context:
+                returned = function(context, **arguments)
+            else:
+                returned = function(**arguments)
+            log_returned(context, invocation.returns, returned)
+        context._log_iteration_table()
     except Terminated:
         if context.world_size == 1:  # a rank is stopped by its launcher, which says why
             context._emit({"type": "error", "message": "stopped by SIGTERM"})
@@ -373,6 +1086,9 @@ def call_handler(context: Context, invocation: Invocation) -> int:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+    if context.error and context.state == "error":  # the handler said it failed
+        context._emit({"type": "error", "message": context.error})
+        return 1
     return 0
 
 

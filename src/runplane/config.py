@@ -559,3 +559,12 @@ def load_settings(**overrides: Any) -> Settings:
 def current() -> Settings:
     """The process-wide settings, loaded once."""
     return load_settings()
+
+
+def __getattr__(name: str) -> Any:
+    """``runplane.config.config``: these settings under the names MLRun code reads."""
+    if name == "config":
+        from runplane.settings_view import SettingsView
+
+        return SettingsView(current)
+    raise AttributeError(f"module 'runplane.config' has no attribute {name!r}")

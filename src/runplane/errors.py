@@ -43,7 +43,14 @@ def shown(value: Any) -> str:
     return f"{text[:SHOWN]}... ({len(text)} characters)"
 
 
-class InvalidValueError(RunplaneError):
+class ArgumentError(RunplaneError):
+    """A value, or a combination of values, the user gave is refused (MLRun's
+    ``MLRunInvalidArgumentError``: ``except`` clauses catch both kinds below)."""
+
+    http_status = 422
+
+
+class InvalidValueError(ArgumentError):
     """A value the user gave is not valid for its field."""
 
     http_status = 422
@@ -59,7 +66,7 @@ class InvalidValueError(RunplaneError):
         super().__init__(message)
 
 
-class ConflictError(RunplaneError):
+class ConflictError(ArgumentError):
     """Two settings, each valid, that cannot hold together (a spot selector with `prevent`)."""
 
     http_status = 422
@@ -109,3 +116,33 @@ class RunFinishedError(RunplaneError):
     """An action that needs a live run was asked of a finished one."""
 
     http_status = 409
+
+
+class RunFailedError(RunplaneError):
+    """A run waited for ended in ``error`` or ``aborted`` (``wait_for_completion``)."""
+
+    http_status = 409
+
+
+class OutOfScopeError(RunplaneError):
+    """An MLRun feature runplane does not provide (the feature store, model monitoring,
+    alerts, data stores other than local files and V3IO mounts): the message names it."""
+
+    def __init__(self, feature: str, advice: str = "") -> None:
+        self.feature = feature
+        super().__init__(f"{feature} is not part of runplane" + (f": {advice}" if advice else ""))
+
+
+# MLRun's names for the same errors, so code written for MLRun keeps its ``except`` clauses
+# (``except mlrun.errors.MLRunNotFoundError``) and its ``raise`` statements.
+MLRunBaseError = RunplaneError
+MLRunInvalidArgumentError = ArgumentError
+MLRunInvalidArgumentTypeError = ArgumentError
+MLRunBadRequestError = ArgumentError
+MLRunNotFoundError = NotFoundError
+MLRunConflictError = RunExistsError
+MLRunAccessDeniedError = PolicyError
+MLRunUnauthorizedError = PolicyError
+MLRunRuntimeError = RunFailedError
+MLRunPreconditionFailedError = RunFinishedError
+MLRunMissingDependencyError = OutOfScopeError

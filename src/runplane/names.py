@@ -13,14 +13,17 @@ from runplane import bootstrap
 ENV_ARTIFACT_PATH = bootstrap.ENV_ARTIFACT_PATH
 ENV_ATTEMPT = bootstrap.ENV_ATTEMPT
 ENV_CODE = bootstrap.ENV_CODE
+ENV_CONTEXT_ONLY = bootstrap.ENV_CONTEXT_ONLY
 ENV_FILENAME = bootstrap.ENV_FILENAME
 ENV_FUNCTION = bootstrap.ENV_FUNCTION
+ENV_HINTS = bootstrap.ENV_HINTS
 ENV_HANDLER = bootstrap.ENV_HANDLER
 ENV_INPUTS = bootstrap.ENV_INPUTS
 ENV_MOUNTS = bootstrap.ENV_MOUNTS
 ENV_PARAMS = bootstrap.ENV_PARAMS
 ENV_PROJECT = bootstrap.ENV_PROJECT
 ENV_RUN_DIR = bootstrap.ENV_RUN_DIR
+ENV_RETURNS = bootstrap.ENV_RETURNS
 ENV_RUN_UID = bootstrap.ENV_RUN_UID
 ENV_TAKES_CONTEXT = bootstrap.ENV_TAKES_CONTEXT
 
@@ -78,6 +81,9 @@ RESERVED_ENV = frozenset(
         ENV_MOUNTS,
         ENV_RUN_DIR,
         ENV_ARTIFACT_PATH,
+        ENV_CONTEXT_ONLY,
+        ENV_RETURNS,
+        ENV_HINTS,
     }
 )
 

@@ -210,7 +210,12 @@ def test_results_logged_values_and_an_artifact_on_a_volume(service, shared_dir, 
     uid = service.submit(fn, params={"rows": "3"})
     run = service.wait(uid, {"completed", "error"})
     assert run["state"] == "completed", run
-    assert run["results"] == {"accuracy": 0.5, "python": [3, 11], "rows": 3}
+    assert run["results"] == {
+        "accuracy": 0.5,
+        "python": [3, 11],
+        "rows": 3,
+        "return": {"rows": 3},
+    }
     (artifact,) = run["artifacts"]
     assert artifact["path"] == f"/data/{uid}/model"
     assert (shared_dir / uid / "model").read_text() == "weights" * 3
@@ -222,7 +227,7 @@ def test_results_too_large_for_the_termination_message(service, tmp_path):
     uid = service.submit(function(tmp_path, code))
     run = service.wait(uid, {"completed", "error"})
     assert run["state"] == "completed", run
-    assert run["results"] == {"big": "x" * 20000}
+    assert run["results"] == {"big": "x" * 20000, "return": {"big": "x" * 20000}}
     assert "runplane-results" not in service.output(uid)  # the report is not output
 
 
@@ -254,12 +259,13 @@ def test_env_from_a_secret_and_files_from_a_configmap_and_a_claim(
     fn.apply(runplane.mount_configmap("settings", "/etc/app"))
     run = service.wait(service.submit(fn), {"completed", "error"})
     assert run["state"] == "completed", run
-    assert run["results"] == {
+    returned = {
         "token": "s3cr3t",
         "plain": "value",
         "ini": "[app]\nlevel = 3\n",
         "claim": "from the claim",
     }
+    assert run["results"] == {**returned, "return": returned}
     assert (shared_dir / "output.txt").read_text() == "from the pod"
 
 
@@ -378,7 +384,7 @@ def test_a_killed_service_loses_nothing_of_a_run(service, core, shared_dir, tmp_
     service.start()
     run = service.wait(uid, {"completed", "error"})
     assert run["state"] == "completed", run
-    assert run["results"] == {"done": True}
+    assert run["results"] == {"done": True, "return": {"done": True}}
     assert [t["state"] for t in run["transitions"]] == [
         "created",
         "pending",

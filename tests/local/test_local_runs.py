@@ -48,13 +48,8 @@ def test_results_artifacts_and_usage(isolation, service, make_function, tmp_path
     uid = service.submit(fn, params={"epochs": "3", "tags": '["a", "b"]'}).uid
     record = service.wait(uid, timeout=30)
     assert record.state == "completed", record.status_text
-    assert record.results == {
-        "accuracy": 0.93,
-        "epochs": 3,
-        "rate": 0.5,
-        "tags": ["a", "b"],
-        "type": "int",
-    }
+    returned = {"epochs": 3, "rate": 0.5, "tags": ["a", "b"], "type": "int"}
+    assert record.results == {"accuracy": 0.93, **returned, "return": returned}
     assert [(a["key"], a["size"]) for a in record.artifacts] == [("model", 1000), ("report", 8)]
     assert [t.state for t in record.transitions] == ["created", "pending", "running", "completed"]
     times = [t.at for t in record.transitions]
@@ -268,7 +263,8 @@ def test_environment_secrets_and_gpus_reach_the_process(monkeypatch, make_functi
         """)
         fn.set_env("PLAIN", "value").set_env_from_secret("TOKEN", "creds", "token").gpus(1)
         record = service.wait(service.submit(fn).uid, timeout=30)
-        assert record.results == {"plain": "value", "secret_ok": True, "cuda": "0"}
+        returned = {"plain": "value", "secret_ok": True, "cuda": "0"}
+        assert record.results == {**returned, "return": returned}
         assert "s3cret" not in str(record)
     finally:
         service.close()
@@ -295,7 +291,7 @@ def test_volumes_map_to_local_directories(monkeypatch, make_function, tmp_path):
         """)
         fn.apply(runplane.mount_pvc("data-claim", "data", "/data"))
         record = service.wait(service.submit(fn).uid, timeout=30)
-        assert record.results == {"context": "hello", "link": "hello"}
+        assert record.results["return"] == {"context": "hello", "link": "hello"}
         unmapped = make_function("def handler(context):\n    pass\n", name="other")
         unmapped.apply(runplane.mount_pvc("other-claim", "other", "/other"))
         with pytest.raises(NotFoundError, match="'other-claim' has no local directory; map it"):

@@ -189,7 +189,7 @@ def test_cli_run_runs_get_and_logs(tmp_path):
     uid = table.stdout.splitlines()[1].split()[0]
     detail = yaml.safe_load(cli("get", "run", uid, check=True).stdout)
     assert detail["state"] == "completed"
-    assert detail["results"] == {"epochs": 4}
+    assert detail["results"] == {"epochs": 4, "return": {"epochs": 4}}
     assert [t["state"] for t in detail["transitions"]] == [
         "created",
         "pending",
@@ -237,7 +237,7 @@ def test_sdk_run_handle(tmp_path, make_function):
     assert record.state == "aborted"
     done = make_function(SLEEPER, name="quick").run(params={"seconds": 0.01})
     assert done.state() == "completed"
-    assert set(done.outputs) == {"start", "end"}
+    assert set(done.outputs) == {"start", "end", "return"}
     started = time.time()
     assert done.logs() == ""
     assert time.time() - started < 1

@@ -121,7 +121,7 @@ def test_sdk_against_the_service(service_url, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "quick completed {'slept': 0.1}",
+        "quick completed {'slept': 0.1, 'return': {'slept': 0.1}}",
         "slow aborted",
         "again 409",
     ]
@@ -202,3 +202,53 @@ def test_schedules_need_the_service(tmp_path):
     assert done.stdout.startswith(
         "RUNPLANE_API: None is not valid; a schedule needs the runplane service (`runplane serve`)"
     ), done.stderr
+
+
+def test_mlrun_code_against_the_service(service_url, tmp_path):
+    """MLRun-style calls through RUNPLANE_API: a Python function as the handler, a
+    hyperparameter search, stored functions and the run DB, and the secret-store refusal."""
+    script = tmp_path / "mlrun_style.py"
+    script.write_text(
+        textwrap.dedent("""
+        import runplane as mlrun
+
+        def hyper_func(context, p1, p2):
+            context.log_result("multiplier", p1 * p2)
+
+        task = mlrun.new_task("grid").with_hyper_params(
+            {"p1": [1, 3], "p2": [2]}, selector="max.multiplier"
+        )
+        run = mlrun.new_function(project="remote").run(task, handler=hyper_func, watch=False)
+        print("best", run.outputs["multiplier"], run.outputs["best_iteration"])
+        fn = mlrun.new_function("stored", project="remote", image="python:3.11")
+        print("saved", fn.save())
+        print("image", mlrun.import_function("db://remote/stored").spec.image)
+        db = mlrun.get_run_db()
+        print("projects", db.list_projects())
+        print("runs", len(db.list_runs(project="remote")))
+        print("functions", [f["metadata"]["name"] for f in db.list_functions(project="remote")])
+        project = mlrun.new_project("remote", context=".")
+        try:
+            project.set_secrets({"KEY": "value"})
+        except mlrun.errors.MLRunInvalidArgumentError as error:
+            print("secrets", "kubectl create secret generic runplane-project-remote" in str(error))
+        """)
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=client_env(service_url, tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "best 6 2",
+        "saved db://remote/stored",
+        "image python:3.11",
+        "projects ['remote']",
+        "runs 3",
+        "functions ['stored']",
+        "secrets True",
+    ]

@@ -44,7 +44,9 @@ def test_it_keeps_to_the_python_39_language_and_the_standard_library():
             node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
         )
     }
-    assert imported - set(sys.stdlib_module_names) == {"runplane"}  # only to find an installed copy
+    # runplane: only to find an installed copy; pandas: only when the handler hands over or
+    # asks for a DataFrame (log_dataset, as_df), so the handler's image has it.
+    assert imported - set(sys.stdlib_module_names) == {"runplane", "pandas"}
 
 
 def test_a_pod_without_runplane_runs_the_handler(tmp_path):
@@ -57,12 +59,12 @@ def test_a_pod_without_runplane_runs_the_handler(tmp_path):
     done = pod(invocation, tmp_path, "-I", "-S")
     assert done.returncode == 0, done.stderr
     report = json.loads((tmp_path / "termination-log").read_text())
-    assert report["results"] == {"epochs": 6}
+    assert report["results"] == {"epochs": 6, "return": {"epochs": 6}}
     assert [(a["key"], a["size"]) for a in report["artifacts"]] == [("model", 1)]
     events = [
         json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()
     ]
-    assert events[-1] == {"type": "result", "key": "epochs", "value": 6}
+    assert events[-1] == {"type": "result", "key": "return", "value": {"epochs": 6}}
 
 
 def test_a_failing_handler_says_why(tmp_path):
@@ -97,7 +99,8 @@ def test_an_image_with_runplane_runs_its_own_copy(tmp_path):
     code = "def train(context):\n    return {'ok': True}\n"
     done = pod(Invocation("u4", "p", "f", "train", code, "t.py"), tmp_path, script=shipped)
     assert done.returncode == 0, done.stderr
-    assert json.loads((tmp_path / "termination-log").read_text())["results"] == {"ok": True}
+    results = json.loads((tmp_path / "termination-log").read_text())["results"]
+    assert results == {"ok": True, "return": {"ok": True}}
 
 
 def test_both_encodings_carry_the_same_call():

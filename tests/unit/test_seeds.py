@@ -15,7 +15,7 @@ import pytest
 
 import runplane
 from runplane.config import load_settings
-from runplane.errors import ConflictError, InvalidValueError, NotFoundError
+from runplane.errors import ConflictError, InvalidValueError, OutOfScopeError
 from runplane.placement import evaluate
 from runplane.rendering import render
 
@@ -142,7 +142,7 @@ def test_scaling():
 
 
 def test_function_hub_is_refused_clearly():
-    with pytest.raises(NotFoundError, match="the function hub is not available"):
+    with pytest.raises(OutOfScopeError, match="the MLRun function hub .* is not part of runplane"):
         runplane.import_function("hub://sklearn_classifier")
 
 

@@ -9,14 +9,28 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from runplane.client.calls import prepare
+from runplane.client.handle import RunHandle
 from runplane.config import Settings, current
 from runplane.errors import InvalidValueError
 from runplane.runs import RunRecord, RunState, Usage
-from runplane.spec.function import Function
+from runplane.spec.function import Function, FunctionKind
 from runplane.spec.loaders import embed_command
 
 if TYPE_CHECKING:
     from runplane.client.remote import ApiBackend
+
+__all__ = [
+    "Backend",
+    "RunHandle",
+    "api_backend",
+    "backend",
+    "deploy",
+    "follow",
+    "local_backend",
+    "output",
+    "run",
+]
 
 
 class Backend(Protocol):
@@ -83,66 +97,68 @@ def api_backend(what: str) -> ApiBackend:
     return service
 
 
-class RunHandle:
-    """A submitted run: its state, results and logs, and the means to wait for or abort it."""
-
-    def __init__(self, service: Backend, uid: str) -> None:
-        self.service = service
-        self.uid = uid
-
-    def __repr__(self) -> str:
-        return f"<RunHandle {self.uid} {self.state()}>"
-
-    @property
-    def record(self) -> RunRecord:
-        return self.service.get(self.uid)
-
-    def state(self) -> str:
-        return self.record.state.value
-
-    @property
-    def status_text(self) -> str:
-        return self.record.status_text
-
-    @property
-    def outputs(self) -> dict[str, Any]:
-        """The results the handler logged or returned."""
-        return self.record.results
-
-    results = outputs
-
-    def wait(self, timeout: float | None = None) -> RunRecord:
-        """Block until the run finishes (or ``timeout`` seconds pass); returns the record."""
-        return self.service.wait(self.uid, timeout)
-
-    def logs(self) -> str:
-        """Everything the run has written so far."""
-        return "".join(output(self.service, self.uid))
-
-    def abort(self) -> RunRecord:
-        return self.service.abort(self.uid)
-
-
 def run(
     fn: Function,
+    runspec: Any = None,
+    handler: Any = None,
+    name: str = "",
+    project: str = "",
     params: Mapping[str, Any] | None = None,
     inputs: Mapping[str, Any] | None = None,
     state_thresholds: Mapping[str, Any] | None = None,
     watch: bool = True,
     schedule: str | None = None,
+    local: bool | None = None,
+    artifact_path: str | None = None,
+    workdir: str = "",
+    hyperparams: Mapping[str, Any] | None = None,
+    hyper_param_options: Any = None,
+    returns: Sequence[str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    selector: str | None = None,
+    param_file_secrets: Mapping[str, str] | None = None,
 ) -> Any:
-    """Run ``fn`` where runs go (see :func:`backend`) and return its :class:`RunHandle`; with
-    ``watch`` wait, printing its output. With ``schedule`` (cron) store a schedule instead.
+    """Run ``fn`` where runs go (see :func:`backend`; ``local=True``: this machine) and return
+    its :class:`RunHandle`; with ``watch`` wait, printing its output. With ``schedule`` (cron)
+    store a schedule instead. With hyperparameters, run one child per parameter set and
+    return the parent run (see :mod:`runplane.client.hyper`).
 
     A ``spec.command`` file of this machine is embedded first: the run may execute elsewhere.
     """
-    fn = embed_command(fn)
-    if schedule is not None:
-        return api_backend("a schedule").schedule(fn, schedule, params, state_thresholds)
-    service = backend()
     main = sys.modules.get("__main__")
-    source_dir = str(Path(getattr(main, "__file__", "") or ".").resolve().parent)
-    record = service.submit(fn, params, inputs, state_thresholds, source_dir=source_dir)
+    script_dir = str(Path(getattr(main, "__file__", "") or ".").resolve().parent)
+    call = prepare(
+        fn,
+        runspec,
+        handler=handler,
+        name=name,
+        project=project,
+        params=params,
+        inputs=inputs,
+        artifact_path=artifact_path,
+        workdir=workdir,
+        hyperparams=hyperparams,
+        hyper_param_options=hyper_param_options,
+        returns=returns,
+        state_thresholds=state_thresholds,
+        labels=labels,
+        selector=selector,
+    )
+    call.fn = embed_command(call.fn)
+    source_dir = call.source_dir or script_dir
+    call.source_dir = source_dir
+    if schedule is not None:
+        return api_backend("a schedule").schedule(
+            call.fn, schedule, call.params, call.state_thresholds
+        )
+    service = local_backend() if local else backend()
+    if call.iterates:
+        from runplane.client.hyper import run_iterations
+
+        return run_iterations(service, call, watch)
+    record = service.submit(
+        call.fn, call.params, call.inputs, call.state_thresholds, source_dir=source_dir
+    )
     handle = RunHandle(service, record.uid)
     if watch:
         said = ""
@@ -159,9 +175,20 @@ def run(
     return handle
 
 
-def deploy(fn: Function) -> dict[str, Any]:
+def local_backend(settings: Settings | None = None) -> Backend:
+    """This machine's embedded service, whatever ``RUNPLANE_API`` says (``local=True``)."""
+    from runplane.service.embedded import embedded
+
+    return embedded(settings or current())
+
+
+def deploy(fn: Function) -> dict[str, Any] | bool:
     """Deploy a serving function: through the service when ``RUNPLANE_API`` is set, else on
-    this machine (replicas behind one local port; see docs/runtimes.md)."""
+    this machine (replicas behind one local port; see docs/runtimes.md). A job has nothing to
+    deploy: MLRun's ``fn.deploy()`` of a job builds its image, which runplane does not do (the
+    build recipe is kept with the function), so it answers ``True``, ready, as MLRun does."""
+    if fn.kind is not FunctionKind.SERVING:
+        return True
     settings = current()
     if settings.api:
         return api_backend("deploying a serving function").deploy(fn)

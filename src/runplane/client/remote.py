@@ -142,3 +142,16 @@ class ApiBackend:
 
     def deploy(self, fn: Function) -> dict[str, Any]:
         return dict(self._call("POST", "/deployments", json={"function": fn.to_dict()}))
+
+    def store_function(self, fn: Function) -> dict[str, Any]:
+        return dict(self._call("POST", "/functions", json=fn.to_dict()))
+
+    def get_function(self, project: str, name: str, version: str | None = None) -> dict[str, Any]:
+        params = {"version": version} if version else {}
+        return dict(self._call("GET", f"/projects/{project}/functions/{name}", params=params))
+
+    def list_functions(self, project: str) -> list[dict[str, Any]]:
+        return list(self._call("GET", f"/projects/{project}/functions"))
+
+    def projects(self) -> list[str]:
+        return list(self._call("GET", "/projects"))

@@ -277,6 +277,8 @@ def _pod_spec(
         pod["tolerations"] = _copy(tolerations)
     if volumes:
         pod["volumes"] = volumes
+    if spec.image_pull_secret:
+        pod["imagePullSecrets"] = [{"name": spec.image_pull_secret}]
     return pod
 
 
@@ -351,6 +353,7 @@ def _serving(
         "kind": "Service",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         "spec": {
+            "type": spec.service_type or "ClusterIP",
             "selector": dict(selector),
             "ports": [
                 {

@@ -20,7 +20,7 @@ from runplane.rendering.workloads import pod_specs
 from runplane.runtimes.contract import RunRequest
 from runplane.spec.bounds import MAX_PARAMS_BYTES, check_json
 from runplane.spec.function import Function, FunctionKind
-from runplane.spec.handler import bind_parameters, read_signature
+from runplane.spec.handler import bind_parameters, parse_code, read_signature
 
 
 def build_request(
@@ -50,17 +50,23 @@ def build_request(
             "client = fn.client; client.submit(work, 1).result(); fn.close()",
         )
     code, filename = _code_of(fn)
-    if not fn.spec.handler:
-        raise InvalidValueError(
-            "handler",
-            "",
-            "a run needs the handler to call",
-            "code_to_function(..., handler='train')",
-        )
-    run_inputs = {str(key): str(value) for key, value in (inputs or {}).items()}
-    check_json("params", {**(params or {}), **run_inputs}, MAX_PARAMS_BYTES, "{'epochs': 3}")
-    signature = read_signature(code, fn.spec.handler, filename)
-    bound = bind_parameters(signature, {**(params or {}), **run_inputs})
+    run_inputs: dict[str, str] = {}
+    hints: dict[str, str] = {}
+    for key, value in (inputs or {}).items():  # "name: type" reads the input as that type
+        name, _, hint = (part.strip() for part in str(key).partition(":"))
+        run_inputs[name] = str(value)
+        if hint:
+            hints[name] = hint
+    given = {**(params or {}), **run_inputs}
+    check_json("params", given, MAX_PARAMS_BYTES, "{'epochs': 3}")
+    if fn.spec.handler:
+        signature = read_signature(code, fn.spec.handler, filename)
+        bound = bind_parameters(signature, given)
+        takes_context = signature.takes_context
+        context_only = [name for name in given if not signature.accepts(name)]
+    else:  # a script: it reads its parameters with get_or_create_ctx(...).get_param
+        parse_code(code, filename)
+        bound, takes_context, context_only = dict(given), True, list(given)
     # Converted from text, a parameter can become what its text was not: deep, or not JSON.
     check_json("params", bound, MAX_PARAMS_BYTES, "{'epochs': 3}")
     invocation = Invocation(
@@ -71,12 +77,15 @@ def build_request(
         handler=fn.spec.handler,
         code=code,
         filename=filename,
-        takes_context=signature.takes_context,
+        takes_context=takes_context,
         params={k: v for k, v in bound.items() if k not in run_inputs},
         inputs=run_inputs,
         artifact_path=fn.spec.artifact_path.replace("{{run.uid}}", uid).replace(
             "{{run.project}}", fn.metadata.project
         ),
+        context_only=context_only,
+        returns=list(fn.spec.returns),
+        hints=hints,
     )
     rendered = render(fn, settings, run=RunRef(uid, attempt), role=role)
     manifests = rendered.manifests

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from runplane.config import Settings
 from runplane.runtimes.local.runtime import LocalRuntime
+from runplane.service.catalog import FunctionCatalog
 from runplane.service.core import RunService
 from runplane.service.db import connect, sqlite_url
 from runplane.service.records import RunStore
@@ -20,9 +21,11 @@ from runplane.service.records import RunStore
 
 class EmbeddedService(RunService):
     def __init__(self, settings: Settings) -> None:
-        store = RunStore(connect(sqlite_url(settings.local.home / "runplane.db")))
-        super().__init__(settings, store, LocalRuntime(settings))
+        engine = connect(sqlite_url(settings.local.home / "runplane.db"))
+        super().__init__(settings, RunStore(engine), LocalRuntime(settings))
         self.default_owner = getpass.getuser()
+        #: Functions stored with ``fn.save()`` on this machine.
+        self.catalog = FunctionCatalog(engine)
 
 
 _services: dict[Path, EmbeddedService] = {}

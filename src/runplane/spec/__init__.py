@@ -7,6 +7,7 @@ from runplane.spec.resources import QoSClass, Resources, qos_class
 from runplane.spec.scheduling import PreemptionMode
 from runplane.spec.volumes import (
     VolumeMount,
+    auto_mount,
     mount_configmap,
     mount_pvc,
     mount_secret,
@@ -22,6 +23,7 @@ __all__ = [
     "QoSClass",
     "Resources",
     "VolumeMount",
+    "auto_mount",
     "code_to_function",
     "import_function",
     "mount_configmap",

@@ -6,6 +6,7 @@ refer to earlier ones with ``$(NAME)``) and rendering is a copy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,9 @@ def upsert(env: list[EnvVar], variable: EnvVar) -> list[EnvVar]:
 
 
 def check_env_list(field: str, env: Any) -> list[EnvVar]:
-    """Validate an ``env`` list read from YAML: names, and either value or secretKeyRef."""
+    """Validate an ``env`` list read from YAML: names, and either value or secretKeyRef.
+    Kubernetes client objects (``V1EnvVar``) are accepted and kept as plain dicts."""
+    env = to_kubernetes_json(env)
     if not isinstance(env, list):
         raise InvalidValueError(
             field, env, "env is a list of {name, value}", "[{'name': 'A', 'value': '1'}]"
@@ -163,3 +166,28 @@ def read_env_file(file_path: str | Path) -> dict[str, str]:
                 )
     values = dotenv_values(path, interpolate=False)
     return {key: value or "" for key, value in values.items()}
+
+
+def read_requirements(
+    requirements: str | Sequence[str] | None, requirements_file: str | Path = ""
+) -> list[str]:
+    """Package requirements from a list, a requirements file, or both; comments and blank
+    lines dropped."""
+    lines: list[str] = []
+    if isinstance(requirements, str):
+        if Path(requirements).is_file():  # MLRun accepts a file path here too
+            requirements_file, requirements = requirements, None
+        else:
+            lines.append(requirements)
+    elif requirements is not None:
+        if not all(isinstance(item, str) for item in requirements):
+            raise InvalidValueError(
+                "requirements", requirements, "a list of strings", "['pandas==2.2']"
+            )
+        lines += list(requirements)
+    if requirements_file:
+        path = Path(requirements_file)
+        if not path.is_file():
+            raise NotFoundError(f"requirements_file: {str(path)!r} does not exist")
+        lines += path.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]

@@ -22,7 +22,12 @@ from runplane.errors import ConflictError, InvalidValueError
 from runplane.spec import env as environment
 from runplane.spec.base import SpecModel, translate
 from runplane.spec.bounds import MAX_SOURCE_BYTES, MAX_TEXT_BYTES, check_count, check_text
-from runplane.spec.labels import check_dns_label, check_label_key, check_labels
+from runplane.spec.labels import (
+    check_dns_label,
+    check_label_key,
+    check_labels,
+    normalize_name,
+)
 from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import (
     COMPUTE,
@@ -65,9 +70,14 @@ class FunctionKind(StrEnum):
 
 
 #: Other names of a kind: ``local`` (MLRun's in-process job, and what functions exported by
-#: earlier runplane versions may say) runs as a job, here or through the service; ``nuclio``
-#: (MLRun's real-time function) is a serving function with the same handler convention.
-KIND_ALIASES = {"local": FunctionKind.JOB, "nuclio": FunctionKind.SERVING}
+#: earlier runplane versions may say) and ``handler`` run as a job, here or through the
+#: service; ``nuclio`` and ``remote`` (MLRun's names of a real-time function) are ``serving``.
+KIND_ALIASES = {
+    "local": FunctionKind.JOB,
+    "handler": FunctionKind.JOB,
+    "nuclio": FunctionKind.SERVING,
+    "remote": FunctionKind.SERVING,
+}
 
 
 def check_kind(kind: object) -> FunctionKind:
@@ -92,10 +102,19 @@ class Metadata(SpecModel):
     tag: str = ""
     labels: dict[str, str] = pydantic.Field(default_factory=dict)
 
-    @pydantic.field_validator("name", "project", mode="before")
+    @pydantic.field_validator("name", mode="before")
     @classmethod
-    def _dns(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        return check_dns_label(f"metadata.{info.field_name}", value)
+    def _name(cls, value: Any) -> Any:
+        """Normalised with a warning; empty until a run names it after its handler
+        (``new_function().run(handler=train)``)."""
+        if value == "":
+            return value
+        return check_dns_label("metadata.name", normalize_name("metadata.name", value))
+
+    @pydantic.field_validator("project", mode="before")
+    @classmethod
+    def _project(cls, value: Any) -> Any:
+        return check_dns_label("metadata.project", value)
 
     @pydantic.field_validator("labels", mode="before")
     @classmethod
@@ -112,6 +131,24 @@ class BuildSpec(SpecModel):
     source: str = ""
     #: Its file name, relative: the name the handler's module is loaded under.
     filename: str = ""
+    #: An image build's recipe, recorded with the function (``with_requirements``,
+    #: ``build_function``): runs here need no image; a cluster's image must have them.
+    base_image: str = ""
+    requirements: list[str] = pydantic.Field(default_factory=list)
+    commands: list[str] = pydantic.Field(default_factory=list)
+    #: An archive or repository of the code (``with_source_archive``), recorded.
+    source_archive: str = ""
+
+    @pydantic.field_validator("requirements", "commands", mode="before")
+    @classmethod
+    def _lines(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        field = f"spec.build.{info.field_name}"
+        if not isinstance(value, list):
+            raise InvalidValueError(field, value, "a list of strings", "['pandas==2.2']")
+        check_count(field, value)
+        for index, line in enumerate(value):
+            check_text(f"{field}[{index}]", line, MAX_TEXT_BYTES, "'pandas==2.2'")
+        return value
 
     @pydantic.field_validator("source", mode="before")
     @classmethod
@@ -175,7 +212,9 @@ class FunctionSpec(SpecModel):
     disable_auto_mount: bool = False
     state_thresholds: dict[str, ThresholdValue] = pydantic.Field(default_factory=dict)
     replicas: int | None = pydantic.Field(default=None, ge=0)
-    min_replicas: int | None = pydantic.Field(default=None, ge=1)
+    #: 0 asks to scale to zero; the autoscaler keeps at least one replica (Kubernetes' HPA
+    #: scales to zero only behind an alpha feature gate).
+    min_replicas: int | None = pydantic.Field(default=None, ge=0)
     max_replicas: int | None = pydantic.Field(default=None, ge=1)
     target_cpu_percent: int | None = pydantic.Field(default=None, ge=1)
     http: HttpSpec | None = None
@@ -193,6 +232,32 @@ class FunctionSpec(SpecModel):
     #: replaced per run; a mounted volume's path keeps them after the run. Unset: the run's
     #: own directory (on Kubernetes, gone with the pod).
     artifact_path: str = ""
+    #: How a run logs what the handler returns: one ``key`` or ``key:kind`` (result,
+    #: dataset, file, artifact, object) per returned value. Set per run by ``run(returns=)``.
+    returns: list[str] = pydantic.Field(default_factory=list)
+    #: The Kubernetes Service type of a serving function (``ClusterIP`` by default).
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] | None = None
+    #: The Secret the node pulls the image with (``set_image_pull_configuration``).
+    image_pull_secret: str | None = None
+    #: Server settings set with ``set_config(key, value)``, recorded with the function.
+    config: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+    @pydantic.field_validator("returns", mode="before")
+    @classmethod
+    def _returns(cls, value: Any) -> Any:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise InvalidValueError(
+                "returns", value, "a list of 'key' or 'key:kind'", "['accuracy', 'data:dataset']"
+            )
+        check_count("returns", value)
+        for item in value:
+            check_text("returns", item, MAX_TEXT_BYTES, "'accuracy'")
+        return value
+
+    @pydantic.field_validator("image_pull_secret", mode="before")
+    @classmethod
+    def _pull_secret(cls, value: Any) -> Any:
+        return None if value is None else check_dns_label("spec.image_pull_secret", value)
 
     @pydantic.field_validator("artifact_path", mode="before")
     @classmethod
@@ -548,35 +613,77 @@ class Function(SpecModel, RoleResources):
 
     def run(
         self,
+        runspec: Any = None,
+        handler: Any = None,
+        name: str = "",
+        project: str = "",
         params: Mapping[str, Any] | None = None,
         inputs: Mapping[str, Any] | None = None,
-        state_thresholds: Mapping[str, Any] | None = None,
+        out_path: str = "",
+        workdir: str = "",
+        artifact_path: str | None = None,
         watch: bool = True,
         schedule: str | None = None,
-        artifact_path: str | None = None,
+        hyperparams: Mapping[str, Any] | None = None,
+        hyper_param_options: Any = None,
+        verbose: bool | None = None,
+        scrape_metrics: bool | None = None,
+        local: bool | None = None,
+        local_code_path: str | None = None,
+        auto_build: bool | None = None,
+        param_file_secrets: Mapping[str, str] | None = None,
+        notifications: Any = None,
+        returns: Sequence[str] | None = None,
+        state_thresholds: Mapping[str, Any] | None = None,
+        reset_on_run: bool | None = None,
+        labels: Mapping[str, str] | None = None,
+        selector: str | None = None,
     ) -> Any:
         """Run the function and return a handle to the run ("Run now").
 
         Runs go to the service named by ``RUNPLANE_API``, else they run here (the embedded
-        default). ``params`` are converted to the handler's annotated types; ``inputs`` are
-        paths passed to the handler by name; ``state_thresholds`` override the function's for
-        this run. With ``watch`` the call waits, printing the run's output. With ``schedule``
-        (a cron expression, "Schedule for later") the service stores a schedule instead and
-        its record is returned. ``artifact_path`` sets ``spec.artifact_path`` for this run.
+        default); ``local=True`` runs here either way. ``params`` are converted to the
+        handler's annotated types; ``inputs`` are paths passed to the handler by name;
+        ``state_thresholds`` override the function's for this run. With ``watch`` the call
+        waits, printing the run's output. With ``schedule`` (a cron expression, "Schedule for
+        later") the service stores a schedule instead and its record is returned.
+
+        The rest is MLRun's ``run``: ``runspec`` a task (``new_task``) or, as runplane has it,
+        the params; ``handler`` a name in the code or a Python function (its module's code is
+        sent); ``name`` and ``project`` the run's; ``hyperparams`` with
+        ``hyper_param_options`` or ``selector`` one child run per parameter set and a parent
+        run with the best; ``returns`` how to log returned values (``["accuracy",
+        "data:dataset"]``). ``verbose``, ``scrape_metrics``, ``auto_build``,
+        ``notifications``, ``reset_on_run`` and ``local_code_path`` change nothing here.
         """
-        fn = self if artifact_path is None else self._replace("spec", artifact_path=artifact_path)
-        return hooks.client().run(
-            fn,
-            params=params,
-            inputs=inputs,
-            state_thresholds=state_thresholds,
-            watch=watch,
-            schedule=schedule,
-        )
+        if isinstance(handler, Mapping) and inputs is None:  # runplane's run(params, inputs)
+            handler, inputs = None, handler
+        options = {
+            "runspec": runspec,
+            "handler": handler,
+            "name": name,
+            "project": project,
+            "params": params,
+            "inputs": inputs,
+            "artifact_path": artifact_path or out_path or None,
+            "workdir": workdir,
+            "watch": watch,
+            "schedule": schedule,
+            "hyperparams": hyperparams,
+            "hyper_param_options": hyper_param_options,
+            "local": local,
+            "returns": returns,
+            "state_thresholds": state_thresholds,
+            "labels": labels,
+            "selector": selector,
+            "param_file_secrets": param_file_secrets,
+        }
+        return hooks.client().run(self, **{k: v for k, v in options.items() if v is not None})
 
     def deploy(self) -> Any:
         """Deploy a serving function: replicas on this machine, or a Deployment, Service and
-        autoscaler through the service when ``RUNPLANE_API`` is set."""
+        autoscaler through the service when ``RUNPLANE_API`` is set; a job is ready as it is
+        (``True``): runplane builds no images."""
         return hooks.client().deploy(self)
 
     def invoke(
@@ -617,15 +724,114 @@ class Function(SpecModel, RoleResources):
     def set_image_pull_configuration(
         self, image_pull_policy: str | None = None, image_pull_secret_name: str | None = None
     ) -> Function:
-        """Choose when nodes pull the image (``Always``, ``IfNotPresent``, ``Never``)."""
+        """Choose when nodes pull the image (``Always``, ``IfNotPresent``, ``Never``) and the
+        Secret they pull it with (a ``kubernetes.io/dockerconfigjson`` Secret's name)."""
+        changes: dict[str, Any] = {}
+        if image_pull_policy is not None:
+            changes["image_pull_policy"] = image_pull_policy
         if image_pull_secret_name is not None:
+            changes["image_pull_secret"] = image_pull_secret_name
+        return self._replace("spec", **changes)
+
+    # -- build and source -----------------------------------------------------------------------
+
+    def with_requirements(
+        self,
+        requirements: str | Sequence[str] | None = None,
+        requirements_file: str = "",
+        overwrite: bool = False,
+        prepare_image_for_deploy: bool = True,
+    ) -> Function:
+        """Record the Python packages the function needs (a list, or a requirements file).
+
+        A run here uses this machine's environment; on a cluster the function's image must
+        have them (``runplane`` builds no images)."""
+        wanted = environment.read_requirements(requirements, requirements_file)
+        current = [] if overwrite else list(self.spec.build.requirements)
+        return self._replace(
+            "build", requirements=current + [r for r in wanted if r not in current]
+        )
+
+    def with_commands(self, commands: Sequence[str], overwrite: bool = False) -> Function:
+        """Record the shell commands an image build of the function runs."""
+        current = [] if overwrite else list(self.spec.build.commands)
+        return self._replace("build", commands=current + [c for c in commands if c not in current])
+
+    def with_source_archive(
+        self,
+        source: str,
+        workdir: str | None = None,
+        handler: str | None = None,
+        pull_at_runtime: bool = True,
+        target_dir: str | None = None,
+    ) -> Function:
+        """Record where the function's code comes from (an archive, a git repository or a local
+        directory). A run executes embedded code: with a local directory, ``handler`` may be
+        ``module.function`` and that module's file is embedded when the run is submitted."""
+        self._replace("build", source_archive=source)
+        if handler:
+            self._replace("spec", handler=handler)
+        return self
+
+    def set_config(self, key: str, value: Any) -> Function:
+        """Record a server setting by its dotted path (MLRun's Nuclio settings, say
+        ``spec.scaleToZero.scaleResources``); kept with the function, not rendered."""
+        check_text("set_config(key=...)", key, MAX_TEXT_BYTES, "'spec.readinessTimeoutSeconds'")
+        return self._replace("spec", config={**self.spec.config, key: value})
+
+    def set_label(self, key: str, value: str) -> Function:
+        """Label the function (and its runs' pods)."""
+        return self._replace_metadata(labels={**self.metadata.labels, key: str(value)})
+
+    def set_labels(self, labels: Mapping[str, str]) -> Function:
+        return self._replace_metadata(labels={**self.metadata.labels, **dict(labels)})
+
+    def with_annotations(self, annotations: Mapping[str, str]) -> Function:
+        return self._replace("spec", annotations={**self.spec.annotations, **dict(annotations)})
+
+    def _replace_metadata(self, **changes: Any) -> Function:
+        data = {**self.metadata.model_dump(), **changes}
+        try:
+            self.metadata = Metadata.model_validate(data)
+        except pydantic.ValidationError as error:
+            raise translate(error, prefix="metadata") from None
+        return self
+
+    def with_code(self, from_file: str = "", body: str | None = None) -> Function:
+        """Embed code: the text ``body``, or the file ``from_file``."""
+        if (body is None) == (not from_file):
             raise InvalidValueError(
-                "image_pull_secret_name",
-                image_pull_secret_name,
-                "image pull secrets are the namespace's service account's business in "
-                "runplane; attach the secret to it (kubectl patch serviceaccount default ...)",
+                "with_code",
+                {"from_file": from_file, "body": body},
+                "give exactly one of from_file and body",
+                "fn.with_code(from_file='train.py')",
             )
-        return self._replace("spec", image_pull_policy=image_pull_policy)
+        if body is None:
+            body = Path(from_file).read_text(encoding="utf-8")
+            filename = Path(from_file).name
+        else:
+            filename = self.spec.build.filename or f"{self.metadata.name or 'handler'}.py"
+        encoded = base64.b64encode(body.encode()).decode()
+        return self._replace("build", source=encoded, filename=filename)
+
+    # -- storing --------------------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        """``project/name:tag``, as stored."""
+        return f"{self.metadata.project}/{self.metadata.name}:{self.metadata.tag or 'latest'}"
+
+    def save(self, tag: str = "", versioned: bool = False, refresh: bool = False) -> str:
+        """Store the function where runs go (the runplane service, or this machine's
+        catalog); returns its URI, for ``import_function('db://...')``."""
+        if tag:
+            self._replace_metadata(tag=tag)
+        return str(hooks.client().save(self))
+
+    def to_json(self) -> str:
+        import json
+
+        return json.dumps(self.to_dict())
 
     def with_http(self, workers: int | None = None, worker_timeout: int | None = None) -> Function:
         """Set the serving HTTP server's worker processes and their timeout in seconds."""

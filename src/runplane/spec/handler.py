@@ -34,6 +34,13 @@ class Signature:
     parameters: tuple[Parameter, ...]
     takes_context: bool
     takes_any: bool  # **kwargs
+    #: The code reads parameters from a context (``get_param``, ``parameters``): names the
+    #: handler does not take are then the context's, not typos.
+    reads_params: bool = False
+
+    def accepts(self, name: str) -> bool:
+        """Whether ``name`` is passed to the handler as an argument."""
+        return self.takes_any or any(p.name == name for p in self.parameters)
 
 
 def _annotation(node: ast.expr | None) -> str | None:
@@ -55,8 +62,17 @@ def defined_functions(
     code: str, filename: str = "<code>"
 ) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
     """The top-level functions of ``code``; a syntax error is a user error naming the file."""
+    return {
+        node.name: node
+        for node in parse_code(code, filename).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+
+
+def parse_code(code: str, filename: str = "<code>") -> ast.Module:
+    """``code`` parsed; a syntax error is a user error naming the file."""
     try:
-        tree = ast.parse(code, filename=filename)
+        return ast.parse(code, filename=filename)
     except SyntaxError as error:
         raise InvalidValueError(
             "filename",
@@ -67,16 +83,23 @@ def defined_functions(
         raise InvalidValueError(
             "filename", filename, f"the file must be valid Python ({type(error).__name__})"
         ) from None
-    return {
-        node.name: node
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-    }
+
+
+def _reads_params(tree: ast.Module) -> bool:
+    return any(
+        isinstance(node, ast.Attribute) and node.attr in ("get_param", "parameters")
+        for node in ast.walk(tree)
+    )
 
 
 def read_signature(code: str, handler: str, filename: str = "<code>") -> Signature:
     """The signature of top-level function ``handler`` in ``code``."""
-    functions = defined_functions(code, filename)
+    tree = parse_code(code, filename)
+    functions = {
+        node.name: node
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
     if handler not in functions:
         raise InvalidValueError(
             "handler",
@@ -99,7 +122,13 @@ def read_signature(code: str, handler: str, filename: str = "<code>") -> Signatu
     takes_context = bool(parameters) and parameters[0].name in ("context", "ctx")
     if takes_context:
         parameters = parameters[1:]
-    return Signature(handler, tuple(parameters), takes_context, args.kwarg is not None)
+    return Signature(
+        handler,
+        tuple(parameters),
+        takes_context,
+        args.kwarg is not None,
+        reads_params=takes_context and _reads_params(tree),
+    )
 
 
 def _convert(field: str, value: Any, annotation: str | None) -> Any:
@@ -147,16 +176,19 @@ def _not_a(field: str, value: Any, annotation: str) -> InvalidValueError:
 
 
 def bind_parameters(signature: Signature, params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` converted for the handler; refuses unknown names and missing required ones."""
+    """``params`` converted for the handler; refuses missing required names, and unknown ones
+    unless the code reads parameters from its context (they are the context's then)."""
     known = {p.name: p for p in signature.parameters}
     bound: dict[str, Any] = {}
     for name, value in params.items():
         parameter = known.get(name)
-        if parameter is None and not signature.takes_any:
+        if parameter is None and not (signature.takes_any or signature.reads_params):
             raise InvalidValueError(
                 "params",
                 name,
-                f"{signature.handler} takes " + (", ".join(known) or "no parameters"),
+                f"{signature.handler} takes "
+                + (", ".join(known) or "no parameters")
+                + "; a handler that takes a context may read others with context.get_param",
                 f"params={{{next(iter(known))!r}: ...}}" if known else "params={}",
             )
         bound[name] = _convert(

@@ -7,6 +7,7 @@ it, with the rule spelled out, instead of at submission time.
 from __future__ import annotations
 
 import re
+import warnings
 
 from runplane.errors import InvalidValueError
 
@@ -84,6 +85,37 @@ def check_dns_label(field: str, name: object, example: str = "'training'") -> st
             example,
         )
     return name
+
+
+def normalize_name(field: str, name: object) -> object:
+    """A function name as Kubernetes needs it: MLRun's rule (spaces and ``_`` become ``-``,
+    upper case becomes lower) applied with a warning, so ``secret_func`` is ``secret-func``."""
+    if not isinstance(name, str):
+        return name
+    normalized = re.sub(r"\s+", "-", name.strip()).replace("_", "-").lower()
+    if normalized != name:
+        warnings.warn(
+            f"{field}: {name!r} is not a valid Kubernetes name; using {normalized!r} "
+            "(lower case, '-' for '_' and spaces)",
+            UserWarning,
+            stacklevel=user_stacklevel(),
+        )
+    return normalized
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` of the first caller outside runplane and pydantic, so a warning
+    points at the user's line."""
+    import os
+    import sys
+
+    ours = (os.path.dirname(os.path.dirname(__file__)), os.sep + "pydantic")
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and (
+        frame.f_code.co_filename.startswith(ours[0]) or ours[1] in frame.f_code.co_filename
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 _ENV_NAME = re.compile(r"^[^=\x00-\x1f\x7f]+$")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from runplane.errors import InvalidValueError, NotFoundError
+from runplane.spec.annotations import definitions, has_markers, kept_cells, select_code
 from runplane.spec.function import BuildSpec, Function, FunctionSpec, Metadata, check_kind
 from runplane.spec.handler import defined_functions, read_signature
 
@@ -27,19 +28,34 @@ def new_function(
     args: list[str] | None = None,
     description: str = "",
     labels: dict[str, str] | None = None,
+    source: str = "",
+    requirements: list[str] | str | None = None,
+    requirements_file: str = "",
+    kfp: object = None,
+    mode: str | None = None,
 ) -> Function:
-    """A function from arguments; ``command`` is a file run where the function runs."""
+    """A function from arguments; ``command`` is a file run where the function runs.
+
+    Without a name (and no command to name it after) the function is named when it runs,
+    after its handler (``new_function().run(handler=train)`` runs ``train``).
+    """
     if not name and command:
         name = _name_from_path(command)
-    return Function(
+    if command and not Path(command).suffix and " " in command:
+        command, *extra = command.split()
+        args = [*extra, *(args or [])]
+    function = Function(
         kind=check_kind(kind),
-        metadata=Metadata(
-            name=_require_name(name), project=project or "default", tag=tag, labels=labels or {}
-        ),
+        metadata=Metadata(name=name, project=project or "default", tag=tag, labels=labels or {}),
         spec=FunctionSpec(
             command=command, image=image, handler=handler, args=args or [], description=description
         ),
     )
+    if source:
+        function.with_source_archive(source)
+    if requirements or requirements_file:
+        function.with_requirements(requirements, requirements_file)
+    return function
 
 
 def code_to_function(
@@ -53,17 +69,33 @@ def code_to_function(
     description: str = "",
     labels: dict[str, str] | None = None,
     embed_code: bool = True,
+    code_output: str = "",
+    with_doc: bool = True,
+    requirements: list[str] | str | None = None,
+    requirements_file: str = "",
 ) -> Function:
     """A function whose code is a Python file or notebook, embedded so it runs anywhere.
 
-    Without ``filename`` the code is the running script's own file, as the documents' examples
-    (written in a notebook) expect of "the current code".
+    Without ``filename`` the code is the running script's or notebook's own, as the
+    documents' examples (written in a notebook) expect of "the current code": its
+    ``# mlrun: start-code``/``end-code`` sections when it has them, else its definitions
+    (imports, functions, classes, constants), so the run does not run the script's own
+    top-level statements (the ``fn.run()`` call among them) again. A named file is embedded
+    whole, less the parts its annotations leave out. ``code_output`` is a directory to write
+    the embedded code to, as a ``.py`` file.
     """
-    filename = filename or _running_script()
-    path = Path(filename)
-    if not path.is_file():
-        raise NotFoundError(f"filename: {filename!r} does not exist")
-    code = _notebook_code(path) if path.suffix == ".ipynb" else read_text("filename", path)
+    if filename:
+        path = Path(filename)
+        if not path.is_file():
+            raise NotFoundError(f"filename: {filename!r} does not exist")
+        if path.suffix == ".ipynb":
+            code = select_code(_notebook_code(path), name)
+        else:
+            code = read_text("filename", path)
+            code = select_code(code, name) if has_markers(code) else code
+    else:
+        code, path = _current_code(name)
+        filename = str(path)
     if handler:
         read_signature(code, handler, path.name)
     else:
@@ -77,10 +109,16 @@ def code_to_function(
         handler=handler,
         description=description,
         labels=labels,
+        requirements=requirements,
+        requirements_file=requirements_file,
     )
+    if code_output:
+        target = Path(code_output) / f"{path.stem}.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(code, encoding="utf-8")
     if embed_code:
         function.spec.build = BuildSpec(
-            source=base64.b64encode(code.encode()).decode(), filename=path.name
+            source=base64.b64encode(code.encode()).decode(), filename=f"{path.stem}.py"
         )
     else:
         function.spec.command = str(path)
@@ -126,17 +164,39 @@ def import_function(url: str) -> Function:
     return Function.from_dict(data)
 
 
-def _running_script() -> str:
+def _current_code(name: str) -> tuple[str, Path]:
+    """The running script's or notebook's code for a function named ``name``."""
     main = sys.modules.get("__main__")
     script = getattr(main, "__file__", None)
-    if not script or not str(script).endswith((".py", ".ipynb")):
-        raise InvalidValueError(
-            "filename",
-            "",
-            "code_to_function needs the .py or .ipynb file when it is not called from a script",
-            "code_to_function('training', filename='train.py')",
-        )
-    return str(script)
+    if script and str(script).endswith(".py") and Path(script).is_file():
+        source, path = Path(script).read_text(encoding="utf-8"), Path(script)
+    else:
+        cells = kept_cells(notebook_cells())
+        if not cells:
+            raise InvalidValueError(
+                "filename",
+                "",
+                "code_to_function needs the .py or .ipynb file when it is not called from a "
+                "script or notebook",
+                "code_to_function('training', filename='train.py')",
+            )
+        source, path = "\n\n".join(cells) + "\n", Path(f"{name or 'notebook'}.py")
+    return (select_code(source, name) if has_markers(source) else definitions(source)), path
+
+
+def notebook_cells() -> list[str]:
+    """The cells run so far in this IPython session, without magics and shell escapes."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    shell = get_ipython() if callable(get_ipython) else None
+    history = getattr(shell, "user_ns", {}).get("In", []) if shell is not None else []
+    cells = []
+    for cell in history:
+        lines = [line for line in str(cell).splitlines() if not line.lstrip().startswith("%")]
+        lines = [line for line in lines if not line.lstrip().startswith("!")]
+        if "get_ipython()" not in "\n".join(lines) and any(line.strip() for line in lines):
+            cells.append("\n".join(lines))
+    return cells
 
 
 def _notebook_code(path: Path) -> str:
@@ -148,10 +208,8 @@ def _notebook_code(path: Path) -> str:
             "filename", str(path), "a .ipynb file must be a Jupyter notebook"
         ) from None
     blocks = []
-    for cell in cells:
-        if cell.get("cell_type") != "code":
-            continue
-        source = "".join(cell.get("source", []))
+    sources = ["".join(cell.get("source", [])) for cell in cells if cell.get("cell_type") == "code"]
+    for source in kept_cells(sources):
         kept = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
         if any(line.strip() for line in kept):
             blocks.append("\n".join(kept).rstrip("\n"))
@@ -174,9 +232,3 @@ def read_text(field: str, path: Path) -> str:
 
 def _name_from_path(path: str) -> str:
     return Path(path).stem.lower().replace("_", "-")
-
-
-def _require_name(name: str) -> str:
-    if not name:
-        raise InvalidValueError("name", name, "a function needs a name", "name='training'")
-    return name

@@ -8,7 +8,7 @@ and rendering writes the request.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from enum import StrEnum
 from fractions import Fraction
 from typing import Any
@@ -138,6 +138,58 @@ class Resources(SpecModel):
     def _consistent(self) -> Resources:
         check_within_limits(self.requests, self.limits)
         return self
+
+    # Read and written as the dict MLRun users know: fn.spec.resources["limits"]["memory"].
+
+    def __getitem__(self, part: str) -> Entries:
+        if part not in ("requests", "limits"):
+            raise KeyError(part)
+        return Entries(self, part)
+
+    def get(self, part: str, default: Any = None) -> Any:
+        return self[part] if part in ("requests", "limits") else default
+
+    def keys(self) -> list[str]:
+        return ["requests", "limits"]
+
+    def items(self) -> list[tuple[str, Entries]]:
+        return [(part, self[part]) for part in self.keys()]
+
+    def __contains__(self, part: object) -> bool:
+        return part in ("requests", "limits")
+
+
+class Entries(MutableMapping[str, Any]):
+    """``resources["requests"]`` or ``resources["limits"]``: a dict whose writes are checked
+    like ``with_requests``/``with_limits`` (a refused write changes nothing)."""
+
+    def __init__(self, resources: Resources, part: str) -> None:
+        self._resources = resources
+        self._part = part
+
+    def _current(self) -> dict[str, Any]:
+        entries: dict[str, Any] = getattr(self._resources, self._part)
+        return entries
+
+    def __getitem__(self, key: str) -> Any:
+        return self._current()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        setattr(self._resources, self._part, {**self._current(), key: value})
+
+    def __delitem__(self, key: str) -> None:
+        entries = dict(self._current())
+        del entries[key]
+        setattr(self._resources, self._part, entries)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self._current()))
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+    def __repr__(self) -> str:
+        return repr(self._current())
 
 
 def gpu_entries(limits: Mapping[str, Any]) -> dict[str, int]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runplane import names
 from runplane.errors import ConflictError, InvalidValueError
+from runplane.spec.base import to_kubernetes_json
 from runplane.spec.bounds import MAX_ITEMS, MAX_PATH_LENGTH
 from runplane.spec.labels import check_dns_label, check_dns_subdomain
 
@@ -89,7 +90,9 @@ _SOURCES: dict[str, tuple[str, frozenset[str]]] = {
 
 
 def check_volumes(field: str, volumes: object) -> list[Volume]:
-    """Volumes in Kubernetes shape, of the kinds runplane mounts, naming nothing outside."""
+    """Volumes in Kubernetes shape, of the kinds runplane mounts, naming nothing outside.
+    Kubernetes client objects (``V1Volume``) are accepted and kept as plain dicts."""
+    volumes = to_kubernetes_json(volumes)
     if not isinstance(volumes, list) or len(volumes) > MAX_ITEMS:
         raise InvalidValueError(
             field,
@@ -146,7 +149,12 @@ def _not_runplanes(field: str, name: str) -> None:
 
 
 def check_volume_mounts(field: str, mounts: object) -> list[Mount]:
-    """Mounts in Kubernetes shape: a volume name, an absolute mount path, a relative sub-path."""
+    """Mounts in Kubernetes shape: a volume name, an absolute mount path, a relative sub-path.
+    Kubernetes client objects (``V1VolumeMount``) and snake_case keys (``mount_path``) are
+    accepted and kept as the API's camelCase dicts."""
+    converted = to_kubernetes_json(mounts)
+    if isinstance(converted, list):
+        mounts = [_camel_mount(mount) for mount in converted]
     if not isinstance(mounts, list) or len(mounts) > MAX_ITEMS:
         raise InvalidValueError(
             field,
@@ -230,6 +238,22 @@ def mount_pvc(
         {"name": volume_name, "persistentVolumeClaim": {"claimName": pvc_name}},
         [{"name": volume_name, "mountPath": path}],
     )
+
+
+def auto_mount(
+    pvc_name: str = "", volume_mount_path: str = "", volume_name: str | None = None
+) -> Modifier:
+    """The service's auto-mount (``auto_mount`` in the configuration), which every function
+    gets unless it disables it: this modifier only turns it back on. With ``pvc_name`` it
+    mounts that claim instead, at ``volume_mount_path`` (default ``/mnt/pipeline``)."""
+    if pvc_name:
+        return mount_pvc(pvc_name, volume_name or "pipeline", volume_mount_path or "/mnt/pipeline")
+
+    def enable(function: Function) -> Function:
+        function.spec.disable_auto_mount = False
+        return function
+
+    return enable
 
 
 def _items(field: str, items: Any) -> list[dict[str, str]] | None:
@@ -334,3 +358,12 @@ def mount_v3io(
         return function
 
     return apply
+
+
+_MOUNT_KEYS = {"mount_path": "mountPath", "sub_path": "subPath", "read_only": "readOnly"}
+
+
+def _camel_mount(mount: object) -> object:
+    if not isinstance(mount, dict):
+        return mount
+    return {_MOUNT_KEYS.get(key, key): value for key, value in mount.items()}
