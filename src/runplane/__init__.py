@@ -212,6 +212,7 @@ class _Client:
         from runplane.client import dask
 
         dask.close(function)
+
     def save(self, function: Any, /) -> str:
         from runplane.client import functions
 

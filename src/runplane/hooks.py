@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
         def close(self, function: Any, /) -> None:
             """Stop a dask function's cluster."""
+
         def save(self, function: Any, /) -> str:
             """Store the function where runs go; returns its URI."""
 

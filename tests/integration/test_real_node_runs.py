@@ -114,7 +114,8 @@ def service(
         "RUNPLANE_SERVICE__KUBECONFIG": str(testbed_cluster.kubeconfig),
         "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{home / 'service.db'}",
         "RUNPLANE_SERVICE__TOKENS": json.dumps(
-            [{"token": TOKEN_VALUE, "user": "ci", "role": "user"}]
+            # The user may reference the Secret of the env test, and only that one.
+            [{"token": TOKEN_VALUE, "user": "ci", "role": "user", "secrets": ["creds"]}]
         ),
         "RUNPLANE_FUNCTION_DEFAULTS__IMAGE": real_node.image,
         "RUNPLANE_FUNCTION_DEFAULTS__NODE_SELECTOR": json.dumps(real_node.node_selector),

@@ -85,4 +85,5 @@ def deploy_command(source: str, handler: str | None, name: str | None, **options
 
     fn = apply_resource_options(load_function(source, name, handler, "serving"), options)
     answer = deploy(fn)
+    assert isinstance(answer, dict)  # a serving function's deployment, never a job's True
     click.echo(f"{answer['namespace']}: " + ", ".join(answer["applied"]))
