@@ -27,6 +27,7 @@ from runplane.errors import ConfigError, InvalidValueError, shown
 from runplane.spec.labels import check_labels
 from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import Resources
+from runplane.spec.retries import DEFAULT_POLICY, RetryLimits, RetryPolicy, overlay
 from runplane.spec.scheduling import PreemptionMode, check_tolerations
 from runplane.spec.thresholds import DEFAULT_THRESHOLDS, ThresholdValue, check_thresholds
 
@@ -110,6 +111,14 @@ class FunctionDefaults(pydantic.BaseModel):
         default_factory=lambda: dict(DEFAULT_THRESHOLDS)
     )
     image: str = "python:3.11-slim"
+    #: Which failed attempts are tried again, for functions that leave it unset
+    #: (docs/resilience.md).
+    retry: RetryPolicy = pydantic.Field(default_factory=lambda: DEFAULT_POLICY)
+
+    @pydantic.field_validator("retry", mode="after")
+    @classmethod
+    def _retry(cls, value: RetryPolicy) -> RetryPolicy:
+        return overlay(DEFAULT_POLICY, value)
 
     @pydantic.field_validator("tolerations", mode="before")
     @classmethod
@@ -367,6 +376,8 @@ class Settings(BaseSettings):
     serving: Serving = pydantic.Field(default_factory=Serving)
     local: Local = pydantic.Field(default_factory=Local)
     service: Service = pydantic.Field(default_factory=Service)
+    #: An admin's caps on every function's retries (docs/resilience.md).
+    retry_limits: RetryLimits = pydantic.Field(default_factory=RetryLimits)
     #: A runplane service to use instead of the embedded default (``RUNPLANE_API``).
     api: str | None = None
     #: The bearer token for ``api`` (``RUNPLANE_TOKEN``).

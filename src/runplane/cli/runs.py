@@ -234,17 +234,40 @@ def get_group() -> None:
 
 @get_group.command("run")
 @click.argument("uid")
-def get_run(uid: str) -> None:
-    """Show a run: its state, transitions, attempts, results and usage."""
-    import yaml
-
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "yaml", "json"]),
+    default="table",
+    show_default=True,
+    help="table: a summary, the attempts and the transitions; yaml or json: the whole record.",
+)
+def get_run(uid: str, output: str) -> None:
+    """Show a run: its state, attempts, transitions, results and usage."""
     service = _service()
     record = service.get(uid)
+    usage = None
+    if not record.finished:
+        live = service.usage(record.uid)
+        usage = (live.peak_memory_bytes, live.cpu_seconds)
+    if output == "table":
+        from runplane.cli.detail import run_detail
+
+        console = terminal()
+        for part in run_detail(record, usage):
+            console.print(part)
+        return
     data = record.to_json()
     data.pop("function")
-    if not record.finished:
-        usage = service.usage(record.uid)
-        data["peak_memory_bytes"], data["cpu_seconds"] = usage.peak_memory_bytes, usage.cpu_seconds
+    if usage is not None:
+        data["peak_memory_bytes"], data["cpu_seconds"] = usage
+    if output == "json":
+        import json
+
+        click.echo(json.dumps(data, indent=2))
+        return
+    import yaml
+
     for transition in data["transitions"]:
         transition["at"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(transition["at"]))
     click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)

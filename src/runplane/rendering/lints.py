@@ -84,14 +84,15 @@ def stateful_job_on_spot(e: Effective) -> Lint | None:
         PreemptionMode.CONSTRAIN,
     ):
         return None
-    if e.function.spec.retries:
+    retry = e.function.spec.retry
+    if e.function.spec.retries or (retry is not None and (retry.max_attempts or 1) > 1):
         return None
     return Lint(
         "stateful-job-on-spot",
         "preemption_mode",
         f"this job may run on spot nodes (mode {e.mode.value!r}) and has no retries: a spot "
-        "interruption loses its work; set spec.retries, checkpoint from the handler, or use "
-        "with_preemption_mode('prevent')",
+        "interruption loses its work; set spec.retries (or with_retries), checkpoint from the "
+        "handler, or use with_preemption_mode('prevent')",
     )
 
 

@@ -31,6 +31,7 @@ from runplane.spec.resources import (
     check_gpu_type,
     gpu_entries,
 )
+from runplane.spec.retries import MAX_ATTEMPTS, RetryPolicy, patched
 from runplane.spec.scheduling import (
     PreemptionMode,
     check_affinity,
@@ -172,7 +173,10 @@ class FunctionSpec(SpecModel):
     max_replicas: int | None = pydantic.Field(default=None, ge=1)
     target_cpu_percent: int | None = pydantic.Field(default=None, ge=1)
     http: HttpSpec | None = None
-    retries: int = pydantic.Field(default=0, ge=0)
+    #: Retries after a failure, the shorthand of ``retry.max_attempts`` (N retries: N + 1
+    #: attempts); ``retry`` says which failures and how (``spec/retries.py``).
+    retries: int = pydantic.Field(default=0, ge=0, le=MAX_ATTEMPTS - 1)
+    retry: RetryPolicy | None = None
     #: Pod annotations (for sidecars, admission webhooks, cluster tooling).
     annotations: dict[str, str] = pydantic.Field(default_factory=dict)
     #: Where a run's artifacts go in its file system, ``{{run.uid}}`` and ``{{run.project}}``
@@ -439,6 +443,50 @@ class Function(SpecModel):
     def with_preemption_mode(self, mode: str) -> Function:
         """Choose how the function relates to spot nodes: none, prevent, constrain or allow."""
         return self._replace("spec", preemption_mode=check_preemption_mode("mode", mode))
+
+    def with_retries(
+        self,
+        max_attempts: int | None = None,
+        on: Sequence[str] | str | None = None,
+        backoff: str | float | None = None,
+        *,
+        max_backoff: str | float | None = None,
+        backoff_factor: float | None = None,
+        budgets: Mapping[str, int] | None = None,
+        deadline: str | int | None = None,
+        memory_factor: float | None = None,
+    ) -> Function:
+        """Try failed runs again: ``max_attempts`` in all, after failures of the classes ``on``
+        (``preempted``, ``node_lost``, ``oom``, ``image_pull``, ``unschedulable``,
+        ``deadline``, ``error``; never ``aborted``), waiting ``backoff`` (doubling, at most
+        ``max_backoff``); ``budgets`` caps retries per class, ``deadline`` the time after
+        submission when no attempt starts any more, ``memory_factor`` the memory an attempt
+        after an OOM kill gets. Only the arguments given change; the rest keep their values
+        or the service's defaults (see docs/resilience.md).
+        """
+        policy = patched(
+            self.spec.retry,
+            max_attempts=max_attempts,
+            on=on,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            backoff_factor=backoff_factor,
+            budgets=dict(budgets) if budgets is not None else None,
+            deadline=deadline,
+            memory_factor=memory_factor,
+        )
+        return self._replace("spec", retry=policy)
+
+    def with_spot_fallback(
+        self, after_preemptions: int | None = None, pending: str | int | None = None
+    ) -> Function:
+        """Move a run that may use spot nodes to on-demand nodes for its next attempt after
+        ``after_preemptions`` preemptions on spot (0 never), or when an attempt that may run
+        only on spot waits longer than ``pending`` for a node (-1 never). A fallback is a
+        retry: the run needs attempts left (``with_retries``)."""
+        fallback = {"after_preemptions": after_preemptions, "pending": pending}
+        given = {key: value for key, value in fallback.items() if value is not None}
+        return self._replace("spec", retry=patched(self.spec.retry, spot_fallback=given))
 
     def with_priority_class(self, name: str | None = None) -> Function:
         """Order the function in the scheduling queue; ``None`` returns to the service default.

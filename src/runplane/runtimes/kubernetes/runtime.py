@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.calls import Calls, api_message
 from runplane.runtimes.kubernetes.client import api_client
 from runplane.runtimes.kubernetes.logspool import LogSpool
-from runplane.runtimes.kubernetes.pod_events import pod_to_event
+from runplane.runtimes.kubernetes.nodes import NodeBook
+from runplane.runtimes.kubernetes.pod_events import node_lost_event, pod_to_event
 from runplane.runtimes.kubernetes.rest import MERGE_PATCH, RestApi, pods_path
 from runplane.runtimes.kubernetes.submit import Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
@@ -76,7 +78,17 @@ class KubernetesRuntime:
         self._grace = grace_period_seconds
         self._sync_timeout = sync_timeout
         self._events = EventChannel()
-        self._tracker = RunTracker(self._events.publish, self._results_from_log)
+        self._tracker = RunTracker(self._publish, self._results_from_log)
+        self._nodes = NodeBook(settings.spot, self._node_lost)
+        self.node_watch = PodWatch(
+            rest,
+            self.namespace,
+            "",
+            self._nodes.observe,
+            name="runplane-node-watch",
+            path="/api/v1/nodes",
+        )
+        self.node_watch.start()
         self._spool = LogSpool(rest, self.namespace, settings.local.home / "runs")
         self.watch = PodWatch(
             rest,
@@ -99,6 +111,32 @@ class KubernetesRuntime:
                 self._spool.follow(uid, meta["name"])
         self._tracker.observe(kind, pod)
 
+    def _publish(self, event: RunEvent) -> None:
+        """Events leave with their node's group and whether it is spot."""
+        if event.node:
+            group, spot = self._nodes.describe(event.node)
+            event = replace(event, node_group=group, spot=spot)
+        self._events.publish(event)
+
+    def _node_lost(self, node: str) -> None:
+        """A node was deleted: each unfinished run pod on it is reported lost now (its retry
+        need not wait for the cluster's pod collection) and is deleted at once, with no grace:
+        nothing runs it any more."""
+        group, spot = self._nodes.describe(node)
+        for pod in self.watch.known():
+            if (pod.get("spec") or {}).get("nodeName") != node:
+                continue
+            event = node_lost_event(pod, node)
+            if event is None:
+                continue
+            meta = pod["metadata"]
+            self._tracker.deliver(meta["uid"], replace(event, node_group=group, spot=spot))
+            options = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+            try:
+                self._on_pod("DELETE", meta["name"], options)
+            except Exception as error:  # PodGC collects it later
+                log.info("pod %s of lost node %s not deleted: %s", meta["name"], node, error)
+
     def _selector(self, uid: str | None = None) -> str:
         """The label selector of this runtime's pods, or of one run's."""
         parts = [f"{names.RUN_UID}={uid}" if uid else names.RUN_UID]
@@ -110,6 +148,7 @@ class KubernetesRuntime:
         """Stop watching. Pods keep running (``grace`` has nothing to wait for): they belong to
         the cluster, not to this process."""
         self.watch.stop()
+        self.node_watch.stop()
         self._spool.close()
         self._events.close()
 

@@ -21,7 +21,7 @@ from runplane.service.db.models import Base
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
-HEAD = "0003"
+HEAD = "0004"
 
 
 def sqlite_url(path: Path) -> str:
