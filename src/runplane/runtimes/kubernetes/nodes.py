@@ -18,8 +18,9 @@ from runplane import names
 from runplane.config import PreemptibleNodes
 from runplane.runtimes.kubernetes.watch import DELETED, VANISHED
 
-#: Called with the name of a node that was deleted, from the node watch's thread.
-NodeLost = Callable[[str], None]
+#: Called with the name of a node that was deleted, its group and whether it was spot, from
+#: the node watch's thread.
+NodeLost = Callable[[str, str, bool | None], None]
 
 
 class NodeBook:
@@ -39,8 +40,8 @@ class NodeBook:
             return
         if kind in (DELETED, VANISHED):
             with self._lock:
-                self._nodes.pop(name, None)
-            self._lost(name)
+                group, spot = self._nodes.pop(name, ("", None))
+            self._lost(name, group, spot)
             return
         labels = meta.get("labels") or {}
         spot = any(labels.get(key) == value for key, value in self._spot.node_selector.items())

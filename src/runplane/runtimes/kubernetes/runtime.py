@@ -113,16 +113,15 @@ class KubernetesRuntime:
 
     def _publish(self, event: RunEvent) -> None:
         """Events leave with their node's group and whether it is spot."""
-        if event.node:
+        if event.node and event.spot is None:
             group, spot = self._nodes.describe(event.node)
             event = replace(event, node_group=group, spot=spot)
         self._events.publish(event)
 
-    def _node_lost(self, node: str) -> None:
+    def _node_lost(self, node: str, group: str, spot: bool | None) -> None:
         """A node was deleted: each unfinished run pod on it is reported lost now (its retry
         need not wait for the cluster's pod collection) and is deleted at once, with no grace:
         nothing runs it any more."""
-        group, spot = self._nodes.describe(node)
         for pod in self.watch.known():
             if (pod.get("spec") or {}).get("nodeName") != node:
                 continue
