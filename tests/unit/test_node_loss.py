@@ -57,3 +57,26 @@ def test_the_node_book_knows_groups_and_spot_and_reports_losses() -> None:
         ("never-seen", "", None),
     ]
     assert book.describe("spot-1") == ("", None)
+
+
+def test_runplanes_own_delete_of_a_lost_pod_reads_as_the_loss() -> None:
+    from runplane.runtimes.kubernetes.tracker import RunTracker
+
+    published: list[Any] = []
+    tracker = RunTracker(published.append)
+    running = pod("Running", node="spot-1")
+    tracker.observe(MODIFIED, running)
+    loss = node_lost_event(running, "spot-1")
+    tracker.losing("pod-uid-1", loss)
+    tracker.observe(DELETED, running)  # the watch sees the delete before the deleter returns
+    tracker.lost("pod-uid-1")
+    assert [(e.state, e.reason) for e in published] == [
+        (RunState.RUNNING, "Running"),
+        (RunState.ERROR, "NodeLost"),
+    ]
+    # A loss called off (the pod changed before the delete) leaves its delete as it was.
+    tracker.observe(ADDED, running | {"metadata": running["metadata"] | {"uid": "pod-uid-2"}})
+    tracker.losing("pod-uid-2", loss)
+    tracker.losing("pod-uid-2", None)
+    tracker.lost("pod-uid-2")
+    assert published[-1].reason == "Running"

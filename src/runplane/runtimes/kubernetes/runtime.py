@@ -37,7 +37,7 @@ from runplane.runtimes.kubernetes.pod_events import node_lost_event, pod_to_even
 from runplane.runtimes.kubernetes.rest import MERGE_PATCH, RestApi, pods_path
 from runplane.runtimes.kubernetes.submit import Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
-from runplane.runtimes.kubernetes.watch import DELETED, VANISHED, PodWatch
+from runplane.runtimes.kubernetes.watch import DELETED, MODIFIED, VANISHED, PodWatch
 
 log = logging.getLogger(__name__)
 
@@ -119,22 +119,63 @@ class KubernetesRuntime:
         self._events.publish(event)
 
     def _node_lost(self, node: str, group: str, spot: bool | None) -> None:
-        """A node was deleted: each unfinished run pod on it is reported lost now (its retry
-        need not wait for the cluster's pod collection) and is deleted at once, with no grace:
-        nothing runs it any more."""
-        for pod in self.watch.known():
-            if (pod.get("spec") or {}).get("nodeName") != node:
-                continue
+        """A node was deleted: each unfinished run pod on it is deleted at once, with no grace
+        (nothing should run it any more; a kubelet still alive behind the deleted Node stops
+        it), and reported lost now: its retry need not wait for the cluster's pod collection.
+
+        The delete is conditional on the pod being as read: a pod that ended in the meantime
+        is reported as it ended, not lost, so a finished attempt is never run again.
+        """
+        for known in self.watch.known():
+            if (known.get("spec") or {}).get("nodeName") == node:
+                try:
+                    self._lose(known, node, group, spot)
+                except Exception:  # the others on the node still count
+                    log.warning("pod %s of lost node %s", known["metadata"]["name"], node)
+
+    def _lose(self, pod: dict[str, Any], node: str, group: str, spot: bool | None) -> None:
+        for _ in range(3):
+            pod = self._fresh(pod)
+            if _finished(pod):  # it ended before its node went: that end is the truth
+                self._observe(MODIFIED, pod)
+                return
             event = node_lost_event(pod, node)
             if event is None:
-                continue
+                return
             meta = pod["metadata"]
-            self._tracker.deliver(meta["uid"], replace(event, node_group=group, spot=spot))
-            options = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+            event = replace(event, node_group=group, spot=spot)
+            preconditions = {"uid": meta["uid"]}
+            if meta.get("resourceVersion"):
+                preconditions["resourceVersion"] = meta["resourceVersion"]
+            self._tracker.losing(meta["uid"], event)  # the watch may see the delete first
             try:
-                self._on_pod("DELETE", meta["name"], options)
-            except Exception as error:  # PodGC collects it later
-                log.info("pod %s of lost node %s not deleted: %s", meta["name"], node, error)
+                self._calls.rest.json(
+                    "DELETE",
+                    pods_path(self.namespace, meta["name"]),
+                    body={"gracePeriodSeconds": 0, "preconditions": preconditions},
+                    timeout=self._calls.timeout,
+                )
+            except ApiException as error:
+                if error.status == 409:  # it changed since it was read: read it again
+                    self._tracker.losing(meta["uid"], None)
+                    continue
+                if error.status != 404:  # PodGC collects it later; it is lost all the same
+                    log.info("pod %s of lost node %s not deleted: %s", meta["name"], node, error)
+            self._tracker.lost(meta["uid"])
+            return
+
+    def _fresh(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """The pod as the API server has it now (the watch may lag by an event); as last seen
+        if it is gone or cannot be read."""
+        name = pod["metadata"]["name"]
+        try:
+            fresh: dict[str, Any] = self._calls.rest.json(
+                "GET", pods_path(self.namespace, name), timeout=self._calls.timeout
+            )
+        except Exception:
+            return pod
+        same = (fresh.get("metadata") or {}).get("uid") == pod["metadata"].get("uid")
+        return fresh if same else pod
 
     def _selector(self, uid: str | None = None) -> str:
         """The label selector of this runtime's pods, or of one run's."""
