@@ -9,7 +9,7 @@ rules can be read in one place and hold the same for every backend.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -316,8 +316,15 @@ class RunRecord:
         values["transitions"] = [
             TransitionRecord(**{**t, "state": RunState(t["state"])}) for t in values["transitions"]
         ]
-        values["attempts"] = [AttemptRecord(**a) for a in values["attempts"]]
-        return cls(**values)
+        values["attempts"] = [AttemptRecord(**_known(AttemptRecord, a)) for a in values["attempts"]]
+        return cls(**_known(cls, values))
+
+
+def _known(kind: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields ``kind`` has: a record from a newer service, with fields this client does not
+    know yet, still reads."""
+    names = {item.name for item in fields(kind)}
+    return {key: value for key, value in values.items() if key in names}
 
 
 def _plain(items: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -219,3 +219,39 @@ def test_a_service_killed_between_attempts_launches_the_next_once(service_enviro
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
+
+
+def test_a_service_killed_mid_attempt_retries_the_attempt_it_lost(service_environment, tmp_path):
+    headers = {"Authorization": "Bearer resilience-suite-token-01"}
+    ledger = tmp_path / "ledger"
+    fn = function(tmp_path, FLAKY, "orphan").with_retries(2, on=["node_lost"], backoff=0)
+    body = {"function": fn.to_dict(), "params": {"ledger": str(ledger), "first_sleep": 600}}
+
+    def get(url: str, uid: str) -> dict[str, Any]:
+        return httpx.get(f"{url}/api/v1/runs/{uid}", headers=headers).json()  # type: ignore[no-any-return]
+
+    process, url = serve.start_service(service_environment, tmp_path / "first.log")
+    try:
+        uid = httpx.post(f"{url}/api/v1/runs", headers=headers, json=body).json()["uid"]
+        deadline = time.monotonic() + 60
+        while get(url, uid)["state"] != "running" or not ledger.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)  # its run's process dies with it
+        process.wait(timeout=10)
+
+    process, url = serve.start_service(service_environment, tmp_path / "second.log")
+    try:
+        deadline = time.monotonic() + 60
+        while (run := get(url, uid))["state"] not in ENDED:
+            assert time.monotonic() < deadline, run
+            time.sleep(0.1)
+        assert run["state"] == "completed", run["status_text"]
+        first, second = run["attempts"]
+        assert (first["failure"], first["reason"]) == ("node_lost", "executor lost")
+        assert second["reason"] == "Completed"
+        assert ledger.read_text() == "1\n2\n"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)

@@ -342,3 +342,10 @@ def test_attempts_round_trip_through_json() -> None:
     run = record(fn, [attempt(1, "oom", exit_code=137, node_group="spot", adjustments="x")])
     assert RunRecord.from_json(run.to_json()) == run
     assert run.to_json()["attempts"][0]["failure"] == "oom"
+
+
+def test_a_record_from_a_newer_service_still_reads() -> None:
+    data = record(runplane.new_function("f"), [attempt(1)]).to_json()
+    data["something_new"] = 1
+    data["attempts"][0]["also_new"] = 2
+    assert RunRecord.from_json(data).attempts[0].number == 1

@@ -138,8 +138,9 @@ class RunService:
         self._closed = False
         lost: list[str] = []
         adopted: list[str] = []
+        orphaned: list[str] = []
         if not durable:
-            lost, adopted = store.mark_lost(
+            lost, adopted, orphaned = store.mark_lost(
                 process_alive, runtime.name, adopt=THIS_PROCESS if service else None
             )
         for record in store.list_runs(states=LIVE, limit=100_000) if durable else []:
@@ -159,7 +160,8 @@ class RunService:
         if durable:
             self.reconciliation = self._reconcile()
         else:
-            self.reconciliation = Reconciliation(self._relaunch(adopted), lost)
+            self._settle_orphans(orphaned)
+            self.reconciliation = Reconciliation(self._relaunch(adopted), lost + orphaned)
         # Attempts decided before a stop (or a crash) and not launched are launched when due,
         # once: the decision is in the store, and launching the same attempt again makes no
         # second copy.
@@ -288,6 +290,27 @@ class RunService:
             if self._launch(request):
                 relaunched.append(uid)
         return relaunched
+
+    def _settle_orphans(self, uids: list[str]) -> None:
+        """Runs this service was executing when it died: each attempt ended with it, as a
+        lost node's would (retried when the run's policy says so, else the run ends)."""
+        for uid in uids:
+            record = self.store.get(uid)
+            with self._condition:
+                self._clocks.track(uid, threshold_seconds(record.thresholds))
+                self._finished[uid] = threading.Event()
+            message = (
+                f"the service executing attempt {record.attempt} stopped while it ran; the "
+                "attempt ended with it"
+            )
+            event = RunEvent(
+                uid,
+                RunState.ERROR,
+                reason=Reason.EXECUTOR_LOST,
+                message=message,
+                attempt=record.attempt,
+            )
+            self._write([event])
 
     def _request(self, record: RunRecord) -> RunRequest:
         """The request of the run's current attempt: its function as that attempt runs it

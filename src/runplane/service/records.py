@@ -492,15 +492,19 @@ class RunStore:
         alive: Callable[[int, float], bool],
         runtime: str = "",
         adopt: tuple[int, float] | None = None,
-    ) -> tuple[list[str], list[str]]:
-        """Settle runs whose executor process is gone; returns (lost, adopted).
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Settle runs whose executor process is gone; returns (lost, adopted, orphaned).
 
-        With ``adopt`` (a service starting on the same runtime), runs a service queued that
-        never started, because the service stopped (then they have no executor) or died,
-        become ``adopt``'s to launch again. Every other run of a dead executor ends ``error``,
+        A service's runs (``requeue``) wait for that service, not for whoever looks. With
+        ``adopt`` (a service starting on the same runtime) they become ``adopt``'s: those that
+        had not started, or were between attempts, to launch (``adopted``); those whose attempt
+        was running when the service died, to settle, retrying the attempt when the run's
+        policy says so (``orphaned``). Every other run of a dead executor ends ``error``,
         reason ``executor lost``, saying whether it had started.
         """
-        lost, adopted = [], []
+        lost: list[str] = []
+        adopted: list[str] = []
+        orphaned: list[str] = []
         now = time.time()
         with self._sessions.begin() as session:
             runs = session.scalars(
@@ -514,21 +518,20 @@ class RunStore:
                     run.executor_pid, run.executor_started or 0.0
                 ):
                     continue
-                if run.requeue and (run.started_at is None or run.retry_at is not None):
-                    # A service's queued run (or one between attempts) waits for that service,
-                    # not for whoever looks.
+                if run.requeue:
                     if adopt is not None and run.runtime == runtime:
                         run.executor_pid, run.executor_started = adopt
-                        adopted.append(run.uid)
+                        waiting = run.started_at is None or run.retry_at is not None
+                        (adopted if waiting else orphaned).append(run.uid)
                     continue
                 started = run.started_at is not None
                 message = (
                     f"the process that {'executed' if started else 'queued'} this run "
                     f"(pid {run.executor_pid}) is gone{'' if started else '; it never started'}"
                 )
-                self._end(run, RunState.ERROR, "executor lost", message, now)
+                self._end(run, RunState.ERROR, Reason.EXECUTOR_LOST, message, now)
                 lost.append(run.uid)
-        return lost, adopted
+        return lost, adopted, orphaned
 
     def settle_queued(self, executor_pid: int) -> tuple[list[str], list[str]]:
         """Runs of this executor that never started, as it stops; returns (requeued, aborted).
