@@ -41,6 +41,7 @@ from runplane.service.records import RunStore
 from runplane.service.retries import RetryDecision
 from runplane.service.thresholds import ThresholdClocks
 from runplane.spec.function import Function
+from runplane.spec.scheduling import PreemptionMode
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ class RunService:
         with self._condition:
             self._clocks.track(uid, threshold_seconds(thresholds))
             self._finished[uid] = threading.Event()
-        self._arm_spot_wait(record)
+        self._arm_spot_wait(record, fn)
         return record if self._launch(request) else self.store.get(uid)
 
     def _launch(self, request: RunRequest) -> bool:
@@ -419,23 +420,23 @@ class RunService:
             return None
         return max(sizes, default=0) or None
 
-    def _arm_spot_wait(self, record: RunRecord) -> None:
+    def _arm_spot_wait(self, record: RunRecord, fn: Function | None = None) -> None:
         """Start the spot fallback's clock for an attempt that may run only on spot, when its
         policy has one and attempts to spare; stop it otherwise."""
         current = next((a for a in record.attempts if a.number == record.attempt), None)
-        mode = current.preemption_mode if current else ""
-        try:
-            policy = retries.resolve(Function.from_dict(record.function), self.settings)
-        except Exception:
-            return
-        armed = (
-            mode == "constrain"
-            and policy.fallback_pending is not None
-            and record.attempt < policy.max_attempts
-        )
-        with self._condition:
-            if armed and policy.fallback_pending is not None:
+        armed = False
+        pending = None
+        if current is not None and current.preemption_mode == PreemptionMode.CONSTRAIN.value:
+            try:  # only such runs pay for resolving their policy
+                function = fn or Function.from_dict(record.function)
+                policy = retries.resolve(function, self.settings)
+            except Exception:
+                log.warning("run %s: its retry policy could not be read", record.uid)
+            else:
                 pending = policy.fallback_pending
+                armed = pending is not None and record.attempt < policy.max_attempts
+        with self._condition:
+            if armed and pending is not None:
                 self._spot_clocks.track(
                     record.uid, {Condition.PENDING_NOT_SCHEDULED.value: pending}
                 )

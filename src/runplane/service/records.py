@@ -356,6 +356,7 @@ class RunStore:
             update(Attempt)
             .where(Attempt.run_uid == run.uid, Attempt.number == event.attempt)
             .values(**values)
+            .execution_options(synchronize_session=False)
         ).rowcount
         if not changed:
             session.add(Attempt(run_uid=run.uid, number=event.attempt, reason="", **values))
@@ -389,6 +390,7 @@ class RunStore:
                 Attempt.ended_at.is_(None),
             )
             .values(**values)
+            .execution_options(synchronize_session=False)
         )
 
     def _retry(self, session: Any, run: Run, event: RunEvent, retry: RetryDecision) -> RunEvent:
