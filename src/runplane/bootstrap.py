@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 #: Changes when what the service writes (the invocation) or reads (the report) changes; an
-#: installed runplane of another protocol is not used in its place.
-PROTOCOL = 1
+#: installed runplane of another protocol is not used in its place. 2: checkpoints.
+PROTOCOL = 2
 #: The container's variables that carry the invocation (``runplane.names`` has the same).
 ENV_RUN_UID = "RUNPLANE_RUN_UID"
 ENV_ATTEMPT = "RUNPLANE_ATTEMPT"
@@ -48,6 +48,7 @@ ENV_INPUTS = "RUNPLANE_INPUTS"
 ENV_MOUNTS = "RUNPLANE_MOUNTS"
 ENV_RUN_DIR = "RUNPLANE_RUN_DIR"
 ENV_ARTIFACT_PATH = "RUNPLANE_ARTIFACT_PATH"
+ENV_CHECKPOINT_PATH = "RUNPLANE_CHECKPOINT_PATH"
 ENV_TERMINATION_LOG = "RUNPLANE_TERMINATION_LOG"
 #: Kubernetes keeps at most this much of a container's termination message.
 MESSAGE_LIMIT = 4096
@@ -68,6 +69,7 @@ _FIELDS = (
     "inputs",
     "attempt",
     "artifact_path",
+    "checkpoint_path",
 )
 _ENV = {
     "uid": ENV_RUN_UID,
@@ -81,6 +83,7 @@ _ENV = {
     "params": ENV_PARAMS,
     "inputs": ENV_INPUTS,
     "artifact_path": ENV_ARTIFACT_PATH,
+    "checkpoint_path": ENV_CHECKPOINT_PATH,
 }
 
 
@@ -104,6 +107,7 @@ class Invocation:
         inputs: dict[str, str] | None = None,
         attempt: int = 1,
         artifact_path: str = "",
+        checkpoint_path: str = "",
     ) -> None:
         self.uid = uid
         self.project = project
@@ -117,6 +121,8 @@ class Invocation:
         self.attempt = attempt
         #: Where artifacts go in the run's file system; the run's own directory when empty.
         self.artifact_path = artifact_path
+        #: Where checkpoints go, kept across attempts; the run's own directory (here) when empty.
+        self.checkpoint_path = checkpoint_path
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Invocation) and self.to_json() == other.to_json()
@@ -158,6 +164,7 @@ class Invocation:
             ENV_PARAMS: json.dumps(self.params),
             ENV_INPUTS: json.dumps(self.inputs),
             ENV_ARTIFACT_PATH: self.artifact_path,
+            ENV_CHECKPOINT_PATH: self.checkpoint_path,
         }
 
     @classmethod
@@ -177,11 +184,14 @@ class Invocation:
             params=json.loads(get("params", "{}")),
             inputs=json.loads(get("inputs", "{}")),
             artifact_path=get("artifact_path"),
+            checkpoint_path=get("checkpoint_path"),
         )
 
 
 class Context:
-    """The ``context`` a handler receives: its parameters, a logger, where results go.
+    """The ``context`` a handler receives: its parameters, a logger, where results go, and
+    what a run that may be retried needs (its attempt, a checkpoint directory that outlives the
+    attempt, the notice that the attempt is being stopped).
 
     Results and artifacts are appended, one JSON line each, to the run's event file as soon as
     they are logged, so what a handler logged before it was killed (OOM, abort) is kept.
@@ -204,6 +214,13 @@ class Context:
             else str(run_dir / "artifacts")
         )
         self._events = (run_dir / "events.jsonl").open("a", encoding="utf-8")
+        #: Which attempt of the run this is (1 for the first).
+        self.attempt = invocation.attempt
+        self._checkpoints = self._checkpoint_dir(invocation, run_dir)
+        #: True once the attempt is being stopped (SIGTERM: a spot reclaim, a drain, a
+        #: preemption, an abort): what is left of the grace period is for a last checkpoint.
+        self.preempted = False
+        self._on_preemption: list[Any] = []
         self.results: dict[str, Any] = {}
         self.artifacts: list[dict[str, Any]] = []
         #: Why the handler failed, when it did.
@@ -215,6 +232,68 @@ class Context:
             self.logger.addHandler(handler)
             self.logger.setLevel(logging.INFO)
             self.logger.propagate = False
+
+    def _checkpoint_dir(self, invocation: Invocation, run_dir: Path) -> Path | None:
+        """``spec.checkpoint_path`` where it is here; without one, the run's own directory on
+        this machine (kept across attempts), and none in a pod (whose directory goes with it)."""
+        if invocation.checkpoint_path:
+            return Path(self._resolve(invocation.checkpoint_path))
+        if self._mounts is None:
+            return None
+        return run_dir / "checkpoints"
+
+    @property
+    def checkpoint_dir(self) -> str | None:
+        """A directory for checkpoints that the run's next attempt finds (created on first
+        use); ``None`` in a pod whose function sets no ``checkpoint_path`` on a volume."""
+        if self._checkpoints is None:
+            return None
+        self._checkpoints.mkdir(parents=True, exist_ok=True)
+        return str(self._checkpoints)
+
+    @property
+    def last_checkpoint(self) -> str | None:
+        """The newest file or directory in :attr:`checkpoint_dir` (names starting with ``.``
+        are unfinished and skipped), or ``None``: where an attempt resumes from."""
+        if self._checkpoints is None or not self._checkpoints.is_dir():
+            return None
+        entries = [e for e in self._checkpoints.iterdir() if not e.name.startswith(".")]
+        if not entries:
+            return None
+        return str(max(entries, key=lambda entry: (entry.stat().st_mtime_ns, entry.name)))
+
+    def save_checkpoint(self, name: str, body: str | bytes) -> str:
+        """Write a checkpoint file atomically (a reader never sees half of it); its path."""
+        directory = self.checkpoint_dir
+        if directory is None:
+            raise RuntimeError(
+                "no checkpoint directory: in a pod, set the function's checkpoint_path to a "
+                "directory on a mounted volume (fn.with_checkpoints(path='/mnt/ckpt/{{run.uid}}'))"
+            )
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"save_checkpoint({name!r}): a name is a file name, without '/'")
+        target = Path(directory) / name
+        partial = target.with_name(f".{name}.partial")
+        partial.write_bytes(body.encode() if isinstance(body, str) else body)
+        os.replace(partial, target)
+        return str(target)
+
+    def on_preemption(self, callback: Any) -> Any:
+        """Call ``callback()`` when the attempt is being stopped (SIGTERM), before the handler
+        is interrupted: the place for a last checkpoint. Usable as a decorator."""
+        self._on_preemption.append(callback)
+        return callback
+
+    def _preempt(self) -> None:
+        """SIGTERM: note it, tell the callbacks, then stop the handler."""
+        self.preempted = True
+        callbacks, self._on_preemption = self._on_preemption, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # one callback failing must not keep the others from running
+                traceback.print_exc()
+        raise Terminated
 
     def _emit(self, event: dict[str, Any]) -> None:
         if event.get("type") == "error":
@@ -291,13 +370,9 @@ class Terminated(BaseException):
     so that its ``finally`` blocks and context managers run before the process ends."""
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated
-
-
 def call_handler(context: Context, invocation: Invocation) -> int:
     """Run the invocation's handler; returns the process exit code."""
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, lambda signum, frame: context._preempt())
     try:
         module = types.ModuleType(invocation.module_name)
         module.__file__ = invocation.filename

@@ -12,6 +12,7 @@ from runplane import bootstrap
 # The run's variables, defined by the program that reads them.
 ENV_ARTIFACT_PATH = bootstrap.ENV_ARTIFACT_PATH
 ENV_ATTEMPT = bootstrap.ENV_ATTEMPT
+ENV_CHECKPOINT_PATH = bootstrap.ENV_CHECKPOINT_PATH
 ENV_CODE = bootstrap.ENV_CODE
 ENV_FILENAME = bootstrap.ENV_FILENAME
 ENV_FUNCTION = bootstrap.ENV_FUNCTION
@@ -68,6 +69,7 @@ RESERVED_ENV = frozenset(
         ENV_MOUNTS,
         ENV_RUN_DIR,
         ENV_ARTIFACT_PATH,
+        ENV_CHECKPOINT_PATH,
     }
 )
 

@@ -50,6 +50,23 @@ def handler(context, ledger: str, first_sleep: float = 0, exit_code: int = 3):
 """
 
 
+#: Checkpoints each step; its first attempt fails at ``fail_at``, the next resumes.
+RESUMABLE = """\
+import json
+
+def handler(context, steps: int = 6, fail_at: int = 3):
+    start = 0
+    if context.last_checkpoint:
+        with open(context.last_checkpoint) as saved:
+            start = json.load(saved)["step"] + 1
+    for step in range(start, steps):
+        if context.attempt == 1 and step == fail_at:
+            raise RuntimeError(f"induced failure at step {step}")
+        context.save_checkpoint(f"step-{step:04d}", json.dumps({"step": step}))
+    return {"resumed_from": start, "attempt": context.attempt}
+"""
+
+
 def function(tmp_path: Path, code: str, name: str = "job") -> runplane.Function:
     path = tmp_path / f"{name}.py"
     path.write_text(code)
@@ -255,3 +272,15 @@ def test_a_service_killed_mid_attempt_retries_the_attempt_it_lost(service_enviro
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
+
+
+def test_a_checkpointing_handler_resumes_after_a_failure(client, tmp_path):
+    fn = function(tmp_path, RESUMABLE, "resumable").with_retries(2, on=["error"], backoff=0)
+    uid = submit(client, fn)
+    run = wait_state(client, uid, ENDED)
+    assert run["state"] == "completed", run["status_text"]
+    assert run["results"] == {"resumed_from": 3, "attempt": 2}
+    first, second = run["attempts"]
+    assert (first["failure"], first["exit_code"]) == ("error", 1)
+    assert "induced failure at step 3" in first["message"]
+    assert second["reason"] == "Completed"

@@ -124,6 +124,23 @@ def autoscaling_without_cpu_request(e: Effective) -> Lint | None:
     )
 
 
+def checkpoints_not_on_a_volume(e: Effective) -> Lint | None:
+    path = e.function.spec.checkpoint_path
+    if not path:
+        return None
+    for mount in e.function.spec.volume_mounts:
+        root = str(mount.get("mountPath", "")).rstrip("/")
+        if path == root or path.startswith(root + "/"):
+            return None
+    return Lint(
+        "checkpoints-not-on-a-volume",
+        "spec.checkpoint_path",
+        f"checkpoints at {path} are on no volume of the function: in a pod they go with it, "
+        "and the next attempt finds none (unless the service's auto-mount is there); mount a "
+        "volume that outlives the pod at or above it (e.g. fn.apply(mount_pvc(...)))",
+    )
+
+
 RULES: tuple[Rule, ...] = (
     no_requests,
     memory_limit_above_request,
@@ -131,6 +148,7 @@ RULES: tuple[Rule, ...] = (
     stateful_job_on_spot,
     gpus_differ_from_workers,
     autoscaling_without_cpu_request,
+    checkpoints_not_on_a_volume,
 )
 
 

@@ -64,9 +64,8 @@ def build_request(
         takes_context=signature.takes_context,
         params={k: v for k, v in bound.items() if k not in run_inputs},
         inputs=run_inputs,
-        artifact_path=fn.spec.artifact_path.replace("{{run.uid}}", uid).replace(
-            "{{run.project}}", fn.metadata.project
-        ),
+        artifact_path=_per_run(fn.spec.artifact_path, uid, fn.metadata.project),
+        checkpoint_path=_per_run(fn.spec.checkpoint_path, uid, fn.metadata.project),
     )
     rendered = render(fn, settings, run=RunRef(uid, attempt), role=role)
     manifests = rendered.manifests
@@ -82,6 +81,10 @@ def build_request(
         requests={key: str(value) for key, value in requests.items()},
         limits={key: str(value) for key, value in limits.items()},
     )
+
+
+def _per_run(path: str, uid: str, project: str) -> str:
+    return path.replace("{{run.uid}}", uid).replace("{{run.project}}", project)
 
 
 def _carry(pod: dict[str, Any], invocation: Invocation) -> None:

@@ -183,11 +183,18 @@ class FunctionSpec(SpecModel):
     #: replaced per run; a mounted volume's path keeps them after the run. Unset: the run's
     #: own directory (on Kubernetes, gone with the pod).
     artifact_path: str = ""
+    #: Where a run's checkpoints go, kept across its attempts (``context.checkpoint_dir``):
+    #: a path on a mounted volume, ``{{run.uid}}`` and ``{{run.project}}`` replaced per run.
+    #: Unset: the run's own directory here; none in a pod (docs/resilience.md).
+    checkpoint_path: str = ""
+    #: Seconds between SIGTERM and SIGKILL when a pod is stopped (a spot reclaim, a drain, an
+    #: abort): the time a handler has for a last checkpoint. Unset: Kubernetes' 30.
+    termination_grace_period_seconds: int | None = pydantic.Field(default=None, ge=0, le=86400)
 
-    @pydantic.field_validator("artifact_path", mode="before")
+    @pydantic.field_validator("artifact_path", "checkpoint_path", mode="before")
     @classmethod
-    def _artifact_path(cls, value: Any) -> Any:
-        return check_mount_path("spec.artifact_path", value) if value else ""
+    def _run_path(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        return check_mount_path(f"spec.{info.field_name}", value) if value else ""
 
     @pydantic.field_validator("description", "image", "command", "handler", mode="before")
     @classmethod
@@ -487,6 +494,19 @@ class Function(SpecModel):
         fallback = {"after_preemptions": after_preemptions, "pending": pending}
         given = {key: value for key, value in fallback.items() if value is not None}
         return self._replace("spec", retry=patched(self.spec.retry, spot_fallback=given))
+
+    def with_checkpoints(
+        self, path: str | None = None, grace_period_seconds: int | None = None
+    ) -> Function:
+        """Keep checkpoints at ``path`` (on a mounted volume; ``{{run.uid}}`` is replaced), found
+        by the next attempt as ``context.last_checkpoint``, and give a stopped pod
+        ``grace_period_seconds`` between SIGTERM (``context.on_preemption``) and SIGKILL."""
+        changes: dict[str, Any] = {}
+        if path is not None:
+            changes["checkpoint_path"] = path
+        if grace_period_seconds is not None:
+            changes["termination_grace_period_seconds"] = grace_period_seconds
+        return self._replace("spec", **changes)
 
     def with_priority_class(self, name: str | None = None) -> Function:
         """Order the function in the scheduling queue; ``None`` returns to the service default.
