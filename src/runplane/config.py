@@ -276,6 +276,27 @@ class Token(pydantic.BaseModel):
         return value
 
 
+class NodeGroupPrice(pydantic.BaseModel):
+    """What a node of a group costs, for realised costs and spot savings (docs/resilience.md)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    hourly_price: float = pydantic.Field(ge=0)
+    #: A node's allocatable CPU and memory: a run pays the larger share it requests of them;
+    #: unset, a run pays the whole node.
+    cpu: str | None = None
+    memory: str | None = None
+
+    @pydantic.field_validator("cpu", "memory", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        if value is not None:
+            kind = "cpu" if info.field_name == "cpu" else "memory"
+            parse_quantity(f"node_groups.{info.field_name}", value, kind)
+            return str(value)
+        return value
+
+
 class Service(pydantic.BaseModel):
     """The shared service (``runplane serve``)."""
 
@@ -303,6 +324,10 @@ class Service(pydantic.BaseModel):
     max_request_bytes: int = pydantic.Field(default=8 << 20, ge=1 << 16, le=1 << 30)
     #: On SIGTERM: how long runs executing here may go on finishing before they are aborted.
     shutdown_grace: float = pydantic.Field(default=30.0, ge=0, le=3600)
+    #: Prices per node group (by ``runplane.io/node-group``), and the group whose price an
+    #: on-demand run would have paid.
+    node_groups: dict[str, NodeGroupPrice] = pydantic.Field(default_factory=dict)
+    on_demand_group: str = "on-demand"
 
     @pydantic.field_validator("tokens")
     @classmethod

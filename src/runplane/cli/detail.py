@@ -92,7 +92,9 @@ def attempts_table(record: RunRecord) -> Any:
     return table
 
 
-def run_detail(record: RunRecord, usage: tuple[int, float] | None = None) -> list[Any]:
+def run_detail(
+    record: RunRecord, usage: tuple[int, float] | None = None, cost: str = ""
+) -> list[Any]:
     """What ``runplane get run`` prints: a summary, the attempts, the transitions."""
     from rich.table import Table
 
@@ -124,6 +126,8 @@ def run_detail(record: RunRecord, usage: tuple[int, float] | None = None) -> lis
     summary.add_row(
         "usage", f"peak memory {_mebibytes(peak)}, cpu {cpu:.2f}s" if peak else "not measured"
     )
+    if cost:
+        summary.add_row("cost", cost)
     transitions = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("at", "state", "reason", "message"):
         transitions.add_column(column)

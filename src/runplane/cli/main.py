@@ -16,6 +16,7 @@ from runplane.cli.options import (
 )
 from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
 from runplane.cli.service import deploy_command, schedule_group
+from runplane.cli.sizing import cost_command
 from runplane.errors import RunplaneError
 
 REDACTED = "<redacted>"
@@ -150,6 +151,7 @@ for _command in (
     abort_command,
     schedule_group,
     deploy_command,
+    cost_command,
 ):
     cli.add_command(_command)
 

@@ -254,9 +254,13 @@ def get_run(uid: str, output: str) -> None:
         usage = (live.peak_memory_bytes, live.cpu_seconds)
     if output == "table":
         from runplane.cli.detail import run_detail
+        from runplane.config import current
+        from runplane.service.costs import configured, run_cost
 
+        groups, on_demand = configured(current())
+        cost = run_cost(record, groups, on_demand) if record.finished else None
         console = terminal()
-        for part in run_detail(record, usage):
+        for part in run_detail(record, usage, cost.describe() if cost else ""):
             console.print(part)
         return
     data = record.to_json()
