@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 #: Changes when what the service writes (the invocation) or reads (the report) changes; an
 #: installed runplane of another protocol is not used in its place.
-PROTOCOL = 3
+PROTOCOL = 4
 #: The container's variables that carry the invocation (``runplane.names`` has the same).
 ENV_RUN_UID = "RUNPLANE_RUN_UID"
 ENV_ATTEMPT = "RUNPLANE_ATTEMPT"
@@ -56,6 +56,7 @@ ENV_HINTS = "RUNPLANE_INPUT_HINTS"
 ENV_SECRET_PREFIX = "RUNPLANE_SECRET_"
 #: The project's parameters (JSON), for ``context.get_project_param``.
 ENV_PROJECT_PARAMS = "RUNPLANE_PROJECT_PARAMS"
+ENV_CHECKPOINT_PATH = "RUNPLANE_CHECKPOINT_PATH"
 ENV_TERMINATION_LOG = "RUNPLANE_TERMINATION_LOG"
 #: A serving function's server: concurrent handler calls per replica, how long a request may
 #: wait for a free one (seconds), and the port to listen on.
@@ -88,6 +89,7 @@ _FIELDS = (
     "context_only",
     "returns",
     "hints",
+    "checkpoint_path",
 )
 _ENV = {
     "uid": ENV_RUN_UID,
@@ -104,6 +106,7 @@ _ENV = {
     "context_only": ENV_CONTEXT_ONLY,
     "returns": ENV_RETURNS,
     "hints": ENV_HINTS,
+    "checkpoint_path": ENV_CHECKPOINT_PATH,
 }
 
 
@@ -134,6 +137,7 @@ class Invocation:
         context_only: list[str] | None = None,
         returns: list[str] | None = None,
         hints: dict[str, str] | None = None,
+        checkpoint_path: str = "",
     ) -> None:
         self.uid = uid
         self.project = project
@@ -154,6 +158,8 @@ class Invocation:
         #: The type an input is read as, by name (``"pandas.DataFrame"``), as the caller
         #: wrote it in the input's key (``inputs={"df: pandas.DataFrame": path}``).
         self.hints: dict[str, str] = dict(hints or {})
+        #: Where checkpoints go, kept across attempts; the run's own directory (here) when empty.
+        self.checkpoint_path = checkpoint_path
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Invocation) and self.to_json() == other.to_json()
@@ -200,6 +206,7 @@ class Invocation:
             ENV_CONTEXT_ONLY: json.dumps(self.context_only),
             ENV_RETURNS: json.dumps(self.returns),
             ENV_HINTS: json.dumps(self.hints),
+            ENV_CHECKPOINT_PATH: self.checkpoint_path,
         }
 
     @classmethod
@@ -222,6 +229,7 @@ class Invocation:
             context_only=json.loads(get("context_only", "[]")),
             returns=json.loads(get("returns", "[]")),
             hints=json.loads(get("hints", "{}")),
+            checkpoint_path=get("checkpoint_path"),
         )
 
 
@@ -456,7 +464,9 @@ def _size(path: str) -> int:
 
 
 class Context:
-    """The ``context`` a handler receives: its parameters, a logger, where results go.
+    """The ``context`` a handler receives: its parameters, a logger, where results go, and
+    what a run that may be retried needs (its attempt, a checkpoint directory that outlives the
+    attempt, the notice that the attempt is being stopped).
 
     Results and artifacts are appended, one JSON line each, to the run's event file as soon as
     they are logged, so what a handler logged before it was killed (OOM, abort) is kept. Its
@@ -497,6 +507,13 @@ class Context:
         self._events = None if parent else (run_dir / "events.jsonl").open("a", encoding="utf-8")
         #: This process's place in a multi-process run (an mpijob's rank); 0 of 1 otherwise.
         self.rank, self.world_size = rank_and_size(os.environ)
+        #: Which attempt of the run this is (1 for the first).
+        self.attempt = invocation.attempt
+        self._checkpoints = self._checkpoint_dir(invocation, run_dir)
+        #: True once the attempt is being stopped (SIGTERM: a spot reclaim, a drain, a
+        #: preemption, an abort): what is left of the grace period is for a last checkpoint.
+        self.preempted = False
+        self._on_preemption: list[Any] = []
         self.results: dict[str, Any] = {}
         self.artifacts: list[dict[str, Any]] = []
         #: Child contexts' parameters and results, one row per iteration, and the best one.
@@ -533,6 +550,68 @@ class Context:
     def is_logging_worker(self) -> bool:
         """Whether this process records the run's results: rank 0 of a multi-process run."""
         return self.rank == 0
+
+    def _checkpoint_dir(self, invocation: Invocation, run_dir: Path) -> Path | None:
+        """``spec.checkpoint_path`` where it is here; without one, the run's own directory on
+        this machine (kept across attempts), and none in a pod (whose directory goes with it)."""
+        if invocation.checkpoint_path:
+            return Path(self._resolve(invocation.checkpoint_path))
+        if self._mounts is None:
+            return None
+        return run_dir / "checkpoints"
+
+    @property
+    def checkpoint_dir(self) -> str | None:
+        """A directory for checkpoints that the run's next attempt finds (created on first
+        use); ``None`` in a pod whose function sets no ``checkpoint_path`` on a volume."""
+        if self._checkpoints is None:
+            return None
+        self._checkpoints.mkdir(parents=True, exist_ok=True)
+        return str(self._checkpoints)
+
+    @property
+    def last_checkpoint(self) -> str | None:
+        """The newest file or directory in :attr:`checkpoint_dir` (names starting with ``.``
+        are unfinished and skipped), or ``None``: where an attempt resumes from."""
+        if self._checkpoints is None or not self._checkpoints.is_dir():
+            return None
+        entries = [e for e in self._checkpoints.iterdir() if not e.name.startswith(".")]
+        if not entries:
+            return None
+        return str(max(entries, key=lambda entry: (entry.stat().st_mtime_ns, entry.name)))
+
+    def save_checkpoint(self, name: str, body: str | bytes) -> str:
+        """Write a checkpoint file atomically (a reader never sees half of it); its path."""
+        directory = self.checkpoint_dir
+        if directory is None:
+            raise RuntimeError(
+                "no checkpoint directory: in a pod, set the function's checkpoint_path to a "
+                "directory on a mounted volume (fn.with_checkpoints(path='/mnt/ckpt/{{run.uid}}'))"
+            )
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"save_checkpoint({name!r}): a name is a file name, without '/'")
+        target = Path(directory) / name
+        partial = target.with_name(f".{name}.partial")
+        partial.write_bytes(body.encode() if isinstance(body, str) else body)
+        os.replace(partial, target)
+        return str(target)
+
+    def on_preemption(self, callback: Any) -> Any:
+        """Call ``callback()`` when the attempt is being stopped (SIGTERM), before the handler
+        is interrupted: the place for a last checkpoint. Usable as a decorator."""
+        self._on_preemption.append(callback)
+        return callback
+
+    def _preempt(self) -> None:
+        """SIGTERM: note it, tell the callbacks, then stop the handler."""
+        self.preempted = True
+        callbacks, self._on_preemption = self._on_preemption, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # one callback failing must not keep the others from running
+                traceback.print_exc()
+        raise Terminated
 
     def _emit(self, event: dict[str, Any]) -> None:
         if event.get("type") == "error":
@@ -965,10 +1044,6 @@ class Terminated(BaseException):
     so that its ``finally`` blocks and context managers run before the process ends."""
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated
-
-
 def load_module(invocation: Invocation) -> types.ModuleType:
     """The handler's module, loaded from the embedded code under its file's name; without a
     handler the code is a script, and its main block runs (reading ``get_or_create_ctx``)."""
@@ -1056,7 +1131,9 @@ def call_handler(context: Context, invocation: Invocation) -> int:
     """Run the invocation's handler (or, without one, its code as a script); returns the
     process exit code."""
     global _current
-    signal.signal(signal.SIGTERM, _terminate)
+    # SIGTERM (a spot reclaim, a drain, an abort): the preemption callbacks run, then the
+    # handler is stopped.
+    signal.signal(signal.SIGTERM, lambda signum, frame: context._preempt())
     _current = context
     try:
         module = load_module(invocation)

@@ -29,6 +29,7 @@ from runplane.errors import ConfigError, InvalidValueError, shown
 from runplane.spec.labels import check_labels
 from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import Resources
+from runplane.spec.retries import DEFAULT_POLICY, RetryLimits, RetryPolicy, overlay
 from runplane.spec.scheduling import PreemptionMode, check_tolerations
 from runplane.spec.thresholds import DEFAULT_THRESHOLDS, ThresholdValue, check_thresholds
 
@@ -112,6 +113,14 @@ class FunctionDefaults(pydantic.BaseModel):
         default_factory=lambda: dict(DEFAULT_THRESHOLDS)
     )
     image: str = "python:3.11-slim"
+    #: Which failed attempts are tried again, for functions that leave it unset
+    #: (docs/resilience.md).
+    retry: RetryPolicy = pydantic.Field(default_factory=lambda: DEFAULT_POLICY)
+
+    @pydantic.field_validator("retry", mode="after")
+    @classmethod
+    def _retry(cls, value: RetryPolicy) -> RetryPolicy:
+        return overlay(DEFAULT_POLICY, value)
 
     @pydantic.field_validator("tolerations", mode="before")
     @classmethod
@@ -341,6 +350,27 @@ class Token(pydantic.BaseModel):
         return value
 
 
+class NodeGroupPrice(pydantic.BaseModel):
+    """What a node of a group costs, for realised costs and spot savings (docs/resilience.md)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    hourly_price: float = pydantic.Field(ge=0)
+    #: A node's allocatable CPU and memory: a run pays the larger share it requests of them;
+    #: unset, a run pays the whole node.
+    cpu: str | None = None
+    memory: str | None = None
+
+    @pydantic.field_validator("cpu", "memory", mode="before")
+    @classmethod
+    def _quantity(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        if value is not None:
+            kind = "cpu" if info.field_name == "cpu" else "memory"
+            parse_quantity(f"node_groups.{info.field_name}", value, kind)
+            return str(value)
+        return value
+
+
 class Service(pydantic.BaseModel):
     """The shared service (``runplane serve``)."""
 
@@ -368,6 +398,10 @@ class Service(pydantic.BaseModel):
     max_request_bytes: int = pydantic.Field(default=8 << 20, ge=1 << 16, le=1 << 30)
     #: On SIGTERM: how long runs executing here may go on finishing before they are aborted.
     shutdown_grace: float = pydantic.Field(default=30.0, ge=0, le=3600)
+    #: Prices per node group (by ``runplane.io/node-group``), and the group whose price an
+    #: on-demand run would have paid.
+    node_groups: dict[str, NodeGroupPrice] = pydantic.Field(default_factory=dict)
+    on_demand_group: str = "on-demand"
 
     @pydantic.field_validator("tokens")
     @classmethod
@@ -473,6 +507,8 @@ class Settings(BaseSettings):
     mpijob_api_version: Literal["kubeflow.org/v2beta1", "kubeflow.org/v1"] = "kubeflow.org/v2beta1"
     local: Local = pydantic.Field(default_factory=Local)
     service: Service = pydantic.Field(default_factory=Service)
+    #: An admin's caps on every function's retries (docs/resilience.md).
+    retry_limits: RetryLimits = pydantic.Field(default_factory=RetryLimits)
     #: A runplane service to use instead of the embedded default (``RUNPLANE_API``).
     api: str | None = None
     #: The bearer token for ``api`` (``RUNPLANE_TOKEN``).

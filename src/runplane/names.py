@@ -12,6 +12,7 @@ from runplane import bootstrap
 # The run's variables, defined by the program that reads them.
 ENV_ARTIFACT_PATH = bootstrap.ENV_ARTIFACT_PATH
 ENV_ATTEMPT = bootstrap.ENV_ATTEMPT
+ENV_CHECKPOINT_PATH = bootstrap.ENV_CHECKPOINT_PATH
 ENV_CODE = bootstrap.ENV_CODE
 ENV_CONTEXT_ONLY = bootstrap.ENV_CONTEXT_ONLY
 ENV_FILENAME = bootstrap.ENV_FILENAME
@@ -84,6 +85,7 @@ RESERVED_ENV = frozenset(
         ENV_CONTEXT_ONLY,
         ENV_RETURNS,
         ENV_HINTS,
+        ENV_CHECKPOINT_PATH,
     }
 )
 

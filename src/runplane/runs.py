@@ -9,7 +9,7 @@ rules can be read in one place and hold the same for every backend.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
@@ -76,6 +76,17 @@ class RunState(StrEnum):
                 field_name, name, "run states are " + ", ".join(cls), "state='running'"
             ) from None
 
+    @property
+    def may_retry(self) -> bool:
+        """Whether the end of an attempt may send the run back to ``pending`` for another one.
+
+        Observations never move a run backwards (:meth:`may_become`); a retry is not an
+        observation but a decision, recorded with the attempt that failed. An abort under way
+        may end in a retry too: a threshold's or the spot fallback's abort stops one attempt,
+        not the run (an abort a person asked for is refused by the store, which knows).
+        """
+        return not self.terminal
+
     def may_become(self, new: RunState) -> bool:
         """Whether an observation may move a run from this state to ``new``.
 
@@ -126,6 +137,105 @@ class Condition(StrEnum):
 CONDITION_ALIASES = {"executing": Condition.RUNNING.value}
 
 
+class FailureClass(StrEnum):
+    """Why an attempt failed, in the words retry policies use; every failed attempt has one.
+
+    :func:`classify` is the one place a runtime's reason becomes a class, so the same failure
+    reads the same on every runtime.
+    """
+
+    #: Stopped to make room or to leave: spot reclaim, eviction by a higher priority class,
+    #: a drain, ``DisruptionTarget``, a pod deleted by someone else than runplane.
+    PREEMPTED = "preempted"
+    #: Its node (or, here, the process that executed it) disappeared under it.
+    NODE_LOST = "node_lost"
+    #: Killed for using more memory than its limit.
+    OOM = "oom"
+    #: Its image could not be pulled (aborted by the ``image_pull_backoff`` threshold).
+    IMAGE_PULL = "image_pull"
+    #: It found no node in time (a ``pending`` threshold, or the spot fallback's wait).
+    UNSCHEDULABLE = "unschedulable"
+    #: It ran longer than its ``running`` threshold.
+    DEADLINE = "deadline"
+    #: The handler failed: a non-zero exit code (recorded with the attempt), or a launch the
+    #: runtime refused.
+    ERROR = "error"
+    #: A person aborted it; never retried.
+    ABORTED = "aborted"
+
+    @classmethod
+    def named(cls, field_name: str, name: object) -> FailureClass:
+        try:
+            return cls(str(name))
+        except ValueError:
+            raise InvalidValueError(
+                field_name, name, "failure classes are " + ", ".join(cls), "'preempted'"
+            ) from None
+
+
+#: Classes a retry policy may name: everything but a person's abort.
+RETRYABLE = frozenset(FailureClass) - {FailureClass.ABORTED}
+
+
+class Reason:
+    """Reason words of runs' ends that the failure taxonomy reads, whoever writes them."""
+
+    PREEMPTED = "Preempted"
+    POD_DELETED = "PodDeleted"
+    EVICTED = "Evicted"
+    NODE_LOST = "NodeLost"
+    POD_LOST = "PodLost"
+    EXECUTOR_LOST = "executor lost"
+    OOM_KILLED = "OOMKilled"
+    ABORTED = "Aborted"
+    THRESHOLD = "ThresholdExceeded"
+    #: The spot fallback stopped an attempt that waited too long for a spot node.
+    SPOT_UNAVAILABLE = "SpotUnavailable"
+    #: A run between attempts, waiting for the next one to be due.
+    RETRYING = "Retrying"
+
+
+#: How a threshold's abort is worded; the condition follows it.
+THRESHOLD_TEXT = "Run aborted due to exceeded state threshold: "
+
+_BY_REASON = {
+    Reason.PREEMPTED: FailureClass.PREEMPTED,
+    Reason.POD_DELETED: FailureClass.PREEMPTED,
+    Reason.EVICTED: FailureClass.PREEMPTED,
+    Reason.NODE_LOST: FailureClass.NODE_LOST,
+    Reason.POD_LOST: FailureClass.NODE_LOST,
+    Reason.EXECUTOR_LOST: FailureClass.NODE_LOST,
+    Reason.OOM_KILLED: FailureClass.OOM,
+    "ImagePullBackOff": FailureClass.IMAGE_PULL,
+    "ErrImagePull": FailureClass.IMAGE_PULL,
+    "DeadlineExceeded": FailureClass.DEADLINE,
+    Reason.SPOT_UNAVAILABLE: FailureClass.UNSCHEDULABLE,
+}
+_BY_CONDITION = {
+    "pending_scheduled": FailureClass.UNSCHEDULABLE,
+    "pending_not_scheduled": FailureClass.UNSCHEDULABLE,
+    "image_pull_backoff": FailureClass.IMAGE_PULL,
+    "running": FailureClass.DEADLINE,
+}
+
+
+def classify(state: RunState, reason: str, message: str = "") -> FailureClass | None:
+    """The class of an attempt that ended in ``state`` for ``reason``; ``None`` unless it failed.
+
+    A threshold's abort is classed by the condition it watched (named in ``message``), the
+    spot fallback's by what it waited for; every other abort is a person's.
+    """
+    if state not in (RunState.ERROR, RunState.ABORTED):
+        return None
+    if reason == Reason.THRESHOLD and message.startswith(THRESHOLD_TEXT):
+        condition = message[len(THRESHOLD_TEXT) :].split(" ", 1)[0]
+        return _BY_CONDITION.get(condition, FailureClass.UNSCHEDULABLE)
+    if state is RunState.ABORTED:
+        spot_wait = reason == Reason.SPOT_UNAVAILABLE
+        return FailureClass.UNSCHEDULABLE if spot_wait else FailureClass.ABORTED
+    return _BY_REASON.get(reason, FailureClass.ERROR)
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """What a run really used, observed while it ran."""
@@ -146,7 +256,12 @@ class TransitionRecord:
 
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
-    """One execution of the run: a process here or a pod on a cluster."""
+    """One execution of the run: a process here or a pod on a cluster.
+
+    An attempt is recorded when it is decided (the first with the run, a retry when the one
+    before failed), with the resources and placement it runs with and why they differ from
+    the function's; it gets its node when it starts, and its end, class and usage when it ends.
+    """
 
     number: int
     node: str
@@ -155,6 +270,27 @@ class AttemptRecord:
     ended_at: float | None
     exit_code: int | None
     reason: str
+    #: Why it failed (a :class:`FailureClass` value); empty while it runs or if it completed.
+    failure: str = ""
+    #: The status text it ended with.
+    message: str = ""
+    #: The node's group (its ``runplane.io/node-group`` label) and whether it is a spot node;
+    #: ``None`` when the runtime could not tell.
+    node_group: str = ""
+    spot: bool | None = None
+    #: When it was due to start (a retry waits out its back-off) and when it was handed to the
+    #: runtime.
+    due_at: float | None = None
+    launched_at: float | None = None
+    #: What it ran with: effective requests and limits, and the preemption mode.
+    requests: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    preemption_mode: str = ""
+    #: Why its placement or resources differ from the function's (the spot fallback, more
+    #: memory after an OOM kill); empty when they do not.
+    adjustments: str = ""
+    peak_memory_bytes: int = 0
+    cpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +324,10 @@ class RunRecord:
     #: How the run was held where it ran (``cgroup v1, uid 1000000007 (its own)``; locally
     #: ``watchdog, ...`` where no cgroup is writable); empty until it starts.
     isolation: str = ""
+    #: The attempt the run is on (the last one once it ended), and when it is due while the
+    #: run waits between attempts (``None`` otherwise).
+    attempt: int = 1
+    retry_at: float | None = None
     transitions: list[TransitionRecord] = field(default_factory=list)
     attempts: list[AttemptRecord] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
@@ -212,8 +352,15 @@ class RunRecord:
         values["transitions"] = [
             TransitionRecord(**{**t, "state": RunState(t["state"])}) for t in values["transitions"]
         ]
-        values["attempts"] = [AttemptRecord(**a) for a in values["attempts"]]
-        return cls(**values)
+        values["attempts"] = [AttemptRecord(**_known(AttemptRecord, a)) for a in values["attempts"]]
+        return cls(**_known(cls, values))
+
+
+def _known(kind: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields ``kind`` has: a record from a newer service, with fields this client does not
+    know yet, still reads."""
+    names = {item.name for item in fields(kind)}
+    return {key: value for key, value in values.items() if key in names}
 
 
 def _plain(items: list[tuple[str, Any]]) -> dict[str, Any]:

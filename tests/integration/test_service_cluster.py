@@ -71,8 +71,8 @@ def client(server: Server) -> TestClient:
 def lost_spot_run(
     client: TestClient, testbed_cluster: TestbedCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    """A run whose spot node is deleted at module start: PodGC takes its pod only after a
-    fixed quarantine (about a minute), so that clock runs while the other tests do."""
+    """A run whose spot node is deleted at module start (reported lost at once, by the
+    runtime's node watch)."""
     code = tmp_path_factory.mktemp("lost") / "lost.py"
     code.write_text(CODE)
     node = testbed_cluster.add_node("spot", f"svc-spot-{uuid.uuid4().hex[:6]}")
@@ -441,11 +441,13 @@ def test_a_run_evicted_by_a_system_pod_is_recorded_preempted(
         testbed_cluster.delete_node(node)
 
 
-def test_a_run_on_a_deleted_spot_node_is_recorded_preempted(client, lost_spot_run):
-    run = wait(client, lost_spot_run, {"error", "completed", "aborted"}, timeout=150)
+def test_a_run_on_a_deleted_spot_node_is_recorded_lost(client, lost_spot_run):
+    run = wait(client, lost_spot_run, {"error", "completed", "aborted"}, timeout=30)
     assert run["state"] == "error", (run["reason"], run["status_text"], run["transitions"])
-    assert run["reason"] == "Preempted"
-    assert run["attempts"][0]["reason"] == "Preempted"
+    assert run["reason"] == "NodeLost"
+    (attempt,) = run["attempts"]
+    assert (attempt["reason"], attempt["failure"]) == ("NodeLost", "node_lost")
+    assert (attempt["node_group"], attempt["spot"]) == ("spot", True)
 
 
 def test_a_run_the_cluster_refuses_ends_in_error(server, client, code_file, make_pod):

@@ -187,7 +187,10 @@ def test_cli_run_runs_get_and_logs(tmp_path):
     assert "train" in table.stdout
     assert "completed" in table.stdout
     uid = table.stdout.splitlines()[1].split()[0]
-    detail = yaml.safe_load(cli("get", "run", uid, check=True).stdout)
+    detail = yaml.safe_load(cli("get", "run", uid, "-o", "yaml", check=True).stdout)
+    shown = cli("get", "run", uid, check=True).stdout
+    assert "attempts" in shown
+    assert "completed" in shown
     assert detail["state"] == "completed"
     assert detail["results"] == {"epochs": 4, "return": {"epochs": 4}}
     assert [t["state"] for t in detail["transitions"]] == [

@@ -18,6 +18,7 @@ from runplane.cli.options import (
 from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
 from runplane.cli.service import deploy_command, schedule_group
 from runplane.cli.serving import serve, ui_command
+from runplane.cli.sizing import cost_command
 from runplane.errors import RunplaneError
 
 
@@ -94,6 +95,7 @@ for _command in (
     serve,
     ui_command,
     delete_group,
+    cost_command,
 ):
     cli.add_command(_command)
 get_group.add_command(get_deployments)

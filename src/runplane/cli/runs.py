@@ -217,6 +217,7 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
         "name",
         "state",
         "reason",
+        "attempt",
         "started",
         "duration",
         "peak mem",
@@ -232,6 +233,7 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
             record.name,
             f"[{style}]{record.state}[/]",
             record.reason,
+            str(record.attempt),
             time.strftime("%m-%d %H:%M:%S", time.localtime(record.created_at)),
             _duration(end - record.created_at),
             _mebibytes(record.peak_memory_bytes),
@@ -247,17 +249,44 @@ def get_group() -> None:
 
 @get_group.command("run")
 @click.argument("uid")
-def get_run(uid: str) -> None:
-    """Show a run: its state, transitions, attempts, results and usage."""
-    import yaml
-
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "yaml", "json"]),
+    default="table",
+    show_default=True,
+    help="table: a summary, the attempts and the transitions; yaml or json: the whole record.",
+)
+def get_run(uid: str, output: str) -> None:
+    """Show a run: its state, attempts, transitions, results and usage."""
     service = _service()
     record = service.get(uid)
+    usage = None
+    if not record.finished:
+        live = service.usage(record.uid)
+        usage = (live.peak_memory_bytes, live.cpu_seconds)
+    if output == "table":
+        from runplane.cli.detail import run_detail
+        from runplane.config import current
+        from runplane.service.costs import configured, run_cost
+
+        groups, on_demand = configured(current())
+        cost = run_cost(record, groups, on_demand) if record.finished else None
+        console = terminal()
+        for part in run_detail(record, usage, cost.describe() if cost else ""):
+            console.print(part)
+        return
     data = record.to_json()
     data.pop("function")
-    if not record.finished:
-        usage = service.usage(record.uid)
-        data["peak_memory_bytes"], data["cpu_seconds"] = usage.peak_memory_bytes, usage.cpu_seconds
+    if usage is not None:
+        data["peak_memory_bytes"], data["cpu_seconds"] = usage
+    if output == "json":
+        import json
+
+        click.echo(json.dumps(data, indent=2))
+        return
+    import yaml
+
     for transition in data["transitions"]:
         transition["at"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(transition["at"]))
     click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)

@@ -84,14 +84,15 @@ def stateful_job_on_spot(e: Effective) -> Lint | None:
         PreemptionMode.CONSTRAIN,
     ):
         return None
-    if e.function.spec.retries:
+    retry = e.function.spec.retry
+    if e.function.spec.retries or (retry is not None and (retry.max_attempts or 1) > 1):
         return None
     return Lint(
         "stateful-job-on-spot",
         "preemption_mode",
         f"this job may run on spot nodes (mode {e.mode.value!r}) and has no retries: a spot "
-        "interruption loses its work; set spec.retries, checkpoint from the handler, or use "
-        "with_preemption_mode('prevent')",
+        "interruption loses its work; set spec.retries (or with_retries), checkpoint from the "
+        "handler, or use with_preemption_mode('prevent')",
     )
 
 
@@ -147,6 +148,23 @@ def autoscaled_limit_above_request(e: Effective) -> Lint | None:
     )
 
 
+def checkpoints_not_on_a_volume(e: Effective) -> Lint | None:
+    path = e.function.spec.checkpoint_path
+    if not path:
+        return None
+    for mount in e.function.spec.volume_mounts:
+        root = str(mount.get("mountPath", "")).rstrip("/")
+        if path == root or path.startswith(root + "/"):
+            return None
+    return Lint(
+        "checkpoints-not-on-a-volume",
+        "spec.checkpoint_path",
+        f"checkpoints at {path} are on no volume of the function: in a pod they go with it, "
+        "and the next attempt finds none (unless the service's auto-mount is there); mount a "
+        "volume that outlives the pod at or above it (e.g. fn.apply(mount_pvc(...)))",
+    )
+
+
 RULES: tuple[Rule, ...] = (
     no_requests,
     memory_limit_above_request,
@@ -155,6 +173,7 @@ RULES: tuple[Rule, ...] = (
     gpus_differ_from_workers,
     autoscaling_without_cpu_request,
     autoscaled_limit_above_request,
+    checkpoints_not_on_a_volume,
 )
 
 

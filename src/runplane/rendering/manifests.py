@@ -267,6 +267,8 @@ def _pod_spec(
     if mounts:
         container["volumeMounts"] = mounts
     pod: dict[str, Any] = {"containers": [container], "priorityClassName": priority}
+    if spec.termination_grace_period_seconds is not None:
+        pod["terminationGracePeriodSeconds"] = spec.termination_grace_period_seconds
     if spec.node_name:
         pod["nodeName"] = spec.node_name
     if selector:

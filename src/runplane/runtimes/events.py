@@ -36,6 +36,9 @@ class RunEvent:
     message: str = ""
     attempt: int = 1
     node: str = ""
+    #: The node's group and whether it is a spot node, where the runtime knows its labels.
+    node_group: str = ""
+    spot: bool | None = None
     process_id: int | None = None
     exit_code: int | None = None
     usage: Usage | None = None

@@ -80,9 +80,8 @@ def build_request(
         takes_context=takes_context,
         params={k: v for k, v in bound.items() if k not in run_inputs},
         inputs=run_inputs,
-        artifact_path=fn.spec.artifact_path.replace("{{run.uid}}", uid).replace(
-            "{{run.project}}", fn.metadata.project
-        ),
+        artifact_path=_per_run(fn.spec.artifact_path, uid, fn.metadata.project),
+        checkpoint_path=_per_run(fn.spec.checkpoint_path, uid, fn.metadata.project),
         context_only=context_only,
         returns=list(fn.spec.returns),
         hints=hints,
@@ -108,6 +107,10 @@ def build_request(
         local_pod=rendered.local_pod,
         replicas=rendered.replicas,
     )
+
+
+def _per_run(path: str, uid: str, project: str) -> str:
+    return path.replace("{{run.uid}}", uid).replace("{{run.project}}", project)
 
 
 def _carry(container: dict[str, Any], carried: dict[str, str]) -> None:

@@ -9,26 +9,41 @@ other processes request. At start it makes the records agree with what the runti
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psutil
 
 from runplane.config import Settings
-from runplane.runs import LIVE, TERMINAL, RunRecord, RunState, Usage, check_limit
+from runplane.runs import (
+    LIVE,
+    RETRYABLE,
+    TERMINAL,
+    Condition,
+    Reason,
+    RunRecord,
+    RunState,
+    Usage,
+    check_limit,
+    classify,
+)
 from runplane.runtimes.contract import RunRequest, Runtime
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.request import build_request
+from runplane.service import retries
 from runplane.service.feed import RunFeed
 from runplane.service.records import RunStore
+from runplane.service.retries import RetryDecision
 from runplane.service.thresholds import ThresholdClocks
 from runplane.spec.function import Function
+from runplane.spec.scheduling import PreemptionMode
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
 
 log = logging.getLogger(__name__)
@@ -119,12 +134,18 @@ class RunService:
         self.executor = None if durable else THIS_PROCESS
         self._condition = threading.Condition()
         self._clocks = ThresholdClocks()
+        #: How long attempts that may run only on spot wait for a node (the spot fallback).
+        self._spot_clocks = ThresholdClocks()
+        #: Attempts decided and not yet launched: (due time, uid, attempt), soonest first.
+        self._due: list[tuple[float, str, int]] = []
+        self._launching: set[str] = set()
         self._finished: dict[str, threading.Event] = {}
         self._closed = False
         lost: list[str] = []
         adopted: list[str] = []
+        orphaned: list[str] = []
         if not durable:
-            lost, adopted = store.mark_lost(
+            lost, adopted, orphaned = store.mark_lost(
                 process_alive, runtime.name, adopt=THIS_PROCESS if service else None
             )
         for record in store.list_runs(states=LIVE, limit=100_000) if durable else []:
@@ -132,17 +153,26 @@ class RunService:
             if record.runtime == runtime.name:
                 self._clocks.track(record.uid, threshold_seconds(record.thresholds))
                 self._finished[record.uid] = threading.Event()
+                self._arm_spot_wait(record)
         self._recorder = threading.Thread(
             target=lambda: asyncio.run(self._record()), name="runplane-recorder", daemon=True
         )
         self._recorder.start()
         self._aborts = ThreadPoolExecutor(max_workers=8, thread_name_prefix="runplane-abort")
+        self._launcher = ThreadPoolExecutor(max_workers=4, thread_name_prefix="runplane-retry")
         self._monitor = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
         self._monitor.start()
         if durable:
             self.reconciliation = self._reconcile()
         else:
-            self.reconciliation = Reconciliation(self._relaunch(adopted), lost)
+            self._settle_orphans(orphaned)
+            self.reconciliation = Reconciliation(self._relaunch(adopted), lost + orphaned)
+        # Attempts decided before a stop (or a crash) and not launched are launched when due,
+        # once: the decision is in the store, and launching the same attempt again makes no
+        # second copy.
+        executor = None if durable else THIS_PROCESS[0]
+        for uid, attempt, due in store.pending_retries(runtime.name, executor):
+            self._schedule_retry(uid, attempt, due)
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -195,11 +225,13 @@ class RunService:
             owner=self.default_owner if owner is None else owner,
             source_dir=source_dir,
             requeue=self.service and self.executor is not None,
+            preemption_mode=retries.effective_mode(fn, self.settings),
         )
         with self._condition:
             self._clocks.track(uid, threshold_seconds(thresholds))
             self._finished[uid] = threading.Event()
         self.feed.publish([uid])
+        self._arm_spot_wait(record, fn)
         return record if self._launch(request) else self.store.get(uid)
 
     def _launch(self, request: RunRequest) -> bool:
@@ -215,7 +247,13 @@ class RunService:
         except Exception as error:
             message = f"the {self.runtime.name} runtime could not start the run: {error}"
             log.warning("run %s: %s", request.uid, message)
-            failed = RunEvent(request.uid, RunState.ERROR, reason=LAUNCH_FAILED, message=message)
+            failed = RunEvent(
+                request.uid,
+                RunState.ERROR,
+                reason=LAUNCH_FAILED,
+                message=message,
+                attempt=request.attempt,
+            )
             self._write([failed])
             try:
                 self.runtime.abort(request.uid, LAUNCH_FAILED, message)
@@ -235,23 +273,180 @@ class RunService:
             with self._condition:
                 self._clocks.track(uid, threshold_seconds(record.thresholds))
                 self._finished[uid] = threading.Event()
+            if record.retry_at is not None:
+                continue  # between attempts: the next is launched when due
             try:
-                request = build_request(
-                    Function.from_dict(record.function),
-                    self.settings,
-                    uid=uid,
-                    params=record.params,
-                    inputs=record.inputs,
-                    source_dir=self.store.source_dir(uid),
-                )
+                request = self._request(record)
                 self.runtime.check(request)
             except Exception as error:
                 message = f"the run could not be queued again: {error}"
-                self._write([RunEvent(uid, RunState.ERROR, reason=LAUNCH_FAILED, message=message)])
+                self._write(
+                    [
+                        RunEvent(
+                            uid,
+                            RunState.ERROR,
+                            reason=LAUNCH_FAILED,
+                            message=message,
+                            attempt=record.attempt,
+                        )
+                    ]
+                )
                 continue
+            self._arm_spot_wait(record)
             if self._launch(request):
                 relaunched.append(uid)
         return relaunched
+
+    def _settle_orphans(self, uids: list[str]) -> None:
+        """Runs this service was executing when it died: each attempt ended with it, as a
+        lost node's would (retried when the run's policy says so, else the run ends)."""
+        for uid in uids:
+            record = self.store.get(uid)
+            with self._condition:
+                self._clocks.track(uid, threshold_seconds(record.thresholds))
+                self._finished[uid] = threading.Event()
+            message = (
+                f"the service executing attempt {record.attempt} stopped while it ran; the "
+                "attempt ended with it"
+            )
+            event = RunEvent(
+                uid,
+                RunState.ERROR,
+                reason=Reason.EXECUTOR_LOST,
+                message=message,
+                attempt=record.attempt,
+            )
+            self._write([event])
+
+    def _request(self, record: RunRecord) -> RunRequest:
+        """The request of the run's current attempt: its function as that attempt runs it
+        (the plan its decision recorded), built like every other."""
+        fn = Function.from_dict(record.function)
+        current = next((a for a in record.attempts if a.number == record.attempt), None)
+        if record.attempt > 1 and current is not None:
+            fn = retries.AttemptPlan.of(current).apply(fn)
+        return build_request(
+            fn,
+            self.settings,
+            uid=record.uid,
+            params=record.params,
+            inputs=record.inputs,
+            source_dir=self.store.source_dir(record.uid),
+            attempt=record.attempt,
+        )
+
+    # -- retries --------------------------------------------------------------------------
+
+    def _schedule_retry(self, uid: str, attempt: int, due: float) -> None:
+        with self._condition:
+            heapq.heappush(self._due, (due, uid, attempt))
+            self._condition.notify()
+
+    def _launch_retry(self, uid: str, attempt: int) -> None:
+        """Launch the attempt a decision recorded, unless the run moved on (ended, aborted,
+        or already launched it); at most one launch of a run at a time."""
+        with self._condition:
+            if uid in self._launching:
+                return
+            self._launching.add(uid)
+        try:
+            record = self.store.get(uid)
+            if record.finished or record.attempt != attempt or record.retry_at is None:
+                return
+            try:
+                request = self._request(record)
+                self.runtime.check(request)
+            except Exception as error:
+                message = f"attempt {attempt} could not be prepared: {error}"
+                self._write(
+                    [
+                        RunEvent(
+                            uid,
+                            RunState.ERROR,
+                            reason=LAUNCH_FAILED,
+                            message=message,
+                            attempt=attempt,
+                        )
+                    ]
+                )
+                return
+            self._arm_spot_wait(record)
+            if self._launch(request):
+                self.store.attempt_launched(uid, attempt)
+        except Exception:
+            log.exception("run %s: launching attempt %d failed", uid, attempt)
+        finally:
+            with self._condition:
+                self._launching.discard(uid)
+
+    def _decisions(self, events: list[RunEvent]) -> tuple[list[RunEvent], dict[int, RetryDecision]]:
+        """For each event that ends an attempt in a failure, whether it gets another (see
+        :func:`retries.decide`); an end that is not retried says why, when retries were asked
+        for."""
+        decided: dict[int, RetryDecision] = {}
+        out = list(events)
+        for index, event in enumerate(events):
+            failure = classify(event.state, event.reason, event.message)
+            if failure not in RETRYABLE:
+                continue
+            try:
+                record = self.store.get(event.uid)
+            except Exception:
+                continue
+            if record.finished or record.attempt != event.attempt:
+                continue
+            try:
+                decision, why = retries.decide(
+                    record,
+                    event.state,
+                    event.reason,
+                    event.message,
+                    self.settings,
+                    time.time(),
+                    self._largest_memory,
+                )
+            except Exception:  # a bad policy must not keep the run from ending
+                log.exception("run %s: the retry decision failed", event.uid)
+                continue
+            if decision is not None:
+                decided[index] = decision
+            elif why:
+                out[index] = replace(
+                    event, message=f"{event.message} ({why})" if event.message else why
+                )
+        return out, decided
+
+    def _largest_memory(self) -> int | None:
+        """The largest node's allocatable memory, in bytes (asked after an OOM kill)."""
+        try:
+            sizes = [node.allocatable.get("memory", 0) for node in self.runtime.nodes()]
+        except Exception:
+            log.warning("the nodes could not be read for the OOM memory cap", exc_info=True)
+            return None
+        return max(sizes, default=0) or None
+
+    def _arm_spot_wait(self, record: RunRecord, fn: Function | None = None) -> None:
+        """Start the spot fallback's clock for an attempt that may run only on spot, when its
+        policy has one and attempts to spare; stop it otherwise."""
+        current = next((a for a in record.attempts if a.number == record.attempt), None)
+        armed = False
+        pending = None
+        if current is not None and current.preemption_mode == PreemptionMode.CONSTRAIN.value:
+            try:  # only such runs pay for resolving their policy
+                function = fn or Function.from_dict(record.function)
+                policy = retries.resolve(function, self.settings)
+            except Exception:
+                log.warning("run %s: its retry policy could not be read", record.uid)
+            else:
+                pending = policy.fallback_pending
+                armed = pending is not None and record.attempt < policy.max_attempts
+        with self._condition:
+            if armed and pending is not None:
+                self._spot_clocks.track(
+                    record.uid, {Condition.PENDING_NOT_SCHEDULED.value: pending}
+                )
+            else:
+                self._spot_clocks.forget(record.uid)
 
     def _reconcile(self) -> Reconciliation:
         """Make the records and a durable runtime agree after a start (or a crash).
@@ -267,6 +462,8 @@ class RunService:
         for record in self.store.list_runs(states=LIVE, limit=100_000):
             if record.runtime != self.runtime.name or record.uid in existing:
                 continue
+            if record.retry_at is not None:
+                continue  # between attempts: the next is launched when due
             if record.state is RunState.CREATED:
                 never_launched.append(record.uid)
             else:
@@ -275,9 +472,10 @@ class RunService:
                         RunEvent(
                             uid=record.uid,
                             state=RunState.ERROR,
-                            reason="PodLost",
+                            reason=Reason.POD_LOST,
                             message="the run's pod no longer exists (deleted while the service "
                             "was down); how the run ended is unknown",
+                            attempt=record.attempt,
                         )
                     ]
                 )
@@ -306,18 +504,26 @@ class RunService:
                 log.exception("recording a burst of %d events failed", len(burst))
 
     def _write(self, events: list[RunEvent]) -> None:
-        """Record events, then start or stop their threshold clocks and wake their waiters."""
+        """Record events (with the retry decisions of failed attempts), then start or stop
+        their threshold clocks, schedule decided attempts and wake waiters."""
+        events, decided = self._decisions(events)
         try:
-            applied = self.store.apply_many(events)
+            applied = self.store.apply_many(events, decided)
         except Exception:  # keep recording; a broken burst is retried one event at a time
             log.exception("recording %d events failed; recording them one by one", len(events))
-            applied = [self._apply_alone(event) for event in events]
+            applied = [
+                self._apply_alone(event, decided.get(index)) for index, event in enumerate(events)
+            ]
         with self._condition:
-            for event, recorded in zip(events, applied, strict=True):
-                if not recorded:
+            for index, (event, recorded) in enumerate(zip(events, applied, strict=True)):
+                if recorded is None:
                     continue
-                self._clocks.observe(event)
-                if event.state.terminal:
+                self._clocks.observe(recorded)
+                self._spot_clocks.observe(recorded)
+                decision = decided.get(index)
+                if decision is not None and recorded.attempt == decision.attempt:
+                    heapq.heappush(self._due, (decision.due_at, recorded.uid, decision.attempt))
+                elif recorded.state.terminal:
                     finished = self._finished.pop(event.uid, None)
                     if finished is not None:
                         finished.set()
@@ -325,7 +531,9 @@ class RunService:
         self.feed.publish(
             event.uid for event, recorded in zip(events, applied, strict=True) if recorded
         )
-        refused = {event.uid: event for event, ok in zip(events, applied, strict=True) if not ok}
+        refused = {
+            event.uid: event for event, ok in zip(events, applied, strict=True) if ok is None
+        }
         for uid, event in refused.items():
             if self._closed or event.state.terminal:
                 continue
@@ -334,41 +542,83 @@ class RunService:
                 # that timed out after the API server took it): it goes, as the record says.
                 self._aborts.submit(self.runtime.abort, uid, "Ended", "the run had ended")
 
-    def _apply_alone(self, event: RunEvent) -> bool:
+    def _apply_alone(self, event: RunEvent, retry: RetryDecision | None) -> RunEvent | None:
         try:
-            return self.store.apply(event)
+            return self.store.apply(event, retry)
         except Exception:
             log.exception("the event of run %s was not recorded: %s", event.uid, event)
-            return False
+            return None
 
     def _watch(self) -> None:
         next_poll = time.monotonic()
         while not self._closed:
             with self._condition:
-                breaches = self._clocks.due(time.time())
-                if not breaches:
-                    deadline = self._clocks.next_deadline()
+                now = time.time()
+                breaches = self._clocks.due(now)
+                spot_waits = self._spot_clocks.due(now)
+                due = []
+                while self._due and self._due[0][0] <= now:
+                    _, uid, attempt = heapq.heappop(self._due)
+                    due.append((uid, attempt))
+                if not (breaches or spot_waits or due):
+                    deadlines = [
+                        d
+                        for d in (
+                            self._clocks.next_deadline(),
+                            self._spot_clocks.next_deadline(),
+                            self._due[0][0] if self._due else None,
+                        )
+                        if d is not None
+                    ]
                     timeout = _ABORT_POLL
-                    if deadline is not None:
-                        timeout = min(timeout, max(deadline - time.time(), 0.0))
+                    if deadlines:
+                        timeout = min(timeout, max(min(deadlines) - now, 0.0))
                     self._condition.wait(timeout)
             # Aborts on a cluster are API calls; breaches due together are aborted together.
             for breach in breaches:
-                self._aborts.submit(
-                    self.runtime.abort, breach.uid, "ThresholdExceeded", breach.text
+                self._aborts.submit(self.runtime.abort, breach.uid, Reason.THRESHOLD, breach.text)
+            for wait in spot_waits:
+                message = (
+                    "no spot node was found in time (retry.spot_fallback.pending); the next "
+                    "attempt runs on on-demand nodes"
                 )
+                self._aborts.submit(self.runtime.abort, wait.uid, Reason.SPOT_UNAVAILABLE, message)
+            for uid, attempt in due:
+                self._launcher.submit(self._launch_retry, uid, attempt)
             if self.executor is not None and time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + _ABORT_POLL
                 for uid in self.store.abort_requests(self.executor[0]):
-                    self.runtime.abort(uid, "Aborted", "aborted by request")
+                    self._stop(uid)
+
+    def _stop(self, uid: str) -> bool:
+        """Abort a run a person asked to stop: its attempt through the runtime, or, between
+        attempts, the run itself (nothing runs to stop); ``False`` if neither had anything."""
+        if self.runtime.abort(uid, Reason.ABORTED, "aborted by request"):
+            return True
+        record = self.store.get(uid)
+        if record.retry_at is None or record.finished:
+            return False
+        message = f"aborted by request before attempt {record.attempt} started"
+        self._write(
+            [
+                RunEvent(
+                    uid,
+                    RunState.ABORTED,
+                    reason=Reason.ABORTED,
+                    message=message,
+                    attempt=record.attempt,
+                )
+            ]
+        )
+        return True
 
     # -- clients --------------------------------------------------------------------------
 
     def abort(self, uid: str) -> RunRecord:
         """Abort a pending or running run, whichever process owns it."""
         record = self.store.request_abort(uid)
-        if self.runtime.abort(record.uid, "Aborted", "aborted by request"):
-            return record
+        if self._stop(record.uid):
+            return self.store.get(record.uid)
         owner_pid, owner_started = self.store.owner(record.uid)
         if owner_pid is not None and not process_alive(owner_pid, owner_started or 0.0):
             self.feed.publish(self.store.mark_lost(process_alive)[0])
@@ -447,6 +697,7 @@ class RunService:
         with self._condition:
             self._condition.notify_all()
         self._monitor.join(timeout=10)
+        self._launcher.shutdown(wait=True)
         self._aborts.shutdown(wait=True)
         self.runtime.close(grace)  # its event stream ends once everything it reported is read
         self._recorder.join(timeout=30)

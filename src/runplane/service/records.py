@@ -28,19 +28,56 @@ from runplane.errors import (
 from runplane.runs import (
     TERMINAL,
     AttemptRecord,
+    Reason,
     RunRecord,
     RunState,
     TransitionRecord,
     check_uid,
+    classify,
 )
 from runplane.runtimes.events import RunEvent
 from runplane.service.db import session_factory
 from runplane.service.db.models import Artifact, Attempt, Run, Transition
+from runplane.service.retries import RetryDecision
 from runplane.spec.bounds import check_json
 
 TERMINAL_STATES = [state.value for state in TERMINAL]
 #: What recording an event reads of a run: not its function snapshot or parameters.
-_EVENT_COLUMNS = load_only(Run.state, Run.results, Run.started_at, Run.state_since)
+_EVENT_COLUMNS = load_only(
+    Run.state,
+    Run.results,
+    Run.started_at,
+    Run.state_since,
+    Run.attempt,
+    Run.retry_at,
+    Run.abort_requested,
+    Run.peak_memory_bytes,
+    Run.cpu_seconds,
+)
+
+
+def attempt_of(a: Attempt) -> AttemptRecord:
+    return AttemptRecord(
+        a.number,
+        a.node,
+        a.process_id,
+        a.started_at,
+        a.ended_at,
+        a.exit_code,
+        a.reason,
+        failure=a.failure or "",
+        message=a.message or "",
+        node_group=a.node_group or "",
+        spot=a.spot,
+        due_at=a.due_at,
+        launched_at=a.launched_at,
+        requests=dict(a.requests or {}),
+        limits=dict(a.limits or {}),
+        preemption_mode=a.preemption_mode or "",
+        adjustments=a.adjustments or "",
+        peak_memory_bytes=a.peak_memory_bytes or 0,
+        cpu_seconds=a.cpu_seconds or 0.0,
+    )
 
 
 def record_of(run: Run, brief: bool = False) -> RunRecord:
@@ -76,15 +113,12 @@ def record_of(run: Run, brief: bool = False) -> RunRecord:
         else [
             TransitionRecord(RunState(t.state), t.reason, t.message, t.at) for t in run.transitions
         ],
-        attempts=[
-            AttemptRecord(
-                a.number, a.node, a.process_id, a.started_at, a.ended_at, a.exit_code, a.reason
-            )
-            for a in run.attempts
-        ],
+        attempts=[attempt_of(a) for a in run.attempts],
         artifacts=[]
         if brief
         else [{"key": a.key, "path": a.path, "size": a.size} for a in run.artifacts],
+        attempt=run.attempt or 1,
+        retry_at=run.retry_at,
     )
 
 
@@ -153,8 +187,10 @@ class RunStore:
         owner: str = "",
         source_dir: str = "",
         requeue: bool = False,
+        preemption_mode: str = "",
     ) -> RunRecord:
-        """Record a new run; returns its record (built here, not read back)."""
+        """Record a new run and its first attempt; returns its record (built here, not read
+        back)."""
         now = time.time()
         try:
             with self._sessions.begin() as session:
@@ -186,10 +222,22 @@ class RunStore:
                         owner=owner,
                         source_dir=source_dir,
                         requeue=requeue,
+                        attempt=1,
                         transitions=[
                             Transition(state=RunState.CREATED.value, reason="", message="", at=now)
                         ],
-                        attempts=[],
+                        attempts=[
+                            Attempt(
+                                number=1,
+                                node="",
+                                reason="",
+                                due_at=now,
+                                launched_at=now,  # the caller launches it next
+                                requests=requests,
+                                limits=limits,
+                                preemption_mode=preemption_mode,
+                            )
+                        ],
                         artifacts=[],
                     )
                 )
@@ -280,18 +328,28 @@ class RunStore:
         with self._sessions() as session:
             return int(session.scalar(query) or 0)
 
-    def apply(self, event: RunEvent) -> bool:
-        """Record what a runtime reported; ``False`` if the run had already finished."""
-        return self.apply_many([event])[0]
+    def apply(self, event: RunEvent, retry: RetryDecision | None = None) -> RunEvent | None:
+        """Record what a runtime reported (see :meth:`apply_many`)."""
+        return self.apply_many([event], {0: retry} if retry else None)[0]
 
-    def apply_many(self, events: Sequence[RunEvent]) -> list[bool]:
+    def apply_many(
+        self, events: Sequence[RunEvent], retries: Mapping[int, RetryDecision] | None = None
+    ) -> list[RunEvent | None]:
         """Record several events in one transaction (a watch delivers them in bursts), in
-        order; for each, ``False`` if its run had already finished or is unknown.
+        order; for each, the event as recorded, or ``None`` if its run had already finished,
+        is unknown, or is on a later attempt than the event's.
+
+        ``retries`` holds, by position, the decision to try again after an event that ends an
+        attempt: the attempt ends, the next is recorded with when it is due, and the run goes
+        back to ``pending`` (the recorded event says so), all in this transaction, before
+        anything is launched. A run a person asked to abort, or one that ended meanwhile, ends
+        as the event says instead.
 
         Transitions, attempts and artifacts are written as rows of their own, and of the run
         only the columns an event changes are loaded: this is on the path of every event.
         """
         applied = []
+        retries = retries or {}
         with self._sessions.begin() as session:
             # One query loads every run of the burst into the session; each event then finds
             # its run there instead of querying again.
@@ -300,14 +358,25 @@ class RunStore:
                 .options(_EVENT_COLUMNS)
                 .where(Run.uid.in_({event.uid for event in events}))
             ).all()
-            for event in events:
-                applied.append(self._apply(session, event))
+            for index, event in enumerate(events):
+                applied.append(self._apply(session, event, retries.get(index)))
         return applied
 
-    def _apply(self, session: Any, event: RunEvent) -> bool:
+    def _apply(self, session: Any, event: RunEvent, retry: RetryDecision | None) -> RunEvent | None:
         run = session.get(Run, event.uid, options=[_EVENT_COLUMNS])
-        if run is None or not RunState(run.state).may_become(event.state):
-            return False
+        if run is None or event.attempt != (run.attempt or 1):
+            return None  # an earlier attempt's news (its pod lingers), or nothing known
+        current = RunState(run.state)
+        if (
+            retry is not None
+            and event.state.terminal
+            and current.may_retry
+            and not run.abort_requested
+            and retry.attempt == event.attempt + 1
+        ):
+            return self._retry(session, run, event, retry)
+        if not current.may_become(event.state):
+            return None
         # A cluster stamps its times in whole seconds: never let a run end before it began, nor
         # a change happen after the service learnt of it.
         at = min(event.at, time.time())
@@ -341,37 +410,141 @@ class RunStore:
             run.started_at = run.started_at or event.at
             if event.isolation:
                 run.isolation = event.isolation
-            session.add(
-                Attempt(
-                    run_uid=run.uid,
-                    number=event.attempt,
-                    node=event.node,
-                    process_id=event.process_id,
-                    started_at=event.at,
-                    reason="",
-                )
-            )
+            self._started(session, run, event)
         if event.state.terminal:
             run.ended_at = event.at
+            run.retry_at = None
             run.results = {**run.results, **event.results}
             session.add_all(
                 Artifact(run_uid=run.uid, key=a["key"], path=a["path"], size=a["size"])
                 for a in event.artifacts
             )
-            if event.usage is not None:
-                run.peak_memory_bytes = event.usage.peak_memory_bytes
-                run.cpu_seconds = event.usage.cpu_seconds
-            session.flush()
+            self._ended(session, run, event)
+        return event
+
+    def _started(self, session: Any, run: Run, event: RunEvent) -> None:
+        """The attempt has a node and a process: its row (recorded when it was decided) says
+        so; a run recorded before attempts were gets its row now."""
+        values = {
+            "node": event.node,
+            "node_group": event.node_group,
+            "spot": event.spot,
+            "process_id": event.process_id,
+            "started_at": event.at,
+        }
+        session.flush()
+        changed = session.execute(
+            update(Attempt)
+            .where(Attempt.run_uid == run.uid, Attempt.number == event.attempt)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if not changed:
+            session.add(Attempt(run_uid=run.uid, number=event.attempt, reason="", **values))
+
+    def _ended(self, session: Any, run: Run, event: RunEvent) -> None:
+        """The attempt's end, class and usage; the run's usage is its attempts' (the highest
+        peak, the sum of CPU time)."""
+        usage = event.usage
+        if usage is not None:
+            run.peak_memory_bytes = max(run.peak_memory_bytes or 0, usage.peak_memory_bytes)
+            run.cpu_seconds = (run.cpu_seconds or 0.0) + usage.cpu_seconds
+        failure = classify(event.state, event.reason, event.message)
+        values: dict[str, Any] = {
+            "ended_at": event.at,
+            "exit_code": event.exit_code,
+            "reason": event.reason,
+            "failure": failure.value if failure else "",
+            "message": event.message,
+        }
+        if usage is not None:
+            values |= {
+                "peak_memory_bytes": usage.peak_memory_bytes,
+                "cpu_seconds": usage.cpu_seconds,
+            }
+        session.flush()
+        session.execute(
+            update(Attempt)
+            .where(
+                Attempt.run_uid == run.uid,
+                Attempt.number == event.attempt,
+                Attempt.ended_at.is_(None),
+            )
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+
+    def _retry(self, session: Any, run: Run, event: RunEvent, retry: RetryDecision) -> RunEvent:
+        """End the attempt, record the next one and when it is due, and put the run back to
+        ``pending`` saying so; returns the event that says it."""
+        at = max(min(event.at, time.time()), run.state_since or 0.0)
+        self._ended(session, run, replace(event, at=at))
+        session.add(
+            Attempt(
+                run_uid=run.uid,
+                number=retry.attempt,
+                node="",
+                reason="",
+                due_at=retry.due_at,
+                requests=retry.requests,
+                limits=retry.limits,
+                preemption_mode=retry.preemption_mode,
+                adjustments=retry.adjustments,
+            )
+        )
+        session.add(
+            Transition(
+                run_uid=run.uid,
+                state=RunState.PENDING.value,
+                reason=Reason.RETRYING,
+                message=retry.message,
+                at=at,
+            )
+        )
+        run.state = RunState.PENDING.value
+        run.state_since = at
+        run.reason, run.status_text = Reason.RETRYING, retry.message
+        run.updated_at = time.time()
+        run.attempt, run.retry_at = retry.attempt, retry.due_at
+        run.results = {**run.results, **event.results}
+        return RunEvent(
+            uid=run.uid,
+            state=RunState.PENDING,
+            reason=Reason.RETRYING,
+            message=retry.message,
+            attempt=retry.attempt,
+            at=at,
+        )
+
+    def attempt_launched(self, uid: str, attempt: int) -> None:
+        """The runtime has the attempt: the run no longer waits for it (a restart before this
+        launches it again, which a runtime with deterministic names makes no copy of)."""
+        now = time.time()
+        with self._sessions.begin() as session:
+            session.execute(
+                update(Run).where(Run.uid == uid, Run.attempt == attempt).values(retry_at=None)
+            )
             session.execute(
                 update(Attempt)
-                .where(
-                    Attempt.run_uid == run.uid,
-                    Attempt.number == event.attempt,
-                    Attempt.ended_at.is_(None),
-                )
-                .values(ended_at=event.at, exit_code=event.exit_code, reason=event.reason)
+                .where(Attempt.run_uid == uid, Attempt.number == attempt)
+                .values(launched_at=now)
             )
-        return True
+
+    def pending_retries(
+        self, runtime: str, executor_pid: int | None = None
+    ) -> list[tuple[str, int, float]]:
+        """Runs waiting for their next attempt: (uid, attempt, due time), of ``runtime`` and,
+        when given, of that executor."""
+        query = select(Run.uid, Run.attempt, Run.retry_at).where(
+            Run.retry_at.is_not(None),
+            Run.runtime == runtime,
+            Run.state.not_in(TERMINAL_STATES),
+        )
+        if executor_pid is not None:
+            query = query.where(Run.executor_pid == executor_pid)
+        with self._sessions() as session:
+            rows = session.execute(query).all()
+        return [(uid, attempt, due) for uid, attempt, due in rows if due is not None]
 
     def request_abort(self, uid: str) -> RunRecord:
         """Flag a run for its owner to abort; a finished run answers with a clear error."""
@@ -402,15 +575,19 @@ class RunStore:
         alive: Callable[[int, float], bool],
         runtime: str = "",
         adopt: tuple[int, float] | None = None,
-    ) -> tuple[list[str], list[str]]:
-        """Settle runs whose executor process is gone; returns (lost, adopted).
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Settle runs whose executor process is gone; returns (lost, adopted, orphaned).
 
-        With ``adopt`` (a service starting on the same runtime), runs a service queued that
-        never started, because the service stopped (then they have no executor) or died,
-        become ``adopt``'s to launch again. Every other run of a dead executor ends ``error``,
+        A service's runs (``requeue``) wait for that service, not for whoever looks. With
+        ``adopt`` (a service starting on the same runtime) they become ``adopt``'s: those that
+        had not started, or were between attempts, to launch (``adopted``); those whose attempt
+        was running when the service died, to settle, retrying the attempt when the run's
+        policy says so (``orphaned``). Every other run of a dead executor ends ``error``,
         reason ``executor lost``, saying whether it had started.
         """
-        lost, adopted = [], []
+        lost: list[str] = []
+        adopted: list[str] = []
+        orphaned: list[str] = []
         now = time.time()
         with self._sessions.begin() as session:
             runs = session.scalars(
@@ -424,20 +601,20 @@ class RunStore:
                     run.executor_pid, run.executor_started or 0.0
                 ):
                     continue
-                if run.requeue and run.started_at is None:
-                    # A service's queued run waits for that service, not for whoever looks.
+                if run.requeue:
                     if adopt is not None and run.runtime == runtime:
                         run.executor_pid, run.executor_started = adopt
-                        adopted.append(run.uid)
+                        waiting = run.started_at is None or run.retry_at is not None
+                        (adopted if waiting else orphaned).append(run.uid)
                     continue
                 started = run.started_at is not None
                 message = (
                     f"the process that {'executed' if started else 'queued'} this run "
                     f"(pid {run.executor_pid}) is gone{'' if started else '; it never started'}"
                 )
-                self._end(run, RunState.ERROR, "executor lost", message, now)
+                self._end(run, RunState.ERROR, Reason.EXECUTOR_LOST, message, now)
                 lost.append(run.uid)
-        return lost, adopted
+        return lost, adopted, orphaned
 
     def settle_queued(self, executor_pid: int) -> tuple[list[str], list[str]]:
         """Runs of this executor that never started, as it stops; returns (requeued, aborted).
@@ -451,21 +628,24 @@ class RunStore:
             runs = session.scalars(
                 select(Run).where(
                     Run.executor_pid == executor_pid,
-                    Run.started_at.is_(None),
+                    Run.started_at.is_(None) | Run.retry_at.is_not(None),
                     Run.state.not_in(TERMINAL_STATES),
                 )
             ).all()
             for run in runs:
+                what = "the run" if run.retry_at is None else f"attempt {run.attempt}"
                 if run.requeue:
                     run.executor_pid = run.executor_started = None
                     run.reason, run.updated_at = "Requeued", now
                     run.status_text = (
-                        "the service stopped before the run started; it starts when the "
+                        f"the service stopped before {what} started; it starts when the "
                         "service starts again"
                     )
                     requeued.append(run.uid)
                 else:
-                    message = "the runplane process that queued the run exited before it started"
+                    message = "the runplane process that queued the run exited before " + (
+                        "it started" if run.retry_at is None else f"attempt {run.attempt}"
+                    )
                     self._end(run, RunState.ABORTED, "Aborted", message, now)
                     aborted.append(run.uid)
         return requeued, aborted
@@ -481,6 +661,9 @@ class RunStore:
         )
         run.state, run.reason, run.status_text = state.value, reason, message
         run.state_since = run.updated_at = run.ended_at = now
+        run.retry_at = None
+        failure = classify(state, reason, message)
         for attempt in run.attempts:
             if attempt.ended_at is None:
-                attempt.ended_at, attempt.reason = now, reason
+                attempt.ended_at, attempt.reason, attempt.message = now, reason, message
+                attempt.failure = failure.value if failure else ""

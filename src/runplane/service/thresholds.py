@@ -10,13 +10,13 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from runplane.runs import Condition
+from runplane.runs import THRESHOLD_TEXT, Condition
 from runplane.runtimes.events import RunEvent
 
 
 def breach_text(condition: Condition, last_message: str) -> str:
     """The status text of a run aborted by a threshold, with the last scheduler/kubelet reason."""
-    text = f"Run aborted due to exceeded state threshold: {condition}"
+    text = f"{THRESHOLD_TEXT}{condition}"
     return f"{text} (last reason: {last_message})" if last_message else text
 
 

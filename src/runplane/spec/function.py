@@ -36,6 +36,7 @@ from runplane.spec.resources import (
     check_gpu_type,
     gpu_entries,
 )
+from runplane.spec.retries import MAX_ATTEMPTS, RetryPolicy, patched
 from runplane.spec.roles import RoleResources, check_roles
 from runplane.spec.scheduling import (
     PreemptionMode,
@@ -225,7 +226,10 @@ class FunctionSpec(SpecModel):
     driver_resources: Resources = pydantic.Field(default_factory=Resources)
     executor_resources: Resources = pydantic.Field(default_factory=Resources)
     nthreads: int | None = pydantic.Field(default=None, ge=1)
-    retries: int = pydantic.Field(default=0, ge=0)
+    #: Retries after a failure, the shorthand of ``retry.max_attempts`` (N retries: N + 1
+    #: attempts); ``retry`` says which failures and how (``spec/retries.py``).
+    retries: int = pydantic.Field(default=0, ge=0, le=MAX_ATTEMPTS - 1)
+    retry: RetryPolicy | None = None
     #: Pod annotations (for sidecars, admission webhooks, cluster tooling).
     annotations: dict[str, str] = pydantic.Field(default_factory=dict)
     #: Where a run's artifacts go in its file system, ``{{run.uid}}`` and ``{{run.project}}``
@@ -259,10 +263,18 @@ class FunctionSpec(SpecModel):
     def _pull_secret(cls, value: Any) -> Any:
         return None if value is None else check_dns_label("spec.image_pull_secret", value)
 
-    @pydantic.field_validator("artifact_path", mode="before")
+    #: Where a run's checkpoints go, kept across its attempts (``context.checkpoint_dir``):
+    #: a path on a mounted volume, ``{{run.uid}}`` and ``{{run.project}}`` replaced per run.
+    #: Unset: the run's own directory here; none in a pod (docs/resilience.md).
+    checkpoint_path: str = ""
+    #: Seconds between SIGTERM and SIGKILL when a pod is stopped (a spot reclaim, a drain, an
+    #: abort): the time a handler has for a last checkpoint. Unset: Kubernetes' 30.
+    termination_grace_period_seconds: int | None = pydantic.Field(default=None, ge=0, le=86400)
+
+    @pydantic.field_validator("artifact_path", "checkpoint_path", mode="before")
     @classmethod
-    def _artifact_path(cls, value: Any) -> Any:
-        return check_mount_path("spec.artifact_path", value) if value else ""
+    def _run_path(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
+        return check_mount_path(f"spec.{info.field_name}", value) if value else ""
 
     @pydantic.field_validator("description", "image", "command", "handler", mode="before")
     @classmethod
@@ -524,6 +536,63 @@ class Function(SpecModel, RoleResources):
     def with_preemption_mode(self, mode: str) -> Function:
         """Choose how the function relates to spot nodes: none, prevent, constrain or allow."""
         return self._replace("spec", preemption_mode=check_preemption_mode("mode", mode))
+
+    def with_retries(
+        self,
+        max_attempts: int | None = None,
+        on: Sequence[str] | str | None = None,
+        backoff: str | float | None = None,
+        *,
+        max_backoff: str | float | None = None,
+        backoff_factor: float | None = None,
+        budgets: Mapping[str, int] | None = None,
+        deadline: str | int | None = None,
+        memory_factor: float | None = None,
+    ) -> Function:
+        """Try failed runs again: ``max_attempts`` in all, after failures of the classes ``on``
+        (``preempted``, ``node_lost``, ``oom``, ``image_pull``, ``unschedulable``,
+        ``deadline``, ``error``; never ``aborted``), waiting ``backoff`` (doubling, at most
+        ``max_backoff``); ``budgets`` caps retries per class, ``deadline`` the time after
+        submission when no attempt starts any more, ``memory_factor`` the memory an attempt
+        after an OOM kill gets. Only the arguments given change; the rest keep their values
+        or the service's defaults (see docs/resilience.md).
+        """
+        policy = patched(
+            self.spec.retry,
+            max_attempts=max_attempts,
+            on=on,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            backoff_factor=backoff_factor,
+            budgets=dict(budgets) if budgets is not None else None,
+            deadline=deadline,
+            memory_factor=memory_factor,
+        )
+        return self._replace("spec", retry=policy)
+
+    def with_spot_fallback(
+        self, after_preemptions: int | None = None, pending: str | int | None = None
+    ) -> Function:
+        """Move a run that may use spot nodes to on-demand nodes for its next attempt after
+        ``after_preemptions`` preemptions on spot (0 never), or when an attempt that may run
+        only on spot waits longer than ``pending`` for a node (-1 never). A fallback is a
+        retry: the run needs attempts left (``with_retries``)."""
+        fallback = {"after_preemptions": after_preemptions, "pending": pending}
+        given = {key: value for key, value in fallback.items() if value is not None}
+        return self._replace("spec", retry=patched(self.spec.retry, spot_fallback=given))
+
+    def with_checkpoints(
+        self, path: str | None = None, grace_period_seconds: int | None = None
+    ) -> Function:
+        """Keep checkpoints at ``path`` (on a mounted volume; ``{{run.uid}}`` is replaced), found
+        by the next attempt as ``context.last_checkpoint``, and give a stopped pod
+        ``grace_period_seconds`` between SIGTERM (``context.on_preemption``) and SIGKILL."""
+        changes: dict[str, Any] = {}
+        if path is not None:
+            changes["checkpoint_path"] = path
+        if grace_period_seconds is not None:
+            changes["termination_grace_period_seconds"] = grace_period_seconds
+        return self._replace("spec", **changes)
 
     def with_priority_class(self, name: str | None = None) -> Function:
         """Order the function in the scheduling queue; ``None`` returns to the service default.

@@ -27,13 +27,13 @@ from datetime import datetime
 from typing import Any
 
 from runplane import names
-from runplane.runs import Condition, RunState
+from runplane.runs import Condition, Reason, RunState
 from runplane.runtimes.events import RunEvent
 
 #: Container waiting reasons that mean the image cannot be pulled (state ``image_pull_backoff``).
 PULL_BACKOFF = frozenset({"ImagePullBackOff", "ErrImagePull"})
-PREEMPTED = "Preempted"
-POD_DELETED = "PodDeleted"
+PREEMPTED = Reason.PREEMPTED
+POD_DELETED = Reason.POD_DELETED
 MAIN_CONTAINER = "main"
 #: The container that runs the handler: runplane's own, or the one the Spark Operator names
 #: in the driver pod it makes from a SparkApplication.
@@ -295,4 +295,24 @@ def _pending(
         condition=Condition.PENDING_SCHEDULED,
         reason=starting["reason"] if starting else "Scheduled",
         message=(starting or {}).get("message") or f"scheduled on {node}, starting",
+    )
+
+
+def node_lost_event(pod: Pod, node: str) -> RunEvent | None:
+    """What a pod says about its run once its node was deleted under it: the run's attempt is
+    lost (``None`` for a pod that is not a run's, or that had already finished)."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    phase = (pod.get("status") or {}).get("phase")
+    if not labels.get(names.RUN_UID) or phase in ("Succeeded", "Failed"):
+        return None
+    if names.ABORT_REASON in (meta.get("annotations") or {}):
+        return pod_to_event(pod, deleted=True)  # an abort under way ends as the abort
+    return _event(
+        pod,
+        RunState.ERROR,
+        None,
+        reason=Reason.NODE_LOST,
+        message=f"node {node} was deleted while the run was on it (a spot reclaim, a "
+        "scale-down or a failed machine)",
     )

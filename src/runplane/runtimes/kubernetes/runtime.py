@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,8 @@ from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.calls import Calls, api_message
 from runplane.runtimes.kubernetes.client import api_client
 from runplane.runtimes.kubernetes.logspool import LogSpool
-from runplane.runtimes.kubernetes.pod_events import main_container, pod_to_event
+from runplane.runtimes.kubernetes.nodes import NodeBook
+from runplane.runtimes.kubernetes.pod_events import main_container, node_lost_event, pod_to_event
 from runplane.runtimes.kubernetes.rest import (
     MERGE_PATCH,
     WORKLOADS,
@@ -42,7 +44,7 @@ from runplane.runtimes.kubernetes.rest import (
 )
 from runplane.runtimes.kubernetes.submit import Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
-from runplane.runtimes.kubernetes.watch import DELETED, VANISHED, PodWatch
+from runplane.runtimes.kubernetes.watch import DELETED, MODIFIED, VANISHED, PodWatch
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +86,17 @@ class KubernetesRuntime:
         self._grace = grace_period_seconds
         self._sync_timeout = sync_timeout
         self._events = EventChannel()
-        self._tracker = RunTracker(self._events.publish, self._results_from_log)
+        self._tracker = RunTracker(self._publish, self._results_from_log)
+        self._nodes = NodeBook(settings.spot, self._node_lost)
+        self.node_watch = PodWatch(
+            rest,
+            self.namespace,
+            "",
+            self._nodes.observe,
+            name="runplane-node-watch",
+            path="/api/v1/nodes",
+        )
+        self.node_watch.start()
         self._spool = LogSpool(rest, self.namespace, settings.local.home / "runs")
         self.watch = PodWatch(
             rest,
@@ -109,6 +121,72 @@ class KubernetesRuntime:
                 self._spool.follow(uid, meta["name"], container)
         self._tracker.observe(kind, pod)
 
+    def _publish(self, event: RunEvent) -> None:
+        """Events leave with their node's group and whether it is spot."""
+        if event.node and event.spot is None:
+            group, spot = self._nodes.describe(event.node)
+            event = replace(event, node_group=group, spot=spot)
+        self._events.publish(event)
+
+    def _node_lost(self, node: str, group: str, spot: bool | None) -> None:
+        """A node was deleted: each unfinished run pod on it is deleted at once, with no grace
+        (nothing should run it any more; a kubelet still alive behind the deleted Node stops
+        it), and reported lost now: its retry need not wait for the cluster's pod collection.
+
+        The delete is conditional on the pod being as read: a pod that ended in the meantime
+        is reported as it ended, not lost, so a finished attempt is never run again.
+        """
+        for known in self.watch.known():
+            if (known.get("spec") or {}).get("nodeName") == node:
+                try:
+                    self._lose(known, node, group, spot)
+                except Exception:  # the others on the node still count
+                    log.warning("pod %s of lost node %s", known["metadata"]["name"], node)
+
+    def _lose(self, pod: dict[str, Any], node: str, group: str, spot: bool | None) -> None:
+        for _ in range(3):
+            pod = self._fresh(pod)
+            if _finished(pod):  # it ended before its node went: that end is the truth
+                self._observe(MODIFIED, pod)
+                return
+            event = node_lost_event(pod, node)
+            if event is None:
+                return
+            meta = pod["metadata"]
+            event = replace(event, node_group=group, spot=spot)
+            preconditions = {"uid": meta["uid"]}
+            if meta.get("resourceVersion"):
+                preconditions["resourceVersion"] = meta["resourceVersion"]
+            self._tracker.losing(meta["uid"], event)  # the watch may see the delete first
+            try:
+                self._calls.rest.json(
+                    "DELETE",
+                    pods_path(self.namespace, meta["name"]),
+                    body={"gracePeriodSeconds": 0, "preconditions": preconditions},
+                    timeout=self._calls.timeout,
+                )
+            except ApiException as error:
+                if error.status == 409:  # it changed since it was read: read it again
+                    self._tracker.losing(meta["uid"], None)
+                    continue
+                if error.status != 404:  # PodGC collects it later; it is lost all the same
+                    log.info("pod %s of lost node %s not deleted: %s", meta["name"], node, error)
+            self._tracker.lost(meta["uid"])
+            return
+
+    def _fresh(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """The pod as the API server has it now (the watch may lag by an event); as last seen
+        if it is gone or cannot be read."""
+        name = pod["metadata"]["name"]
+        try:
+            fresh: dict[str, Any] = self._calls.rest.json(
+                "GET", pods_path(self.namespace, name), timeout=self._calls.timeout
+            )
+        except Exception:
+            return pod
+        same = (fresh.get("metadata") or {}).get("uid") == pod["metadata"].get("uid")
+        return fresh if same else pod
+
     def _selector(self, uid: str | None = None) -> str:
         """The label selector of this runtime's pods, or of one run's."""
         parts = [f"{names.RUN_UID}={uid}" if uid else names.RUN_UID]
@@ -120,6 +198,7 @@ class KubernetesRuntime:
         """Stop watching. Pods keep running (``grace`` has nothing to wait for): they belong to
         the cluster, not to this process."""
         self.watch.stop()
+        self.node_watch.stop()
         self._spool.close()
         self._events.close()
 

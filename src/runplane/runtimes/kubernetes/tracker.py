@@ -41,6 +41,8 @@ class RunTracker:
         self._aborting: dict[str, tuple[str, str]] = {}
         #: Runs of several pods whose main pod (launcher, driver) has started.
         self._main_started: set[str] = set()
+        #: Pods runplane deletes because their node is gone, with the event that says so.
+        self._losing: dict[str, RunEvent] = {}
 
     def observe(self, kind: str, pod: dict[str, Any]) -> None:
         """A :class:`~runplane.runtimes.kubernetes.watch.PodWatch` handler."""
@@ -87,12 +89,30 @@ class RunTracker:
         with self._lock:
             self._aborting[uid] = (reason, message)
 
+    def losing(self, key: str, event: RunEvent | None) -> None:
+        """The pod ``key`` is being deleted because its node is gone: its deletion reads as
+        ``event`` (not as someone else's delete); ``None`` calls that off."""
+        with self._lock:
+            if event is None:
+                self._losing.pop(key, None)
+            else:
+                self._losing[key] = event
+
+    def lost(self, key: str) -> None:
+        """Report the pod ``key`` lost, unless its deletion has already said so."""
+        with self._lock:
+            event = self._losing.pop(key, None)
+        self.deliver(key, event)
+
     def deliver(self, key: str, event: RunEvent | None, forget: bool = False) -> None:
         """Publish ``event`` of the pod ``key`` unless it repeats the pod's last one or
         follows its end; ``forget`` drops what is known of a pod that no longer exists."""
         if event is None:
             return
         with self._lock:
+            loss = self._losing.pop(key, None) if forget or event.state.terminal else None
+            if loss is not None and event.reason == POD_DELETED:
+                event = loss
             event = self._as_aborted(event)
             signature = (event.state, event.condition, event.reason, event.message, event.node)
             fresh = key not in self._finished and self._last.get(key) != signature

@@ -116,9 +116,13 @@ class PodWatch:
         page_size: int = 500,
         backoff: Backoff | None = None,
         name: str = "runplane-pod-watch",
+        path: str | None = None,
     ) -> None:
         self._rest = rest
         self.namespace = namespace
+        #: What is listed and watched: the namespace's pods unless told otherwise (the node
+        #: watch gives ``/api/v1/nodes``); the loop is the same for any kind.
+        self.path = path or pods_path(namespace)
         self.label_selector = label_selector
         self._handler = handler
         self._version = resource_version
@@ -167,6 +171,10 @@ class PodWatch:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    def known(self) -> list[dict[str, Any]]:
+        """Every object the loop knows of now, as last seen (a copy; any thread)."""
+        return list(dict(self._known).values())
+
     # -- the loop -------------------------------------------------------------------------
 
     def _run(self) -> None:
@@ -206,7 +214,7 @@ class PodWatch:
             try:
                 page = self._rest.json(
                     "GET",
-                    pods_path(self.namespace),
+                    self.path,
                     query,
                     timeout=(10, max(self._idle_timeout, 30)),
                 )
@@ -244,7 +252,7 @@ class PodWatch:
         began = time.monotonic()
         try:
             response = self._rest.stream(
-                pods_path(self.namespace),
+                self.path,
                 {
                     "labelSelector": self.label_selector,
                     "watch": "true",

@@ -12,6 +12,7 @@ can never fit waits with the reason. Everything the runtime learns leaves as a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -19,6 +20,7 @@ import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from runplane import names
 from runplane.config import PreemptibleNodes, Settings
 from runplane.errors import ConfigError
 from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
@@ -148,6 +150,11 @@ class LocalRuntime:
         self._running: dict[str, LocalRun] = {}
         self._wake = threading.Event()
         self._closed = False
+        #: The attempt of each run held here, which its events carry.
+        self._attempts: dict[str, int] = {}
+        labels = self.node.labels
+        self._group = labels.get(names.NODE_GROUP, "")
+        self._spot = any(labels.get(k) == v for k, v in settings.spot.node_selector.items())
         self._scheduler = threading.Thread(
             target=self._schedule, name="runplane-scheduler", daemon=True
         )
@@ -161,8 +168,20 @@ class LocalRuntime:
         prepare(plan(request, self.settings, self.node.name), request)
 
     def launch(self, request: RunRequest) -> None:
-        """Queue the run; it starts when the machine has room for it."""
+        """Queue the run; it starts when the machine has room for it. A later attempt of a run
+        waits until the one before it has let go of its capacity, and starts with a fresh
+        report (results and errors of the attempt before are not its own)."""
         run = prepare(plan(request, self.settings, self.node.name), request)
+        with self._lock:
+            previous = self._running.get(run.uid)
+        if previous is not None:
+            previous.done.wait(timeout=30)
+        if request.attempt > 1:
+            with contextlib.suppress(OSError):
+                report = run.run_dir / "events.jsonl"
+                report.rename(report.with_name(f"events.{request.attempt - 1}.jsonl"))
+        with self._lock:
+            self._attempts[run.uid] = request.attempt
         fit = evaluate(run.requirements, [self.node])
         if not fit.schedulable:
             run.never_fits = True
@@ -233,6 +252,8 @@ class LocalRuntime:
             self._ledger.release(run.uid)
             with self._lock:
                 self._running.pop(run.uid, None)
+                if self._attempts.get(run.uid) == run.request.attempt:
+                    del self._attempts[run.uid]
             run.done.set()
             self._wake.set()
 
@@ -246,6 +267,8 @@ class LocalRuntime:
         if waiting is not None:
             self._ledger.release(uid)
             self._emit(uid, RunState.ABORTED, reason, message)
+            with self._lock:
+                self._attempts.pop(uid, None)
             waiting.done.set()
             return True
         if running is None:
@@ -325,7 +348,10 @@ class LocalRuntime:
                 condition=_CONDITIONS.get(state),
                 reason=reason,
                 message=message,
+                attempt=self._attempts.get(uid, 1),
                 node=self.node.name,
+                node_group=self._group,
+                spot=self._spot,
                 **extra,
             )
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy import false as sa_false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -31,7 +31,7 @@ class Run(Base):
     requests: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     limits: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     results: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    peak_memory_bytes: Mapped[int] = mapped_column(Integer, default=0)
+    peak_memory_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     cpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
@@ -51,6 +51,10 @@ class Run(Base):
     #: How the run was held where it ran: ``cgroup v1, uid 1000000007 (its own)``, ``watchdog,
     #: uid 0 (runplane's)``; empty until it starts (and for runtimes that do not say).
     isolation: Mapped[str] = mapped_column(String(128), default="", server_default="")
+    #: The attempt the run is on, and while it waits between attempts, when the next is due
+    #: (how that attempt runs is on its row).
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     transitions: Mapped[list[Transition]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="Transition.id"
@@ -93,8 +97,22 @@ class Attempt(Base):
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     reason: Mapped[str] = mapped_column(String(64), default="")
+    failure: Mapped[str] = mapped_column(String(16), default="", server_default="")
+    message: Mapped[str] = mapped_column(Text, default="", server_default="")
+    node_group: Mapped[str] = mapped_column(String(63), default="", server_default="")
+    spot: Mapped[bool | None] = mapped_column(nullable=True)
+    due_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    launched_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    requests: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    limits: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    preemption_mode: Mapped[str] = mapped_column(String(16), default="", server_default="")
+    adjustments: Mapped[str] = mapped_column(Text, default="", server_default="")
+    peak_memory_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    cpu_seconds: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
     run: Mapped[Run] = relationship(back_populates="attempts")
+
+    __table_args__ = (Index("ix_run_attempts_run_number", "run_uid", "number"),)
 
 
 class Artifact(Base):

@@ -1,0 +1,79 @@
+"""``runplane get function NAME --suggest`` and ``runplane cost``: right-sizing and realised
+spot savings, from the records of runs (on the embedded default or the service)."""
+
+from __future__ import annotations
+
+import click
+
+from runplane.cli.runs import _service, get_group, terminal
+
+
+@get_group.command("function")
+@click.argument("name")
+@click.option("--project", default="default", show_default=True)
+@click.option("--suggest", is_flag=True, help="Propose requests and limits from observed usage.")
+@click.option("--runs", "limit", default=100, show_default=True, help="Recent runs to read.")
+def get_function(name: str, project: str, suggest: bool, limit: int) -> None:
+    """Show what a function's recent runs used; with --suggest, the requests and limits that
+    usage suggests (peak x 1.2) and requests far above it."""
+    from rich.table import Table
+
+    from runplane.service.sizing import HEADROOM
+    from runplane.service.sizing import suggest as suggested
+
+    records = [r for r in _service().list_runs(project=project, limit=limit) if r.name == name]
+    if not records:
+        raise click.ClickException(f"no runs of {project}/{name} among the last {limit}")
+    proposal = suggested(records, records[0].requests)
+    table = Table.grid(padding=(0, 2))
+    table.add_row("function", f"{project}/{name}")
+    table.add_row("runs", f"{len(records)} (of the last {limit} in the project)")
+    table.add_row(
+        "requests now", ", ".join(f"{k}={v}" for k, v in records[0].requests.items()) or "-"
+    )
+    table.add_row("limits now", ", ".join(f"{k}={v}" for k, v in records[0].limits.items()) or "-")
+    if proposal is None:
+        table.add_row("usage", "not measured (no attempt recorded its usage)")
+    else:
+        table.add_row(
+            "observed",
+            f"peak memory {proposal.peak_memory_bytes / 2**20:.0f}Mi, peak average cpu "
+            f"{proposal.peak_cores:.2f} cores, over {proposal.attempts} attempts",
+        )
+        if suggest:
+            table.add_row("suggested", f"{proposal.call}  # peak x {HEADROOM:g}")
+        for warning in proposal.warnings:
+            table.add_row("warning", warning)
+    terminal().print(table)
+
+
+@click.command("cost")
+@click.argument("uid", required=False)
+@click.option("--project", help="All recent runs of a project (without UID).")
+@click.option("--limit", default=1000, show_default=True)
+def cost_command(uid: str | None, project: str | None, limit: int) -> None:
+    """What a run (or a project's recent runs) cost, and what on-demand nodes would have cost,
+    from the node-group prices in configuration (service.node_groups.<group>.hourly_price)."""
+    from runplane.config import current
+    from runplane.service.costs import configured, money, run_cost, total_cost
+
+    groups, on_demand = configured(current())
+    if not groups:
+        raise click.ClickException(
+            "no node-group prices are configured; set service.node_groups, e.g. "
+            "{spot: {hourly_price: 0.12, cpu: 8, memory: 32Gi}, on-demand: {hourly_price: 0.38, "
+            "cpu: 8, memory: 32Gi}}"
+        )
+    service = _service()
+    if uid:
+        record = service.get(uid)
+        cost = run_cost(record, groups, on_demand)
+        what = f"run {record.uid}"
+    else:
+        records = service.list_runs(project=project, limit=limit)
+        cost = total_cost(records, groups, on_demand)
+        what = f"{len(records)} runs" + (f" of project {project}" if project else "")
+    if cost is None:
+        click.echo(f"{what}: no cost known")
+        return
+    click.echo(f"{what}: {cost.describe()}; saved {money(cost.savings)}")
