@@ -23,8 +23,6 @@ _spec.loader.exec_module(corpus)
 
 #: Snippets runplane does not run, and the error each fails with.
 NOT_RUNPLANE = {
-    "m08_spark_helpers": "kind: 'spark' is not valid",  # the spark runtime: not built yet
-    "m09_dask_helpers": "kind: 'dask' is not valid",  # the dask runtime: not built yet
     "m10_feature_store": "(the feature store) is not part of runplane",
     "p17_workflow": "workflows (Kubeflow Pipelines) is not part of runplane",
     # The documentation's example passes the file as code_to_function's name: MLRun refuses it

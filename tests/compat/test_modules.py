@@ -19,8 +19,9 @@ def test_runtime_classes_are_function_kinds():
     assert isinstance(job, mlrun.runtimes.BaseRuntime)
     assert mlrun.runtimes.RuntimeKinds.job == "job"
     assert isinstance(mlrun.runtimes.KubejobRuntime(metadata={"name": "made"}), mlrun.Function)
-    with pytest.raises(mlrun.errors.MLRunInvalidArgumentError, match="'dask' is not valid"):
-        mlrun.runtimes.DaskCluster()
+    assert isinstance(mlrun.new_function("d", kind="dask"), mlrun.runtimes.DaskCluster)
+    assert isinstance(mlrun.new_function("m", kind="mpijob"), mlrun.runtimes.MpiRuntimeV1)
+    assert isinstance(mlrun.new_function("s", kind="spark"), mlrun.runtimes.Spark3Runtime)
     assert set(kinds.__all__) == mlrun.runtimes._KIND_NAMES
 
 

@@ -35,7 +35,8 @@ def test_two_ranks_allreduce_and_rank_zero_logs_the_results(
     record = service.wait(service.submit(fn, params={"scale": 10}).uid, timeout=120)
     assert record.state == "completed", record.status_text
     # Ranks 1 and 2 (times 10) sum to 30 on every rank; only rank 0's results are recorded.
-    assert record.results == {"seen_by_rank_0": 30, "total": 30, "world_size": 2, "logging": True}
+    returned = {"total": 30, "world_size": 2, "logging": True}
+    assert record.results == {"seen_by_rank_0": 30, **returned, "return": returned}
     output = service.logs(record.uid)[0].decode()
     assert "rank 0 of 2: total 30" in output
     assert "rank 1 of 2: total 30" in output

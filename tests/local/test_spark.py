@@ -39,8 +39,10 @@ def test_word_count_with_two_executors(
     fn.with_driver_limits(mem="1Gi").with_executor_limits(mem="512Mi", cpu=1)
     record = service.wait(service.submit(fn, params={"path": str(words)}).uid, timeout=240)
     assert record.state == "completed", (record.status_text, service.logs(record.uid)[0][-3000:])
+    counts = {"the": 3, "cat": 2, "dog": 1, "and": 1}
     assert record.results == {
-        "counts": {"the": 3, "cat": 2, "dog": 1, "and": 1},
+        "counts": counts,
+        "return": {"counts": counts},  # what the handler returned, whole, as MLRun records it
         "master": "local[2]",  # two executors, one core each, in local mode
         "driver_memory": "1228m",  # 60% of the run's 2Gi: driver 1Gi + 2 x 512Mi
         "executors": "2",

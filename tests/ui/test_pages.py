@@ -65,8 +65,9 @@ def test_deploy_says_where_serving_functions_go(page: Page, api: httpx.Client) -
     page.get_by_label("Replicas max").fill("4")
     page.get_by_label("Workers").fill("2")
     page.get_by_role("button", name="Deploy").click()
+    # A stored function with no code: refused before a replica starts, saying what is missing.
     expect(page.get_by_role("alert")).to_contain_text(
-        "serving functions are deployed to a Kubernetes cluster"
+        "a serving function needs its code embedded and the handler to call"
     )
 
 

@@ -10,7 +10,7 @@ import httpx
 
 from runplane.config import Settings
 from runplane.errors import InvalidValueError, RunplaneError
-from runplane.spec.function import Function, FunctionKind
+from runplane.spec.function import Function, FunctionKind, check_servable
 
 
 class InvokeError(RunplaneError):
@@ -40,13 +40,7 @@ def deploy_here(fn: Function, settings: Settings) -> dict[str, Any]:
     from runplane.service.embedded import embedded
 
     _serving(fn, "deployed")
-    if not fn.spec.build.source or not fn.spec.handler:
-        raise InvalidValueError(
-            "spec.handler" if fn.spec.build.source else "spec.build.source",
-            fn.spec.handler if fn.spec.build.source else "",
-            "a serving function needs its code embedded and the handler to call",
-            "code_to_function('serve', filename='serve.py', kind='serving', handler='handler')",
-        )
+    check_servable(fn)
     manifests = render(fn, settings).manifests
     applied = embedded(settings).runtime.deploy(manifests)
     url = address(settings, fn.metadata.project, fn.metadata.name)

@@ -24,7 +24,7 @@ from runplane.service.defaults import DefaultsStore, apply_overrides, merge
 from runplane.service.preflight import Placement, check_placement
 from runplane.service.records import RunStore
 from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
-from runplane.spec.function import Function, FunctionKind
+from runplane.spec.function import Function, FunctionKind, check_servable
 from runplane.spec.loaders import new_function
 from runplane.spec.thresholds import check_thresholds
 
@@ -89,6 +89,7 @@ class Server:
                 "only serving functions are deployed; jobs are run",
                 "new_function('serve', kind='serving')",
             )
+        check_servable(fn)
         runtime = self.runs.runtime
         if not runtime.capabilities.deploy:
             raise InvalidValueError(

@@ -226,6 +226,9 @@ class FunctionSpec(SpecModel):
     driver_resources: Resources = pydantic.Field(default_factory=Resources)
     executor_resources: Resources = pydantic.Field(default_factory=Resources)
     nthreads: int | None = pydantic.Field(default=None, ge=1)
+    #: MLRun's switch between a dask cluster on Kubernetes and one in-process; runplane's
+    #: dask client takes its backend's (docs/runtimes.md), so this is recorded only.
+    remote: bool = True
     #: Retries after a failure, the shorthand of ``retry.max_attempts`` (N retries: N + 1
     #: attempts); ``retry`` says which failures and how (``spec/retries.py``).
     retries: int = pydantic.Field(default=0, ge=0, le=MAX_ATTEMPTS - 1)
@@ -382,6 +385,18 @@ class FunctionSpec(SpecModel):
                 f"mounts name volumes that are not defined: {sorted(map(str, unknown))}",
             )
         return self
+
+
+def check_servable(fn: Function) -> None:
+    """A serving function's replicas call its handler from its embedded code: without either,
+    every replica would fail as it starts, so the deploy is refused before any starts."""
+    if not fn.spec.build.source or not fn.spec.handler:
+        raise InvalidValueError(
+            "spec.handler" if fn.spec.build.source else "spec.build.source",
+            fn.spec.handler if fn.spec.build.source else "",
+            "a serving function needs its code embedded and the handler to call",
+            "code_to_function('serve', filename='serve.py', kind='serving', handler='handler')",
+        )
 
 
 def check_kind_rules(kind: FunctionKind, spec: FunctionSpec) -> None:
