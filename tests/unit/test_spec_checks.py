@@ -367,10 +367,10 @@ def test_exported_functions_are_local_files(tmp_path):
         import_function(str(latin))
 
 
-def test_a_function_needs_a_name():
-    with pytest.raises(InvalidValueError, match="a function needs a name"):
-        new_function()
+def test_a_function_without_a_name_takes_its_files_or_its_runs():
+    # As MLRun allows: a nameless function is named by its file, else by its run's handler.
     assert new_function(command="/src/my_job.py").metadata.name == "my-job"
+    assert new_function().metadata.name == ""
 
 
 # -- volumes ------------------------------------------------------------------------------
