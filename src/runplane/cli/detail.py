@@ -13,7 +13,8 @@ def _clock(at: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at)) if at else "-"
 
 
-def _span(seconds: float | None) -> str:
+def span(seconds: float | None) -> str:
+    """A duration as people read it: ``4.2s``, ``3m07s``, ``2h05m``."""
     if seconds is None:
         return "-"
     if seconds < 60:
@@ -22,7 +23,7 @@ def _span(seconds: float | None) -> str:
     return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
-def _mebibytes(amount: int) -> str:
+def mebibytes(amount: int) -> str:
     return f"{amount / 2**20:.0f}Mi" if amount else "-"
 
 
@@ -37,7 +38,7 @@ def attempt_state(attempt: AttemptRecord, now: float) -> str:
     if attempt.started_at is not None:
         return "running"
     if attempt.launched_at is None and attempt.due_at is not None and attempt.due_at > now:
-        return f"due in {_span(attempt.due_at - now)}"
+        return f"due in {span(attempt.due_at - now)}"
     return "pending"
 
 
@@ -84,9 +85,9 @@ def attempts_table(record: RunRecord) -> Any:
             attempt.preemption_mode or "-",
             memory,
             _clock(attempt.started_at),
-            _span(ran),
+            span(ran),
             "-" if attempt.exit_code is None else str(attempt.exit_code),
-            _mebibytes(attempt.peak_memory_bytes),
+            mebibytes(attempt.peak_memory_bytes),
             why or "-",
         )
     return table
@@ -110,7 +111,7 @@ def run_detail(
         "created", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created_at))
     )
     end = record.ended_at or time.time()
-    summary.add_row("duration", _span(end - record.created_at))
+    summary.add_row("duration", span(end - record.created_at))
     summary.add_row(
         "resources",
         f"requests {_pairs(record.requests)}; limits {_pairs(record.limits)}; "
@@ -124,7 +125,7 @@ def run_detail(
         summary.add_row("artifact", f"{artifact['key']}: {artifact['path']}")
     peak, cpu = usage or (record.peak_memory_bytes, record.cpu_seconds)
     summary.add_row(
-        "usage", f"peak memory {_mebibytes(peak)}, cpu {cpu:.2f}s" if peak else "not measured"
+        "usage", f"peak memory {mebibytes(peak)}, cpu {cpu:.2f}s" if peak else "not measured"
     )
     if cost:
         summary.add_row("cost", cost)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from runplane.cli.detail import mebibytes, span
 from runplane.cli.options import (
     WholeNumber,
     apply_resource_options,
@@ -42,19 +43,6 @@ def _service() -> Backend:
     return backend()
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, rest = divmod(int(seconds), 60)
-    return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
-
-
-def _mebibytes(amount: int) -> str:
-    return f"{amount / 2**20:.0f}Mi" if amount else "-"
-
-
 STATE_STYLE = {
     RunState.COMPLETED: "green",
     RunState.ERROR: "red",
@@ -78,7 +66,7 @@ def _summary(record: RunRecord) -> Any:
     if record.status_text:
         table.add_row("status", record.status_text)
     end = record.ended_at or time.time()
-    table.add_row("duration", _duration(end - record.created_at))
+    table.add_row("duration", span(end - record.created_at))
     if record.results:
         table.add_row("results", ", ".join(f"{k}={v}" for k, v in record.results.items()))
     for artifact in record.artifacts:
@@ -86,7 +74,7 @@ def _summary(record: RunRecord) -> Any:
     # Every measured run has a memory peak; none means nothing measured it (a cluster without a
     # metrics source), which is not the same as using nothing.
     usage = (
-        f"peak memory {_mebibytes(record.peak_memory_bytes)}, cpu {record.cpu_seconds:.2f}s"
+        f"peak memory {mebibytes(record.peak_memory_bytes)}, cpu {record.cpu_seconds:.2f}s"
         if record.peak_memory_bytes
         else "not measured"
     )
@@ -174,7 +162,7 @@ def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
             if chunk:
                 live.console.print(chunk, end="", markup=False, highlight=False)
             style = STATE_STYLE[record.state]
-            elapsed = _duration(time.time() - record.created_at)
+            elapsed = span(time.time() - record.created_at)
             if console.is_terminal:
                 live.update(
                     Text.assemble(
@@ -235,8 +223,8 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
             record.reason,
             str(record.attempt),
             time.strftime("%m-%d %H:%M:%S", time.localtime(record.created_at)),
-            _duration(end - record.created_at),
-            _mebibytes(record.peak_memory_bytes),
+            span(end - record.created_at),
+            mebibytes(record.peak_memory_bytes),
             f"{record.cpu_seconds:.2f}",
         )
     terminal().print(table)
