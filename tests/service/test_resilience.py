@@ -94,7 +94,7 @@ def test_a_run_killed_for_memory_completes_with_more(client, tmp_path):
     uid = submit(client, fn, params={"mib": 300})
     run = wait_state(client, uid, ENDED, timeout=120)
     assert run["state"] == "completed", run["status_text"]
-    assert run["results"] == {"held_mib": 300}
+    assert run["results"] == {"held_mib": 300, "return": {"held_mib": 300}}
     attempts = run["attempts"]
     assert [a["failure"] for a in attempts[:-1]] == ["oom"] * (len(attempts) - 1)
     assert attempts[0]["exit_code"] == 137
@@ -154,7 +154,7 @@ def test_a_running_threshold_stop_is_retried_as_a_deadline(client, tmp_path):
     )
     run = wait_state(client, uid, ENDED)
     assert run["state"] == "completed", run["status_text"]
-    assert run["results"] == {"attempt": 2}
+    assert run["results"] == {"attempt": 2, "return": {"attempt": 2}}
     first, second = run["attempts"]
     assert (first["failure"], first["reason"]) == ("deadline", "ThresholdExceeded")
     assert second["reason"] == "Completed"
@@ -230,7 +230,7 @@ def test_a_service_killed_between_attempts_launches_the_next_once(service_enviro
             assert time.monotonic() < deadline, run
             time.sleep(0.1)
         assert run["state"] == "completed", run["status_text"]
-        assert run["results"] == {"attempt": 2}
+        assert run["results"] == {"attempt": 2, "return": {"attempt": 2}}
         assert [(a["number"], a["failure"]) for a in run["attempts"]] == [(1, "error"), (2, "")]
         assert ledger.read_text() == "1\n2\n"  # attempt 2 ran once, attempt 1 never again
     finally:
@@ -279,7 +279,8 @@ def test_a_checkpointing_handler_resumes_after_a_failure(client, tmp_path):
     uid = submit(client, fn)
     run = wait_state(client, uid, ENDED)
     assert run["state"] == "completed", run["status_text"]
-    assert run["results"] == {"resumed_from": 3, "attempt": 2}
+    returned = {"resumed_from": 3, "attempt": 2}
+    assert run["results"] == {**returned, "return": returned}
     first, second = run["attempts"]
     assert (first["failure"], first["exit_code"]) == ("error", 1)
     assert "induced failure at step 3" in first["message"]

@@ -127,6 +127,8 @@ def run_detail(
     summary.add_row(
         "usage", f"peak memory {mebibytes(peak)}, cpu {cpu:.2f}s" if peak else "not measured"
     )
+    if record.isolation:
+        summary.add_row("isolation", record.isolation)
     if cost:
         summary.add_row("cost", cost)
     transitions = Table(box=None, header_style="bold", pad_edge=False)
