@@ -422,3 +422,45 @@ def test_a_running_run_holds_its_requests_on_the_node(service, real_node, tmp_pa
     assert before["memory"] - during["memory"] == 96 * 2**20
     assert service.http.post(f"{service.url}/runs/{uid}/abort").status_code == 200
     service.wait(uid, {"aborted"})
+
+
+def test_an_evicted_attempt_checkpoints_in_its_grace_period_and_the_next_resumes(
+    service, core, shared_dir, tmp_path
+):
+    """SIGTERM reaches the handler in the pod: its preemption callback writes a checkpoint on
+    the volume within the grace period, and the retried attempt finds it."""
+    code = (
+        "import time\n"
+        "def handler(context):\n"
+        "    last = context.last_checkpoint\n"
+        "    if last is not None:\n"
+        "        with open(last) as f:\n"
+        "            return {'resumed_from': f.read(), 'attempt': context.attempt}\n"
+        "    context.on_preemption(lambda: context.save_checkpoint('step', 'step-7'))\n"
+        "    print('working', flush=True)\n"
+        "    while True:\n"
+        "        time.sleep(0.1)\n"
+    )
+    fn = (
+        with_data(function(tmp_path, code))
+        .with_checkpoints(path="/data/ckpt/{{run.uid}}", grace_period_seconds=20)
+        .with_retries(max_attempts=2, on=["preempted"], backoff="1s")
+    )
+    uid = service.submit(fn)
+    service.wait(uid, {"running"})
+    deadline = time.monotonic() + 60
+    while "working" not in service.output(uid):  # the callback is in place
+        assert time.monotonic() < deadline, service.output(uid)
+        time.sleep(0.1)
+    (pod,) = pods_of(core, service, uid)
+    core.create_namespaced_pod_eviction(
+        pod.metadata.name,
+        service.namespace,
+        {"metadata": {"name": pod.metadata.name, "namespace": service.namespace}},
+    )
+    run = service.wait(uid, {"completed", "error", "aborted"}, timeout=120)
+    assert run["state"] == "completed", run
+    assert run["results"]["resumed_from"] == "step-7"
+    assert run["results"]["attempt"] == 2
+    assert (shared_dir / "ckpt" / uid / "step").read_text() == "step-7"
+    assert len(run["attempts"]) == 2
