@@ -28,7 +28,6 @@ from runplane.spec.labels import (
     check_labels,
     normalize_name,
 )
-from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import (
     COMPUTE,
     Resources,
@@ -37,7 +36,7 @@ from runplane.spec.resources import (
     gpu_entries,
 )
 from runplane.spec.retries import MAX_ATTEMPTS, RetryPolicy, patched
-from runplane.spec.roles import RoleResources, check_roles
+from runplane.spec.roles import RoleResources, check_roles, compute_quantities
 from runplane.spec.scheduling import (
     PreemptionMode,
     check_affinity,
@@ -492,7 +491,7 @@ class Function(SpecModel, RoleResources):
 
         Without ``patch`` the requests are replaced by exactly the keys given.
         """
-        given = _compute(mem=mem, cpu=cpu, call="with_requests")
+        given = compute_quantities(mem=mem, cpu=cpu, call="with_requests")
         requests = {**self.spec.resources.requests, **given} if patch else given
         return self._replace("resources", requests=requests)  # Resources checks request <= limit
 
@@ -505,7 +504,7 @@ class Function(SpecModel, RoleResources):
         patch: bool = False,
     ) -> Function:
         """Set the most the function may use; GPUs are requested equal to their limit."""
-        given: dict[str, Any] = _compute(mem=mem, cpu=cpu, call="with_limits")
+        given: dict[str, Any] = compute_quantities(mem=mem, cpu=cpu, call="with_limits")
         if gpus is not None:
             given[check_gpu_type("with_limits(gpu_type=...)", gpu_type)] = check_gpu_count(
                 "with_limits(gpus=...)", gpus
@@ -925,14 +924,3 @@ class Function(SpecModel, RoleResources):
         if worker_timeout is not None:
             http["worker_timeout"] = worker_timeout
         return self._replace("spec", http=http)
-
-
-def _compute(mem: Any, cpu: Any, call: str) -> dict[str, Any]:
-    given: dict[str, Any] = {}
-    if mem is not None:
-        parse_quantity(f"{call}(mem=...)", mem, "memory")
-        given["memory"] = mem
-    if cpu is not None:
-        parse_quantity(f"{call}(cpu=...)", cpu, "cpu")
-        given["cpu"] = cpu
-    return given

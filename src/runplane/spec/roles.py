@@ -46,7 +46,7 @@ class RoleResources:
     def _role_requests(self, role: str, mem: Any, cpu: Any, patch: bool) -> Function:
         call = f"with_{role}_requests"
         self._require_role(role, call)
-        given = _compute(mem, cpu, call)
+        given = compute_quantities(mem, cpu, call)
         current = getattr(self.spec, f"{role}_resources")
         requests = {**current.requests, **given} if patch else given
         return self._replace(f"{role}_resources", requests=requests)
@@ -56,7 +56,7 @@ class RoleResources:
     ) -> Function:
         call = f"with_{role}_limits"
         self._require_role(role, call)
-        given: dict[str, Any] = _compute(mem, cpu, call)
+        given: dict[str, Any] = compute_quantities(mem, cpu, call)
         if gpus is not None:
             given[check_gpu_type(f"{call}(gpu_type=...)", gpu_type)] = check_gpu_count(
                 f"{call}(gpus=...)", gpus
@@ -149,7 +149,8 @@ class RoleResources:
         return self._role_limits("executor", mem, cpu, gpus, gpu_type, patch)
 
 
-def _compute(mem: Any, cpu: Any, call: str) -> dict[str, Any]:
+def compute_quantities(mem: Any, cpu: Any, call: str) -> dict[str, Any]:
+    """The memory and CPU a ``with_*requests/limits`` call gives, each checked as a quantity."""
     given: dict[str, Any] = {}
     if mem is not None:
         parse_quantity(f"{call}(mem=...)", mem, "memory")
