@@ -253,6 +253,10 @@ class Local(pydantic.BaseModel):
     #: Which user runs run as: ``per-run``, a uid of its own for each run (root only);
     #: ``same``, runplane's own; ``auto``, per-run under ``runplane serve`` as root, else same.
     run_users: Literal["auto", "per-run", "same"] = "auto"
+    #: How a run's process starts (docs/local.md): ``warm``, forked from a pre-imported
+    #: interpreter (a few milliseconds); ``fresh``, a new interpreter per run (tens of them),
+    #: for code that needs a pristine one.
+    launcher: Literal["warm", "fresh"] = "warm"
     #: The uids leased to runs, one per running run, as ``FIRST-LAST``: a range no account uses.
     run_uids: str = "1000000000-1000065535"
     #: The Python interpreter that runs' processes use; runplane's own when unset. Runs under

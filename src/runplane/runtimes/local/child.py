@@ -54,10 +54,12 @@ def _bootstrap() -> ModuleType:
     return bootstrap
 
 
-def main(run_dir: Path) -> int:
+def main(run_dir: Path, parent: int | None = None) -> int:
+    """Run the run of ``run_dir``; ``parent`` is the process whose end ends it (the executor's,
+    or the warm launcher's server, :mod:`forkserver`)."""
     os.umask(0o077)  # what the run writes (results, artifacts, files) is its owner's only
     spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
-    _die_with_executor(spec["executor_pid"])
+    _die_with_executor(spec["executor_pid"] if parent is None else parent)
     if spec.get("no_new_privileges"):
         _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     if spec.get("cpu_ids") and hasattr(os, "sched_setaffinity"):

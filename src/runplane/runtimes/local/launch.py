@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,9 +30,13 @@ from runplane.runs import Usage
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.local.cgroups import RunGroup
 from runplane.runtimes.local.ledger import Claim, Grant
+from runplane.runtimes.local.process import FreshProcess, RunProcess
 from runplane.runtimes.local.users import RunUser, RunUsers
+from runplane.runtimes.local.warm import LauncherUnavailable, WarmLauncher
 from runplane.runtimes.output import OUTPUT, private_dir, run_dir
 from runplane.spec.bounds import MAX_ENV_VALUE_BYTES
+
+log = logging.getLogger(__name__)
 
 #: Resources this machine offers runs.
 OFFERED = ("cpu", "memory", names.GPU)
@@ -53,7 +59,9 @@ class LocalRun:
     never_fits: bool = False
     #: (reason, message) once an abort is asked for.
     abort: tuple[str, str] | None = None
-    process: subprocess.Popen[bytes] | None = None
+    process: RunProcess | None = None
+    #: Why the run's process was started fresh, not forked warm ("": warm).
+    fresh: str = ""
     #: The highest memory use seen so far, in bytes (by the watchdog; a cgroup counts its own).
     peak_memory: int = 0
     done: threading.Event = field(default_factory=threading.Event)
@@ -287,6 +295,16 @@ def environment(run: LocalRun, grant: Grant, settings: Settings) -> dict[str, st
     }
 
 
+def server_environment(settings: Settings) -> dict[str, str]:
+    """The warm launcher's server's environment: only what every run inherits anyway, so no
+    secret of runplane's sits in the memory its children start with."""
+    inherited = (*INHERITED, *settings.local.inherit_env)
+    return {
+        **{name: os.environ[name] for name in inherited if name in os.environ},
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
 def _private_file(path: Path, append: bool = True) -> int:
     """A descriptor of ``path`` for writing, created readable by its owner only."""
     mode = os.O_APPEND if append else os.O_TRUNC
@@ -299,6 +317,25 @@ _GATE = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
 CHILD = Path(__file__).resolve().parent / "child.py"
 
 
+#: Variables of a run's environment that an interpreter reads only as it starts (beyond
+#: ``PYTHONPATH``, which the warm launcher applies): a run that sets one starts fresh.
+STARTUP_ONLY = ("PYTHONHASHSEED", "PYTHONHOME", "PYTHONOPTIMIZE", "PYTHONSAFEPATH", "PYTHONUTF8")
+
+
+def needs_fresh(run: LocalRun, env: Mapping[str, str]) -> str:
+    """Why the run must start in a fresh interpreter ("" when a warm one serves): another
+    program starts it (an mpijob's ``mpirun``), or its environment sets what only an
+    interpreter's start reads (``PYTHON*`` options, the locale)."""
+    if run.launcher:
+        return "its processes are started by " + Path(run.launcher[0]).name
+    for name in env:
+        if name.startswith("PYTHON") and name not in ("PYTHONPATH", "PYTHONUNBUFFERED"):
+            return f"its environment sets {name}, which Python reads only as it starts"
+        if name in ("LANG", "LC_ALL", "LC_CTYPE") and env[name] != os.environ.get(name):
+            return f"its environment sets {name}, which Python reads only as it starts"
+    return ""
+
+
 def spawn(
     run: LocalRun,
     grant: Grant,
@@ -306,9 +343,13 @@ def spawn(
     *,
     pin: bool,
     user: RunUser | None,
-) -> subprocess.Popen[bytes]:
-    """Start the run's process, held at its gate (see :func:`open_gate`), in its own session,
-    as ``user`` (runplane's own when ``None``), output to ``output.log`` in its directory.
+    group: RunGroup | None,
+    warm: WarmLauncher | None,
+) -> RunProcess:
+    """Start the run's process, in ``group`` (when given) before it runs anything, in its own
+    session, as ``user`` (runplane's own when ``None``), output to ``output.log`` in its
+    directory: forked by ``warm``'s server when given and the run allows it, else a fresh
+    interpreter held at a gate until it is in its group.
 
     The run's directory and what runplane writes there are its owner's only (0700, 0600),
     and the run's process starts with umask 077 so that its own files are too. ``pin``
@@ -335,10 +376,27 @@ def spawn(
         if not link.exists():
             link.symlink_to(local)
     RunUsers.hand_over(run.run_dir, user, [*own, run.run_dir / "spec.json"])
+    env = environment(run, grant, settings)
+    why_fresh = needs_fresh(run, env)
+    if warm is not None and not why_fresh:
+        try:
+            return warm.start(
+                {
+                    "run_dir": str(run.run_dir),
+                    "join": group.joins() if group is not None else [],
+                    "env": env,
+                    "uid": None if user is None else user.uid,
+                    "gid": None if user is None else user.gid,
+                }
+            )
+        except LauncherUnavailable as error:
+            log.warning("run %s starts fresh: %s", run.uid, error)
+            why_fresh = str(error)
+    run.fresh = why_fresh or "local.launcher is fresh"
     python = str(settings.local.python or sys.executable)
-    log = _private_file(run.run_dir / OUTPUT)
+    log_fd = _private_file(run.run_dir / OUTPUT)
     try:
-        return subprocess.Popen(
+        popen = subprocess.Popen(
             [
                 "/bin/sh",
                 "-c",
@@ -347,9 +405,9 @@ def spawn(
                 str(run.run_dir),
             ],
             stdin=subprocess.PIPE,
-            stdout=log,
+            stdout=log_fd,
             stderr=subprocess.STDOUT,
-            env=environment(run, grant, settings),
+            env=env,
             cwd=work,
             start_new_session=True,
             user=None if user is None else user.uid,
@@ -357,7 +415,18 @@ def spawn(
             extra_groups=None if user is None else [],
         )
     finally:
-        os.close(log)
+        os.close(log_fd)
+    process = FreshProcess(popen)
+    if group is not None:
+        try:
+            group.add(popen.pid)  # before it runs anything: all it starts is inside
+        except BaseException:
+            popen.kill()
+            process.wait()
+            process.close()
+            raise
+    open_gate(popen)
+    return process
 
 
 def open_gate(process: subprocess.Popen[bytes]) -> None:

@@ -29,11 +29,12 @@ from runplane.runtimes.contract import Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.local.cgroups import Hierarchy, Unavailable, open_hierarchy
 from runplane.runtimes.local.gang import prepare
-from runplane.runtimes.local.launch import CHILD, LocalRun, plan
+from runplane.runtimes.local.launch import CHILD, LocalRun, plan, server_environment
 from runplane.runtimes.local.ledger import Grant, Ledger
 from runplane.runtimes.local.node import detect_capacity, local_node
 from runplane.runtimes.local.supervise import Supervisor
 from runplane.runtimes.local.users import RunUsers
+from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable
 from runplane.runtimes.output import OUTPUT, read_output, run_dir
 
@@ -142,8 +143,24 @@ class LocalRuntime:
         )
         self._events = EventChannel()
         self._processes = ProcessTable(max_age=settings.local.poll_interval)
+        self._warm = (
+            WarmLauncher(str(settings.local.python or sys.executable), server_environment(settings))
+            if settings.local.launcher == "warm"
+            else None
+        )
+        self.isolation += (
+            "; runs forked from a warm, pre-imported interpreter (local.launcher: warm)"
+            if self._warm
+            else "; a fresh interpreter per run (local.launcher: fresh)"
+        )
         self._supervisor = Supervisor(
-            self._processes, settings, self.node.name, self._emit, self._hierarchy, self._users
+            self._processes,
+            settings,
+            self.node.name,
+            self._emit,
+            self._hierarchy,
+            self._users,
+            self._warm,
         )
         self._lock = threading.Lock()
         self._waiting: dict[str, LocalRun] = {}
@@ -299,6 +316,8 @@ class LocalRuntime:
             self.abort(run.uid, "Aborted", message)
         for run in running:
             run.done.wait(timeout=10)
+        if self._warm is not None:
+            self._warm.close()
         if self._hierarchy is not None:
             self._hierarchy.close()
         self._events.close()

@@ -17,7 +17,6 @@ import logging
 import os
 import select
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,9 +24,11 @@ from typing import Any, Protocol
 from runplane.config import Settings
 from runplane.runs import RunState, Usage
 from runplane.runtimes.local.cgroups import Counters, Hierarchy, Limits, RunGroup
-from runplane.runtimes.local.launch import LocalRun, open_gate, spawn
+from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
+from runplane.runtimes.local.process import RunProcess
 from runplane.runtimes.local.users import RunUser, RunUsers
+from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable, started_at
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class Supervisor:
         report: Report,
         hierarchy: Hierarchy | None,
         users: RunUsers,
+        warm: WarmLauncher | None = None,
     ) -> None:
         self.processes = processes
         self.settings = settings
@@ -66,6 +68,8 @@ class Supervisor:
         self.report = report
         self.hierarchy = hierarchy
         self.users = users
+        #: Where runs' processes are forked from (``None``: each starts a fresh interpreter).
+        self.warm = warm
 
     def run(self, run: LocalRun, grant: Grant) -> None:
         """Start the run's process, hold it to its end, and report that end."""
@@ -86,7 +90,7 @@ class Supervisor:
             RunUsers.release(user)
             run.close_wake()
 
-    def _started(self, run: LocalRun, process: subprocess.Popen[bytes]) -> None:
+    def _started(self, run: LocalRun, process: RunProcess) -> None:
         self.report(
             run.uid,
             RunState.RUNNING,
@@ -108,15 +112,11 @@ class Supervisor:
             pids=self.settings.local.pids_limit,
         )
         group = run.group = hierarchy.create(f"run-{run.uid}", limits)
+        process: RunProcess | None = None
         try:
-            process = run.process = spawn(run, grant, self.settings, pin=False, user=user)
-            try:
-                group.add(process.pid)  # before it runs anything: all it starts is inside
-            except BaseException:
-                process.kill()
-                process.wait()
-                raise
-            open_gate(process)
+            process = run.process = spawn(
+                run, grant, self.settings, pin=False, user=user, group=group, warm=self.warm
+            )
             self._started(run, process)
             returncode = self._await_exit(run, process, group)
             group.kill()  # whatever the run left behind ends with it, as with a pod
@@ -124,6 +124,8 @@ class Supervisor:
         finally:
             run.usage_so_far = Usage(*_usage(group))
             run.group = None
+            if process is not None:
+                process.close()
             try:
                 group.kill()
                 group.remove()
@@ -135,45 +137,44 @@ class Supervisor:
             return
         self._ended(run, process.pid, returncode, usage, _verdict(run, returncode, counters))
 
-    def _await_exit(self, run: LocalRun, process: subprocess.Popen[bytes], group: RunGroup) -> int:
+    def _await_exit(self, run: LocalRun, process: RunProcess, group: RunGroup) -> int:
         """Sleep until the run's first process exits, killing the group if an abort comes
         first; returns the process's return code (negative: killed by that signal)."""
         wake = run.open_wake()
-        pidfd = os.pidfd_open(process.pid)
-        try:
-            poller = select.poll()
-            poller.register(pidfd, select.POLLIN)
-            poller.register(wake, select.POLLIN)
-            killed = False
-            while True:
-                if run.abort is not None and not killed:
-                    group.kill()
-                    killed = True
-                if any(fd == pidfd for fd, _ in poller.poll()):
-                    break
-                with contextlib.suppress(BlockingIOError):
-                    os.eventfd_read(wake)
-        finally:
-            os.close(pidfd)
-        _, status = os.waitpid(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        return process.returncode
+        exited = process.fileno()
+        poller = select.poll()
+        poller.register(exited, select.POLLIN)
+        poller.register(wake, select.POLLIN)
+        killed = False
+        while True:
+            if run.abort is not None and not killed:
+                process.kill()  # a warm process may not have joined its group yet
+                group.kill()
+                killed = True
+            if any(fd == exited for fd, _ in poller.poll()):
+                break
+            with contextlib.suppress(BlockingIOError):
+                os.eventfd_read(wake)
+        return process.wait().returncode
 
     # -- under the watchdog ---------------------------------------------------------------
 
     def _watch(self, run: LocalRun, grant: Grant, user: RunUser | None) -> None:
-        process = run.process = spawn(run, grant, self.settings, pin=True, user=user)
-        open_gate(process)
+        # Fresh, never warm: the watchdog finds a run's escaped processes (a ``setsid``
+        # daemon) by the run's uid in the environment they started with, and a forked
+        # process's ``/proc/<pid>/environ`` is its server's.
+        process = run.process = spawn(
+            run, grant, self.settings, pin=True, user=user, group=None, warm=None
+        )
         since = started_at(process.pid)
         self._started(run, process)
         reason, message, cpu_seconds = "", "", 0.0
         owner = user.uid if user else None
         while True:
-            pid, status, rusage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                process.returncode = os.waitstatus_to_exitcode(status)
-                cpu_seconds = rusage.ru_utime + rusage.ru_stime
-                run.peak_memory = max(run.peak_memory, rusage.ru_maxrss * 1024)
+            exit = process.poll()
+            if exit is not None:
+                cpu_seconds = exit.cpu_seconds
+                run.peak_memory = max(run.peak_memory, exit.peak_memory)
                 break
             rss = self.processes.rss(process.pid)
             run.peak_memory = max(run.peak_memory, rss)
@@ -190,11 +191,12 @@ class Supervisor:
             time.sleep(self.interval)
         # Whatever the run left behind ends with it, as a pod's processes end with the pod.
         self.processes.kill(process.pid, run.uid, since, owner)
+        process.close()
         usage = Usage(run.peak_memory, cpu_seconds)
         if reason == "Aborted":
             self._aborted(run, usage)
             return
-        self._ended(run, process.pid, process.returncode, usage, (reason, message))
+        self._ended(run, process.pid, exit.returncode, usage, (reason, message))
 
     # -- reporting ------------------------------------------------------------------------
 

@@ -69,6 +69,11 @@ class RunGroup(ABC):
         """Move ``pid`` (the run's first process, before it runs anything) into the group."""
 
     @abstractmethod
+    def joins(self) -> list[str]:
+        """The files a process writes its own pid to, to move itself into the group (a run's
+        process forked by the warm launcher does, before it runs anything)."""
+
+    @abstractmethod
     def counters(self) -> Counters:
         """The kernel's counters for the group so far."""
 

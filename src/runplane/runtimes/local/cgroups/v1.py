@@ -61,6 +61,9 @@ class V1Group(RunGroup):
         for directory in self._dirs.values():
             write(directory / "cgroup.procs", pid)
 
+    def joins(self) -> list[str]:
+        return [str(directory / "cgroup.procs") for directory in self._dirs.values()]
+
     def counters(self) -> Counters:
         memory, cpuacct, pids = self._dirs["memory"], self._dirs["cpuacct"], self._dirs["pids"]
         return Counters(

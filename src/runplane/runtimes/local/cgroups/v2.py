@@ -48,6 +48,9 @@ class V2Group(RunGroup):
     def add(self, pid: int) -> None:
         write(self._dir / "cgroup.procs", pid)
 
+    def joins(self) -> list[str]:
+        return [str(self._dir / "cgroup.procs")]
+
     def counters(self) -> Counters:
         return Counters(
             peak_memory=number(self._dir / "memory.peak"),

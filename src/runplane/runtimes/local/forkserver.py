@@ -1,0 +1,204 @@
+"""The warm launcher's server: a pre-imported interpreter that forks one process per run.
+
+Started by runplane (:mod:`runplane.runtimes.local.warm`) as
+``python .../runtimes/local/forkserver.py FD`` with a clean environment, it imports what every
+run needs (``child.py`` and :mod:`runplane.bootstrap`) once and then waits on the socket ``FD``
+for requests, one JSON line each. For each it forks; the parent answers the child's pid and
+goes back to waiting, and reports each child's exit (its wait status and resource use) as soon
+as ``SIGCHLD`` says so. The child unwinds out of the serving loop, so the interpreter that runs
+the handler ends as a fresh one does: non-daemon threads are joined, ``atexit`` runs, output is
+flushed. The child is held until the server has moved it into the run's cgroup; then, before
+the handler's module is imported, it opens its log, takes the run's environment, and drops to
+the run's user (no groups, no new privileges).
+
+The server never runs a handler's code itself, so what one run does to its interpreter (a crash,
+``os._exit``, a thread left running, a changed global) stays in that run's process. Like
+``child.py`` it needs only the standard library.
+
+``multiprocessing``'s forkserver is not used: it starts its server with the caller's whole
+environment (a service's tokens would sit in every run's memory), is one per process shared with
+the caller's own code, and its children import the caller's ``__main__`` again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+_PR_SET_DUMPABLE = 4
+
+
+def _load_child() -> ModuleType:
+    """``child.py``, by its path: this program runs as a script in any Python 3.9+."""
+    spec = importlib.util.spec_from_file_location("runplane_local_child", _HERE / "child.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _send(connection: socket.socket, message: dict[str, Any]) -> None:
+    connection.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _reap(connection: socket.socket) -> None:
+    """Report every child that has exited: pid, wait status, CPU seconds and peak RSS."""
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send(
+            connection,
+            {
+                "exited": pid,
+                "status": status,
+                "cpu": usage.ru_utime + usage.ru_stime,
+                "rss": usage.ru_maxrss * 1024,
+            },
+        )
+
+
+def serve(connection: socket.socket) -> dict[str, Any] | None:
+    """Fork a child per request until runplane hangs up (then ``None``); in a child, return
+    the request it is to run."""
+    wake_read, wake_write = os.pipe()
+    for fd in (wake_read, wake_write):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    pending = b""
+    while True:
+        ready, _, _ = select.select([connection.fileno(), wake_read], [], [])
+        if wake_read in ready:
+            while True:
+                try:
+                    if not os.read(wake_read, 512):
+                        break
+                except BlockingIOError:
+                    break
+            _reap(connection)
+        if connection.fileno() not in ready:
+            continue
+        data = connection.recv(1 << 16)
+        if not data:
+            return None
+        pending += data
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            request = json.loads(line)
+            gate_read, gate_write = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(gate_write)
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(wake_read)
+                os.close(wake_write)
+                connection.close()
+                go = os.read(gate_read, 1)  # held until it is in the run's cgroup
+                os.close(gate_read)
+                if go != b"g":
+                    os._exit(125)
+                return dict(request)
+            os.close(gate_read)
+            try:
+                _join(request["join"], pid)
+            except OSError as error:
+                os.kill(pid, signal.SIGKILL)
+                _send(connection, {"id": request["id"], "error": f"into its cgroup: {error}"})
+            else:
+                os.write(gate_write, b"g")
+                _send(connection, {"id": request["id"], "pid": pid})
+            finally:
+                os.close(gate_write)
+
+
+def _join(files: list[str], pid: int) -> None:
+    """Move ``pid`` into the run's cgroup (each controller's, on v1)."""
+    for name in files:
+        with open(name, "w", encoding="utf-8") as file:
+            file.write(str(pid))
+
+
+def _output(run_dir: Path) -> None:
+    """Standard output and error to the run's log, standard input from nowhere."""
+    log = os.open(
+        run_dir / "output.log",
+        os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o600,
+    )
+    null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+
+
+def _become(uid: int | None, gid: int | None, child: ModuleType) -> None:
+    """Drop to the run's user: no supplementary groups, no new privileges. The process stays
+    dumpable (as one started by ``exec`` is), so it can read its own ``/proc/self``."""
+    if uid is None or gid is None:
+        return
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+    child._prctl(child._PR_SET_NO_NEW_PRIVS, 1)
+    child._prctl(_PR_SET_DUMPABLE, 1)
+
+
+def run(request: dict[str, Any], child: ModuleType, server: int) -> int:
+    """In the forked child of ``server``: become the run's process, then run its handler as
+    ``child.py`` would."""
+    try:
+        os.setsid()
+        run_dir = Path(request["run_dir"])
+        _output(run_dir)
+    except OSError as error:
+        sys.stderr.write(f"runplane: the run's process could not be prepared: {error}\n")
+        return 125
+    env: dict[str, str] = request["env"]
+    os.environ.clear()
+    os.environ.update(env)
+    if hasattr(time, "tzset"):
+        time.tzset()
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[0:0] = extra
+    _become(request.get("uid"), request.get("gid"), child)
+    sys.argv = [str(_HERE / "child.py"), str(run_dir)]
+    code: int = child.main(run_dir, parent=server)
+    return code
+
+
+def main() -> int:
+    if sys.path and Path(sys.path[0]).resolve() == _HERE:
+        del sys.path[0]  # as for child.py: this directory's modules are not the handler's
+    child = _load_child()
+    child._prctl(child._PR_SET_PDEATHSIG, signal.SIGKILL)  # runplane gone: so is the server
+    child._bootstrap()  # what every run imports, once
+    connection = socket.socket(fileno=int(sys.argv[1]))
+    server = os.getpid()
+    _send(connection, {"ready": server})
+    request = serve(connection)
+    if request is None:
+        return 0
+    return run(request, child, server)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

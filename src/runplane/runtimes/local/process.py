@@ -1,0 +1,89 @@
+"""A run's first process as its supervisor holds it, however it was started.
+
+A fresh process is runplane's own child: a ``pidfd`` says when it exits, ``wait4`` reaps it. A
+warm one is the fork server's child (:mod:`~runplane.runtimes.local.warm`): the server reaps it
+and its exit is pushed here. Either way the supervisor sleeps on :meth:`RunProcess.fileno`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import subprocess
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """How a run's first process ended: its return code (negative: killed by that signal), its
+    CPU seconds and peak resident memory (with its waited-for children's)."""
+
+    returncode: int
+    cpu_seconds: float = 0.0
+    peak_memory: int = 0
+
+
+class RunProcess(Protocol):
+    pid: int
+
+    def fileno(self) -> int:
+        """A descriptor that becomes readable when the process exits."""
+
+    def poll(self) -> Exit | None:
+        """Its exit if it has exited, else ``None``."""
+
+    def wait(self) -> Exit:
+        """Block until it exits."""
+
+    def kill(self) -> None:
+        """Send it SIGKILL if it has not exited."""
+
+    def close(self) -> None:
+        """Let go of the descriptors held for it."""
+
+
+class FreshProcess:
+    """A run's process started anew by runplane (``subprocess``), reaped by runplane."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self._fd = os.pidfd_open(popen.pid)  # ours and not yet reaped: it is this process
+        self._exit: Exit | None = None
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def _reap(self, options: int) -> Exit | None:
+        if self._exit is None:
+            pid, status, usage = os.wait4(self.pid, options)
+            if pid == 0:
+                return None
+            self.popen.returncode = os.waitstatus_to_exitcode(status)
+            self._exit = Exit(
+                self.popen.returncode, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+            )
+        return self._exit
+
+    def poll(self) -> Exit | None:
+        return self._reap(os.WNOHANG)
+
+    def wait(self) -> Exit:
+        exit = self._reap(0)
+        assert exit is not None
+        return exit
+
+    def kill(self) -> None:
+        if self._exit is None:
+            self.popen.kill()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+def wait_readable(fd: int) -> None:
+    """Sleep until ``fd`` is readable."""
+    select.select([fd], [], [])
