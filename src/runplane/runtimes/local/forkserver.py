@@ -5,11 +5,11 @@ Started by runplane (:mod:`runplane.runtimes.local.warm`) as
 run needs (``child.py`` and :mod:`runplane.bootstrap`) once and then waits on the socket ``FD``
 for requests, one JSON line each. For each it forks; the parent answers the child's pid and
 goes back to waiting, and reports each child's exit (its wait status and resource use) as soon
-as ``SIGCHLD`` says so. The child unwinds out of the serving loop, so the interpreter that runs
-the handler ends as a fresh one does: non-daemon threads are joined, ``atexit`` runs, output is
-flushed. The child is held until the server has moved it into the run's cgroup; then, before
-the handler's module is imported, it opens its log, takes the run's environment, and drops to
-the run's user (no groups, no new privileges).
+as ``SIGCHLD`` says so. The child is held until the server has moved it into the run's cgroup;
+then it leaves the serving loop and, before the handler's module is imported, opens its log,
+takes the run's environment and drops to the run's user (no groups, no new privileges). It ends
+as a fresh interpreter does: non-daemon threads are joined, ``atexit`` runs, output is flushed
+(but the interpreter is not torn down object by object: see :func:`_end`).
 
 The server never runs a handler's code itself, so what one run does to its interpreter (a crash,
 ``os._exit``, a thread left running, a changed global) stays in that run's process. Like
@@ -22,6 +22,9 @@ the caller's own code, and its children import the caller's ``__main__`` again.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import gc
 import importlib.util
 import json
 import os
@@ -29,10 +32,13 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 _HERE = Path(__file__).resolve().parent
 _PR_SET_DUMPABLE = 4
@@ -186,6 +192,7 @@ def run(request: dict[str, Any], child: ModuleType, server: int) -> int:
 
 
 def main() -> int:
+    """Serve runplane (0 when it hangs up); in a forked child, run the request and exit."""
     if sys.path and Path(sys.path[0]).resolve() == _HERE:
         del sys.path[0]  # as for child.py: this directory's modules are not the handler's
     child = _load_child()
@@ -194,10 +201,41 @@ def main() -> int:
     connection = socket.socket(fileno=int(sys.argv[1]))
     server = os.getpid()
     _send(connection, {"ready": server})
+    gc.freeze()  # what is imported stays shared: a child's collector never touches (copies) it
     request = serve(connection)
     if request is None:
         return 0
-    return run(request, child, server)
+    _end(lambda: run(request, child, server))
+
+
+def _end(body: Callable[[], int]) -> NoReturn:
+    """Run ``body`` and exit as an interpreter does (an uncaught exception printed, non-daemon
+    threads joined, ``atexit`` handlers run, output flushed), without tearing the interpreter
+    down object by object: in a forked child that would touch, and so copy, every page of
+    the server's heap, for nothing the run can observe but objects' ``__del__`` at exit."""
+    try:
+        code = body()
+    except SystemExit as stop:
+        code = _exit_code(stop.code)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # what the interpreter's exit does
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _exit_code(code: object) -> int:
+    """``sys.exit(code)``'s status, as the interpreter computes it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    sys.stderr.write(f"{code}\n")
+    return 1
 
 
 if __name__ == "__main__":
