@@ -58,7 +58,9 @@ def test_results_artifacts_and_usage(isolation, service, make_function, tmp_path
     assert attempt.exit_code == 0
     assert attempt.process_id
     assert attempt.node
-    assert record.peak_memory_bytes > 5 * 2**20
+    # A fresh interpreter holds several MiB; a warm run (forked, in a cgroup) is charged only
+    # the pages it touches itself, the server's shared ones staying the server's.
+    assert record.peak_memory_bytes > (5 if isolation == "watchdog" else 1) * 2**20
     assert record.cpu_seconds > 0
     assert record.requests == {"cpu": "500m", "memory": "64Mi"}
     log = (service.settings.local.home / "runs" / uid / "output.log").read_text()

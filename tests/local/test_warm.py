@@ -74,19 +74,25 @@ PRISTINE = {
 }
 
 
-def servers() -> list[int]:
-    """The fork servers this process started."""
-    return [
-        child.pid
-        for child in psutil.Process().children()
-        if any(part.endswith("forkserver.py") for part in child.cmdline())
-    ]
+def server(service: EmbeddedService) -> int:
+    """The pid of the service's fork server (0 before its first run)."""
+    launcher = service.runtime.launcher
+    assert launcher is not None
+    return launcher.server_pid
+
+
+def running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_a_run_is_forked_from_the_warm_server(service, make_function):
     record = service.wait(service.submit(make_function(WHERE)).uid, timeout=30)
     assert record.state == "completed", record.status_text
-    assert servers() == [record.results["return"]["parent"]]
+    assert record.results["return"]["parent"] == server(service)
+    assert "forkserver.py" in " ".join(psutil.Process(server(service)).cmdline())
     assert record.results["return"]["warm"] is True
     assert "local.launcher: warm" in service.runtime.isolation
 
@@ -109,18 +115,19 @@ def test_what_a_run_does_to_its_interpreter_never_reaches_the_next(
         assert (record.state, record.reason, record.attempts[0].exit_code) == expected
     else:  # the run lasts as long as its thread, as a fresh interpreter's does
         wait_for(lambda: service.store.get(first).state == "running")
-    server = servers()
+    served = server(service)
     after = service.wait(service.submit(check).uid, timeout=30)
     assert after.state == "completed", after.status_text
     result = dict(after.results["return"])
-    assert result.pop("parent") == server[0]  # the same server served both
+    assert result.pop("parent") == served  # the same server served both
     assert result == PRISTINE
     if how == "thread":
         assert service.store.get(first).state == "running"
         release.touch()
         record = service.wait(first, timeout=30)
         assert (record.state, record.results) == ("completed", {"return": "done"})
-    assert servers() == server
+    assert server(service) == served
+    assert running(served)
 
 
 def test_the_server_holds_nothing_of_runplanes_environment(
@@ -143,10 +150,11 @@ def test_the_server_holds_nothing_of_runplanes_environment(
         assert "s3cret" not in seen["started_with"]
         assert "s3cret" not in str(seen["now"])
         assert seen["now"]["HOME"].endswith("/home")  # the run's own environment
-        assert servers()  # and it was a warm run
+        served = server(service)
+        assert running(served)  # and it was a warm run
     finally:
         service.close()
-    assert servers() == []  # the server ends with the runtime
+    wait_for(lambda: not running(served))  # the server ends with the runtime
 
 
 def test_a_run_whose_server_dies_ends_and_the_next_gets_a_new_one(service, make_function):
@@ -158,15 +166,15 @@ def test_a_run_whose_server_dies_ends_and_the_next_gets_a_new_one(service, make_
     """)
     uid = service.submit(sleeper).uid
     wait_for(lambda: service.store.get(uid).state == "running")
-    (old,) = servers()
+    old = server(service)
     os.kill(old, signal.SIGKILL)
     record = service.wait(uid, timeout=30)
     assert record.state == "error"
     assert record.attempts[0].exit_code == 137
     after = service.wait(service.submit(make_function(WHERE, name="where")).uid, timeout=30)
     assert after.state == "completed", after.status_text
-    (new,) = servers()
-    assert new != old
+    new = server(service)
+    assert new not in (old, 0)
     assert after.results["return"]["parent"] == new
 
 
@@ -177,7 +185,7 @@ def test_fresh_starts_a_new_interpreter_per_run(monkeypatch, make_function, priv
         record = service.wait(service.submit(make_function(WHERE)).uid, timeout=30)
         assert record.state == "completed", record.status_text
         assert record.results["return"] == {"parent": os.getpid(), "warm": False}
-        assert servers() == []
+        assert service.runtime.launcher is None
         assert "local.launcher: fresh" in service.runtime.isolation
     finally:
         service.close()

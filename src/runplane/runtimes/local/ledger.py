@@ -112,33 +112,46 @@ class Ledger:
 
     def wait(self, claim: Claim) -> None:
         """Queue ``claim``; it is granted by a later :meth:`grant`."""
-        row = (
-            claim.uid,
-            claim.priority,
-            claim.submitted,
-            json.dumps(dict(claim.requests)),
-            claim.cores,
-            claim.gpus,
-            *_OWNER,
-        )
-        with self._transaction() as connection:
-            connection.execute(
-                "INSERT OR REPLACE INTO claims (uid, priority, submitted, requests, cores, gpus,"
-                " owner_pid, owner_started) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
+        self.settle([claim], [], [])
 
     def release(self, uid: str) -> None:
-        with self._transaction() as connection:
-            connection.execute("DELETE FROM claims WHERE uid = ?", (uid,))
+        self.settle([], [uid], [])
 
     def grant(self, mine: Iterable[str]) -> list[Grant]:
         """Grant every claim of ``mine`` that the queue reaches and the machine can hold now."""
+        return self.settle([], [], mine)
+
+    def settle(
+        self, claims: Iterable[Claim], released: Iterable[str], mine: Iterable[str]
+    ) -> list[Grant]:
+        """In one transaction: drop the ``released`` claims, queue ``claims``, then grant every
+        claim of ``mine`` that the queue reaches and the machine can hold now. A runtime's
+        scheduler settles everything that happened since its last turn at once, so a burst of
+        runs costs a transaction per turn, not three per run."""
+        rows = [
+            (
+                claim.uid,
+                claim.priority,
+                claim.submitted,
+                json.dumps(dict(claim.requests)),
+                claim.cores,
+                claim.gpus,
+                *_OWNER,
+            )
+            for claim in claims
+        ]
+        gone = [(uid,) for uid in released]
         wanted = set(mine)
-        if not wanted:
+        if not (rows or gone or wanted):
             return []
         with self._transaction() as connection:
-            return self._grant(connection, wanted)
+            connection.executemany("DELETE FROM claims WHERE uid = ?", gone)
+            connection.executemany(
+                "INSERT OR REPLACE INTO claims (uid, priority, submitted, requests, cores, gpus,"
+                " owner_pid, owner_started) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            return self._grant(connection, wanted) if wanted else []
 
     def _grant(self, connection: sqlite3.Connection, wanted: set[str]) -> list[Grant]:
         rows = connection.execute(

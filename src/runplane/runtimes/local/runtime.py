@@ -30,7 +30,7 @@ from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.local.cgroups import Hierarchy, Unavailable, open_hierarchy
 from runplane.runtimes.local.gang import prepare
 from runplane.runtimes.local.launch import CHILD, LocalRun, plan, server_environment
-from runplane.runtimes.local.ledger import Grant, Ledger
+from runplane.runtimes.local.ledger import Claim, Grant, Ledger
 from runplane.runtimes.local.node import detect_capacity, local_node
 from runplane.runtimes.local.supervise import Supervisor
 from runplane.runtimes.local.users import RunUsers
@@ -166,6 +166,9 @@ class LocalRuntime:
         self._waiting: dict[str, LocalRun] = {}
         self._running: dict[str, LocalRun] = {}
         self._wake = threading.Event()
+        #: Claims to queue and claims to drop on the ledger at the scheduler's next turn.
+        self._to_claim: dict[str, Claim] = {}
+        self._to_release: set[str] = set()
         self._closed = False
         #: The attempt of each run held here, which its events carry.
         self._attempts: dict[str, int] = {}
@@ -176,6 +179,11 @@ class LocalRuntime:
             target=self._schedule, name="runplane-scheduler", daemon=True
         )
         self._scheduler.start()
+
+    @property
+    def launcher(self) -> WarmLauncher | None:
+        """The warm launcher runs are forked from (``None``: a fresh interpreter per run)."""
+        return self._warm
 
     # -- launching ------------------------------------------------------------------------
 
@@ -208,8 +216,8 @@ class LocalRuntime:
                 self._waiting[run.uid] = run
             self._emit(run.uid, RunState.PENDING, "Unschedulable", run.message)
             return
-        self._ledger.wait(run.claim)
         with self._lock:
+            self._to_claim[run.uid] = run.claim
             self._waiting[run.uid] = run
         self._emit(run.uid, RunState.PENDING, "Pending", "waiting for capacity")
         self._wake.set()
@@ -221,12 +229,17 @@ class LocalRuntime:
             self._wake.clear()
             with self._lock:
                 mine = [uid for uid, run in self._waiting.items() if not run.never_fits]
-            if not mine:
+                claims, self._to_claim = self._to_claim, {}
+                released, self._to_release = self._to_release, set()
+            if not (mine or claims or released):
                 continue
-            try:
-                grants = self._ledger.grant(mine)
+            try:  # one transaction for everything since the last turn
+                grants = self._ledger.settle(claims.values(), released, mine)
             except Exception as error:  # the ledger is shared; report and retry next tick
                 log.warning("capacity ledger error: %s", error)
+                with self._lock:
+                    self._to_claim = {**claims, **self._to_claim}
+                    self._to_release |= released
                 continue
             for grant in grants:
                 self._start(grant)
@@ -238,9 +251,15 @@ class LocalRuntime:
         if not waiting:
             return
         occupied = self._ledger.occupied()
+        explained: dict[str, str] = {}  # runs asking alike are explained once (a queue of many)
         for run in waiting:
-            fit = evaluate(run.requirements, [occupied])
-            message = fit.message if not fit.schedulable else "waiting behind higher-priority runs"
+            key = repr(run.requirements)
+            if key not in explained:
+                fit = evaluate(run.requirements, [occupied])
+                explained[key] = (
+                    fit.message if not fit.schedulable else "waiting behind higher-priority runs"
+                )
+            message = explained[key]
             if message != run.message:
                 run.message = message
                 self._emit(run.uid, RunState.PENDING, "Unschedulable", message)
@@ -249,7 +268,8 @@ class LocalRuntime:
         with self._lock:
             run = self._waiting.pop(grant.uid, None)
             if run is None:  # aborted while the grant was being decided
-                self._ledger.release(grant.uid)
+                self._to_release.add(grant.uid)
+                self._wake.set()
                 return
             self._running[grant.uid] = run
         threading.Thread(
@@ -266,8 +286,8 @@ class LocalRuntime:
             log.exception("supervising run %s failed", run.uid)
             self._emit(run.uid, RunState.ERROR, "ExecutorError", f"{type(error).__name__}: {error}")
         finally:
-            self._ledger.release(run.uid)
             with self._lock:
+                self._to_release.add(run.uid)  # at the scheduler's next turn, woken below
                 self._running.pop(run.uid, None)
                 if self._attempts.get(run.uid) == run.request.attempt:
                     del self._attempts[run.uid]
@@ -282,7 +302,10 @@ class LocalRuntime:
             waiting = self._waiting.pop(uid, None)
             running = self._running.get(uid)
         if waiting is not None:
-            self._ledger.release(uid)
+            with self._lock:
+                if self._to_claim.pop(uid, None) is None:
+                    self._to_release.add(uid)
+            self._wake.set()
             self._emit(uid, RunState.ABORTED, reason, message)
             with self._lock:
                 self._attempts.pop(uid, None)
@@ -302,8 +325,8 @@ class LocalRuntime:
         with self._lock:
             waiting = list(self._waiting.values())
             self._waiting.clear()
-        for run in waiting:
-            self._ledger.release(run.uid)
+            self._to_claim.clear()
+        self._ledger.settle([], [run.uid for run in waiting], [])
         deadline = time.monotonic() + grace
         with self._lock:
             running = list(self._running.values())
@@ -316,6 +339,9 @@ class LocalRuntime:
             self.abort(run.uid, "Aborted", message)
         for run in running:
             run.done.wait(timeout=10)
+        with self._lock:
+            released, self._to_release = self._to_release, set()
+        self._ledger.settle([], released, [])
         if self._warm is not None:
             self._warm.close()
         if self._hierarchy is not None:

@@ -113,6 +113,7 @@ class Supervisor:
         )
         group = run.group = hierarchy.create(f"run-{run.uid}", limits)
         process: RunProcess | None = None
+        emptied = False
         try:
             process = run.process = spawn(
                 run, grant, self.settings, pin=False, user=user, group=group, warm=self.warm
@@ -120,6 +121,7 @@ class Supervisor:
             self._started(run, process)
             returncode = self._await_exit(run, process, group)
             group.kill()  # whatever the run left behind ends with it, as with a pod
+            emptied = True
             counters = group.counters()
         finally:
             run.usage_so_far = Usage(*_usage(group))
@@ -127,7 +129,8 @@ class Supervisor:
             if process is not None:
                 process.close()
             try:
-                group.kill()
+                if not emptied:
+                    group.kill()
                 group.remove()
             except OSError as error:  # the group stays; the next runplane here removes it
                 log.warning("could not remove the cgroup %s: %s", group.path, error)

@@ -6,8 +6,10 @@ query and imports Alembic only when an upgrade is due, so a warm start stays fas
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,14 +43,32 @@ def _sqlite_pragmas(connection: object, _record: object) -> None:
     cursor.close()
 
 
-def _begin_immediate(connection: Any) -> None:
-    """Take SQLite's write lock when a transaction starts, not at its first write.
+class _Writers:
+    """Take SQLite's write lock when a transaction starts, not at its first write, and let the
+    threads of this process queue for it on a lock of their own.
 
     In WAL mode a transaction that read first and then writes fails at once with "database is
     locked" if another process wrote in between, whatever the busy timeout; taking the lock up
-    front makes concurrent processes wait for each other instead.
+    front makes concurrent processes wait for each other instead. Within one process, waiting
+    in SQLite's busy handler would mean sleeping 1, 2, 5, 10... ms and retrying; a thread lock
+    wakes the next transaction the moment the last one ends (processes still use the busy
+    timeout between them).
     """
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def begin(self, connection: Any) -> None:
+        self._lock.acquire()
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def end(self, _connection: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # a transaction that never began
+            self._lock.release()
 
 
 def _in_memory(url: str) -> bool:
@@ -85,7 +105,10 @@ def connect(url: str) -> Engine:
                 path.touch(mode=0o600)
             engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
-            event.listen(engine, "begin", _begin_immediate)
+            writers = _Writers()
+            event.listen(engine, "begin", writers.begin)
+            event.listen(engine, "commit", writers.end)
+            event.listen(engine, "rollback", writers.end)
         else:
             engine = create_engine(url, pool_pre_ping=True)
         if current_revision(engine) != HEAD:
