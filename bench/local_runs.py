@@ -122,7 +122,8 @@ def main() -> None:
     per_run = spent / window / args.held * 100
     print(
         f"supervision: {per_run:.3f}% of a core per running run ({args.held} runs held for "
-        f"{window:g} s: runplane's process and its fork server used {spent * 1000:.0f} ms of CPU)"
+        f"{window:g} s: runplane's process, and its fork server when warm, used "
+        f"{spent * 1000:.0f} ms of CPU)"
     )
     print(f"goal <= 1% of a core per run: {'met' if per_run <= 1 else 'MISSED'}")
     for uid in uids:
