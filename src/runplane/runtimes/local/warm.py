@@ -39,6 +39,8 @@ class WarmProcess:
     _started: threading.Event = field(default_factory=threading.Event)
     _error: str = ""
     _fd: int = field(default_factory=lambda: os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK))
+    #: Guards ``_fd``: an exit reported after :meth:`close` must not write to a reused number.
+    _fd_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fileno(self) -> int:
         """Readable once the process has exited."""
@@ -59,11 +61,15 @@ class WarmProcess:
 
     def ended(self, exit: Exit) -> None:
         self.exit = exit
-        os.eventfd_write(self._fd, 1)
+        with self._fd_lock:
+            if self._fd >= 0:
+                os.eventfd_write(self._fd, 1)
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
+        with self._fd_lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
 
 
 class LauncherUnavailable(Exception):
