@@ -202,6 +202,8 @@ def test_a_run_setting_what_only_a_starting_interpreter_reads_starts_fresh(servi
     record = service.wait(service.submit(fn).uid, timeout=30)
     assert record.state == "completed", record.status_text
     assert record.results["return"] == {"parent": os.getpid(), "flag": 0}
+    started = next(t for t in record.transitions if t.state == "running")
+    assert "a fresh interpreter: its environment sets PYTHONHASHSEED" in started.message
 
 
 def test_pythonpath_of_a_warm_run_is_on_its_path(service, make_function, tmp_path: Path):

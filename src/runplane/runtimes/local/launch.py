@@ -60,7 +60,7 @@ class LocalRun:
     #: (reason, message) once an abort is asked for.
     abort: tuple[str, str] | None = None
     process: RunProcess | None = None
-    #: Why the run's process was started fresh, not forked warm ("": warm).
+    #: Why the warm launcher did not start the run's process ("": it did, or none was asked).
     fresh: str = ""
     #: The highest memory use seen so far, in bytes (by the watchdog; a cgroup counts its own).
     peak_memory: int = 0
@@ -392,7 +392,7 @@ def spawn(
         except LauncherUnavailable as error:
             log.warning("run %s starts fresh: %s", run.uid, error)
             why_fresh = str(error)
-    run.fresh = why_fresh or "local.launcher is fresh"
+    run.fresh = why_fresh if warm is not None else ""  # what kept the warm launcher from it
     python = str(settings.local.python or sys.executable)
     log_fd = _private_file(run.run_dir / OUTPUT)
     try:

@@ -95,7 +95,8 @@ class Supervisor:
             run.uid,
             RunState.RUNNING,
             "Started",
-            f"process {process.pid} on {self.node}",
+            f"process {process.pid} on {self.node}"
+            + (f"; a fresh interpreter: {run.fresh}" if run.fresh else ""),
             process_id=process.pid,
             isolation=run.isolation,
         )
