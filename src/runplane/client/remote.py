@@ -153,5 +153,12 @@ class ApiBackend:
     def list_functions(self, project: str) -> list[dict[str, Any]]:
         return list(self._call("GET", f"/projects/{project}/functions"))
 
+    def label_node(self, name: str, labels: dict[str, str | None]) -> dict[str, str]:
+        """Set (and with ``None`` remove) a node's labels (admins); its labels after."""
+        answer = self._call(
+            "PATCH", f"/cluster/nodes/{quote(name, safe='')}", json={"labels": labels}
+        )
+        return dict(answer["labels"])
+
     def projects(self) -> list[str]:
         return list(self._call("GET", "/projects"))

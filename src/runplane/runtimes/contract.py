@@ -74,7 +74,8 @@ class Capabilities:
     #: Spot and on-demand capacity exist side by side, so a run can be preempted and the
     #: preemption mode chooses between them.
     preemption: bool
-    #: Node labels can be changed while the runtime runs (not only by configuration).
+    #: Node labels can be changed while the runtime runs (not only by configuration), with
+    #: :meth:`Runtime.label_node`.
     node_labels: bool
     #: Serving functions can be deployed.
     deploy: bool
@@ -115,6 +116,13 @@ class Runtime(Protocol):
 
     def nodes(self) -> list[NodeSummary]:
         """The nodes runs can land on, with what is free on each now."""
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
+        """Set the node's labels in ``labels`` and remove those given ``None`` (checked with
+        :func:`runplane.runtimes.labelling.check_label_change`), where they last: the Node
+        object of a cluster, this machine's stored labels here; the node's labels after.
+        Placement decided from now on sees them. Raise ``NotFoundError`` for a node this
+        runtime does not have (when ``capabilities.node_labels``)."""
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
         """Create or update a serving function's objects (when ``capabilities.deploy``)."""

@@ -29,6 +29,7 @@ from runplane.runtimes.contract import Capabilities
 from runplane.service.access import admin_only, check_owner
 from runplane.service.auth import Principal
 from runplane.service.catalog import StoredFunction
+from runplane.service.defaults import policies_view
 from runplane.service.guard import PRINCIPAL, Gate
 from runplane.service.schedules import ScheduleRecord
 from runplane.service.server import Server
@@ -44,6 +45,9 @@ Name = Annotated[str, pydantic.StringConstraints(pattern=_NAME, max_length=63)]
 PathName = Annotated[str, Path(pattern=_NAME, max_length=63)]
 Uid = Annotated[str, Path(min_length=6, max_length=32, pattern=r"^[0-9a-f]+$")]
 ScheduleId = Annotated[str, Path(min_length=1, max_length=32)]
+#: A node's name: a DNS subdomain, as Kubernetes names nodes.
+_SUBDOMAIN = _NAME[:-1] + r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+NodeName = Annotated[str, Path(max_length=253, pattern=_SUBDOMAIN)]
 
 
 class RunSubmission(pydantic.BaseModel):
@@ -72,6 +76,19 @@ class ClusterOut(pydantic.BaseModel):
     ready: bool
     message: str
     nodes: list[NodeSummary]
+
+
+class NodeChange(pydantic.BaseModel):
+    """Labels to set, and ``null`` for those to remove (a JSON merge patch of the labels)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    labels: dict[str, str | None] = pydantic.Field(max_length=64)
+
+
+class NodeLabelsOut(pydantic.BaseModel):
+    name: str
+    labels: dict[str, str]
 
 
 class ErrorOut(pydantic.BaseModel):
@@ -316,9 +333,17 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         check_owner(who, schedule.created_by, f"schedule {schedule_id}")
         server.schedules.delete(schedule_id)
 
+    def defaults_out() -> dict[str, Any]:
+        settings = server.settings
+        return {
+            **settings.function_defaults.model_dump(mode="json"),
+            "policies": policies_view(settings),
+        }
+
     @app.get(f"{API}/defaults")
     def get_defaults(_: User) -> dict[str, Any]:
-        return server.settings.function_defaults.model_dump(mode="json")
+        """The function defaults, and under ``policies`` the policies in force."""
+        return defaults_out()
 
     @app.get(f"{API}/cluster")
     def cluster(_: User) -> ClusterOut:
@@ -341,6 +366,15 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         """Merge ``body`` into the defaults (``null`` removes a key, back to the configured
         value); refused whole if the result would not render a function."""
         check_json("defaults", body, MAX_FUNCTION_BYTES, "{'priority_class': 'low'}")
-        return server.update_defaults(body, who.user).function_defaults.model_dump(mode="json")
+        server.update_defaults(body, who.user)
+        return defaults_out()
+
+    @app.patch(f"{API}/cluster/nodes/{{name}}")
+    def label_node(name: NodeName, body: NodeChange, who: User) -> NodeLabelsOut:
+        """Set a node's labels and remove those given ``null`` (admins): on a cluster the Node
+        object's, on the embedded default this machine's (kept by the service's home)."""
+        if not who.admin:
+            raise HTTPException(403, f"user {who.user!r} may not label nodes; only admins may")
+        return NodeLabelsOut(name=name, labels=server.label_node(name, body.labels))
 
     return app

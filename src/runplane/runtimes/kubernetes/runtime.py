@@ -32,7 +32,7 @@ from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.calls import Calls, api_message
 from runplane.runtimes.kubernetes.client import api_client
 from runplane.runtimes.kubernetes.logspool import LogSpool
-from runplane.runtimes.kubernetes.nodes import NodeBook
+from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
 from runplane.runtimes.kubernetes.pod_events import main_container, node_lost_event, pod_to_event
 from runplane.runtimes.kubernetes.rest import (
     MERGE_PATCH,
@@ -45,6 +45,7 @@ from runplane.runtimes.kubernetes.rest import (
 from runplane.runtimes.kubernetes.submit import Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
 from runplane.runtimes.kubernetes.watch import DELETED, MODIFIED, VANISHED, PodWatch
+from runplane.runtimes.labelling import check_label_change
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +240,10 @@ class KubernetesRuntime:
             {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
         )
         return cluster.summarise(nodes, pods)
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
+        """Patch the Node object's labels: the scheduler places pods on them at once."""
+        return label_node(self._calls, name, check_label_change("labels", labels))
 
     def existing(self) -> dict[str, list[str]]:
         """Pod names by run uid, once the watch has reported every pod that existed when it
