@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from runplane import names
 from runplane.errors import RunplaneError
 from runplane.runs import RunState
 from runplane.service.access import admin_only, check_owner
@@ -33,6 +34,7 @@ DEFAULT_FIELDS = {
     "mem_limit": (("resources", "limits", "memory"), "Memory limit"),
     "cpu_request": (("resources", "requests", "cpu"), "CPU request"),
     "cpu_limit": (("resources", "limits", "cpu"), "CPU limit"),
+    "gpu_limit": (("resources", "limits", names.GPU), "GPU limit"),
 }
 
 
