@@ -27,7 +27,7 @@ from runplane.errors import ConfigError
 from runplane.placement import NodeSummary
 from runplane.rendering.workloads import gang_pod_specs
 from runplane.runs import RunState, Usage
-from runplane.runtimes.contract import Capabilities, RunRequest
+from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.calls import Calls, api_message
@@ -82,6 +82,7 @@ class KubernetesRuntime:
     ) -> None:
         self.namespace = settings.namespace
         self.instance = instance
+        self._service_port = settings.serving.service_port
         rest = RestApi(api or api_client(kubeconfig, context))
         self._calls = Calls(rest, self.namespace, request_timeout, submit_attempts)
         ensure_namespace(self._calls)
@@ -236,6 +237,15 @@ class KubernetesRuntime:
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
         return deploy.apply(self._calls, manifests)
+
+    def deployments(self) -> list[dict[str, Any]]:
+        return deploy.listing(self._calls, self._service_port)
+
+    def delete_deployment(self, project: str, name: str) -> str:
+        return deploy.remove(self._calls, project, name)
+
+    def invoke(self, project: str, name: str, call: Call) -> Answer:
+        return deploy.forward(self._calls, name, self._service_port, call)
 
     # -- the cluster ----------------------------------------------------------------------
 
