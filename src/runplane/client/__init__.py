@@ -206,17 +206,12 @@ def invoke(
     timeout: float = 60.0,
 ) -> Any:
     """Call a deployed serving function; the answer parsed from JSON when it is JSON."""
-    from runplane.client.serving import invoke_here
+    from runplane.client.serving import invoke_here, invoke_through
 
     settings = current()
     if settings.api:
-        raise InvalidValueError(
-            "RUNPLANE_API",
-            settings.api,
-            "invoking a function deployed through the service is not supported yet; call its "
-            "Kubernetes Service from inside the cluster",
-            "http://<function>.<namespace>.svc/",
-        )
+        service = api_backend("invoking a deployed function")
+        return invoke_through(service, fn, path, body, method, headers, timeout)
     return invoke_here(fn, settings, path, body, method, headers, timeout)
 
 

@@ -11,7 +11,7 @@ import httpx
 
 from runplane.errors import InvalidValueError, RunplaneError
 from runplane.runs import RunRecord, Usage, check_limit, check_uid
-from runplane.service.wire import API, NEXT_OFFSET
+from runplane.service.wire import API, FUNCTION_STATUS, INVOKE_TIMEOUT, NEXT_OFFSET
 from runplane.spec.function import Function
 
 
@@ -142,6 +142,38 @@ class ApiBackend:
 
     def deploy(self, fn: Function) -> dict[str, Any]:
         return dict(self._call("POST", "/deployments", json={"function": fn.to_dict()}))
+
+    def deployments(self, project: str | None = None) -> list[dict[str, Any]]:
+        params = {"project": project} if project else {}
+        return list(self._call("GET", "/deployments", params=params))
+
+    def delete_deployment(self, project: str, name: str) -> str:
+        path = f"/deployments/{quote(project, safe='')}/{quote(name, safe='')}"
+        return str(self._call("DELETE", path)["deleted"])
+
+    def invoke(
+        self,
+        project: str,
+        name: str,
+        path: str,
+        method: str,
+        content: bytes | None,
+        headers: Mapping[str, str],
+        timeout: float,
+    ) -> tuple[int, bytes]:
+        """The deployed function's status and body, as the service got them."""
+        target = f"/deployments/{quote(project, safe='')}/{quote(name, safe='')}/invoke/"
+        answer = self._send(
+            method,
+            target + path.lstrip("/"),
+            content=content,
+            headers={**headers, INVOKE_TIMEOUT: f"{timeout:g}"},
+            timeout=timeout + 5,
+        )
+        status = answer.headers.get(FUNCTION_STATUS)
+        if status is None or not status.isdigit():
+            raise self._not_the_api(answer)
+        return int(status), answer.content
 
     def store_function(self, fn: Function) -> dict[str, Any]:
         return dict(self._call("POST", "/functions", json=fn.to_dict()))

@@ -66,6 +66,26 @@ class RunRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Call:
+    """An HTTP request to a serving deployment, as its handler's ``event`` will see it."""
+
+    method: str
+    path: str
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A serving deployment's answer: its status, content type and body."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a runtime can do, for callers that must not branch on its name."""
 
@@ -126,6 +146,17 @@ class Runtime(Protocol):
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
         """Create or update a serving function's objects (when ``capabilities.deploy``)."""
+
+    def deployments(self) -> list[dict[str, Any]]:
+        """The serving deployments this runtime runs, each with ``project``, ``name``,
+        ``owner`` (who deployed it through the service, else ``""``), ``state``, ``desired``,
+        ``ready`` and ``url``."""
+
+    def delete_deployment(self, project: str, name: str) -> str:
+        """Stop and remove a serving deployment; returns ``project/name``."""
+
+    def invoke(self, project: str, name: str, call: Call) -> Answer:
+        """Send ``call`` to a serving deployment; its answer, whatever its status."""
 
     def existing(self) -> dict[str, list[str]]:
         """What exists of each run (pods, processes) by run uid, as the backend has it now."""

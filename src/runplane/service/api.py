@@ -25,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from runplane.errors import InvalidValueError, RunplaneError, shown
 from runplane.placement import NodeSummary
 from runplane.runs import MAX_LISTED, RunRecord, RunState, TransitionRecord, Usage
-from runplane.runtimes.contract import Capabilities
+from runplane.runtimes.contract import Call, Capabilities
 from runplane.service.access import admin_only, check_owner
 from runplane.service.auth import Principal
 from runplane.service.catalog import StoredFunction
@@ -33,7 +33,7 @@ from runplane.service.defaults import policies_view
 from runplane.service.guard import PRINCIPAL, Gate
 from runplane.service.schedules import ScheduleRecord
 from runplane.service.server import Server
-from runplane.service.wire import API, NEXT_OFFSET
+from runplane.service.wire import API, FUNCTION_STATUS, INVOKE_TIMEOUT, NEXT_OFFSET
 from runplane.spec.bounds import MAX_DEPTH, check_json
 from runplane.spec.function import Function
 
@@ -129,6 +129,25 @@ def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
 
 User = Annotated[Principal, Depends(principal)]
 Admin = Annotated[Principal, Depends(admin)]
+
+
+#: The longest a deployed function's answer is awaited, in seconds.
+MAX_INVOKE_TIMEOUT = 600.0
+
+
+def _invoke_timeout(given: str | None) -> float:
+    """The caller's timeout for an invoke (its header), 60 s when not given."""
+    if given is None:
+        return 60.0
+    try:
+        timeout = float(given)
+    except ValueError:
+        timeout = -1.0
+    if not 0 < timeout <= MAX_INVOKE_TIMEOUT:
+        raise InvalidValueError(
+            INVOKE_TIMEOUT, given, f"seconds, more than 0 and at most {MAX_INVOKE_TIMEOUT:g}", "60"
+        )
+    return timeout
 
 
 def _error(error: str, message: str, status: int, field: str | None = None) -> JSONResponse:
@@ -313,6 +332,56 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
             "namespace": server.settings.namespace,
             "applied": server.deploy(fn, who),
         }
+
+    @app.get(f"{API}/deployments")
+    def list_deployments(
+        who: User, project: Annotated[Name | None, Query()] = None
+    ) -> list[dict[str, Any]]:
+        """Serving deployments: a user's own (those they deployed), everyone's for an admin."""
+        return server.deployments(who, project)
+
+    @app.get(f"{API}/deployments/{{project}}/{{name}}")
+    def get_deployment(project: PathName, name: PathName, who: User) -> dict[str, Any]:
+        return server.deployment(project, name, who)
+
+    @app.delete(f"{API}/deployments/{{project}}/{{name}}")
+    def delete_deployment(project: PathName, name: PathName, who: User) -> dict[str, str]:
+        return {"deleted": server.delete_deployment(project, name, who)}
+
+    @app.api_route(
+        f"{API}/deployments/{{project}}/{{name}}/invoke/{{path:path}}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        response_class=Response,
+    )
+    async def invoke_deployment(
+        project: PathName, name: PathName, path: str, request: Request, who: User
+    ) -> Response:
+        """The request sent on to the deployment (its path, query, body and content type);
+        the answer is the function's body, its status in ``X-Runplane-Function-Status``, so a
+        function's 404 is not mistaken for the API's."""
+        if len(path) > 2048:
+            raise InvalidValueError(
+                "path", path[:64] + "...", "at most 2048 characters", "/predict"
+            )
+        query = request.url.query
+        headers = {
+            key: value
+            for key, value in request.headers.items()
+            if key.lower() in ("content-type", "accept")
+        }
+        call = Call(
+            method=request.method,
+            path=path + (f"?{query}" if query else ""),
+            body=await request.body(),
+            headers=headers,
+            timeout=_invoke_timeout(request.headers.get(INVOKE_TIMEOUT)),
+        )
+        answer = await asyncio.to_thread(server.invoke, project, name, call, who)
+        return Response(
+            answer.body,
+            media_type=answer.content_type or None,
+            headers={FUNCTION_STATUS: str(answer.status)},
+        )
 
     @app.post(f"{API}/schedules", status_code=201)
     def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleRecord:

@@ -9,13 +9,16 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from runplane import names
 from runplane.config import Settings
-from runplane.errors import InvalidValueError, RunExistsError, RunplaneError
+from runplane.errors import InvalidValueError, NotFoundError, RunExistsError, RunplaneError
 from runplane.placement import NodeSummary
 from runplane.rendering import render
 from runplane.runs import RunRecord
+from runplane.runtimes.contract import Answer, Call
 from runplane.runtimes.registry import create_runtime
 from runplane.runtimes.request import build_request
+from runplane.service.access import check_owner
 from runplane.service.auth import Principal, Tokens, check_secret_grant
 from runplane.service.catalog import FunctionCatalog
 from runplane.service.core import Reconciliation, RunService
@@ -107,7 +110,49 @@ class Server:
                 "with service.runtime: kubernetes",
                 "RUNPLANE_SERVICE__RUNTIME=kubernetes",
             )
-        return runtime.deploy(render(fn, self.settings, role=role).manifests)
+        found = self._deployment_of(fn.metadata.project, fn.metadata.name)
+        if found is not None:  # deploying again replaces it: only its owner (or an admin)
+            check_owner(who, found["owner"], f"deployment {fn.metadata.project}/{fn.metadata.name}")
+        manifests = render(fn, self.settings, role=role).manifests
+        for manifest in manifests:
+            if manifest["kind"] == "Deployment":
+                annotations = manifest["metadata"].setdefault("annotations", {})
+                annotations[names.DEPLOYED_BY] = who.user
+        return runtime.deploy(manifests)
+
+    def _deployment_of(self, project: str, name: str) -> dict[str, Any] | None:
+        for found in self.runs.runtime.deployments():
+            if found["project"] == project and found["name"] == name:
+                return found
+        return None
+
+    def deployments(self, who: Principal, project: str | None = None) -> list[dict[str, Any]]:
+        """Serving deployments: a user's own, or everyone's for an admin."""
+        return [
+            found
+            for found in self.runs.runtime.deployments()
+            if (who.admin or found["owner"] == who.user)
+            and (project is None or found["project"] == project)
+        ]
+
+    def deployment(self, project: str, name: str, who: Principal) -> dict[str, Any]:
+        """One deployment, if ``who`` may see it (its deployer, or an admin)."""
+        found = self._deployment_of(project, name)
+        if found is None:
+            raise NotFoundError(
+                f"deployment {project}/{name} does not exist (runplane get deployments lists them)"
+            )
+        check_owner(who, found["owner"], f"deployment {project}/{name}")
+        return found
+
+    def delete_deployment(self, project: str, name: str, who: Principal) -> str:
+        self.deployment(project, name, who)
+        return self.runs.runtime.delete_deployment(project, name)
+
+    def invoke(self, project: str, name: str, call: Call, who: Principal) -> Answer:
+        """Send ``call`` to a deployment ``who`` may use; the function's answer as it is."""
+        self.deployment(project, name, who)
+        return self.runs.runtime.invoke(project, name, call)
 
     def nodes(self) -> list[NodeSummary]:
         """Each node: its group, labels, taints, what it can hold and what is free on it."""

@@ -25,7 +25,7 @@ from runplane.config import PreemptibleNodes, Settings
 from runplane.errors import ConfigError, NotFoundError
 from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
 from runplane.runs import Condition, RunState, Usage
-from runplane.runtimes.contract import Capabilities, RunRequest
+from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.labelling import check_label_change
 from runplane.runtimes.local.cgroups import Hierarchy, Unavailable, open_hierarchy
@@ -379,6 +379,21 @@ class LocalRuntime:
         from runplane.runtimes.local import serving
 
         return serving.deploy(self.settings, manifests)
+
+    def deployments(self) -> list[dict[str, Any]]:
+        from runplane.runtimes.local import serving
+
+        return serving.list_deployments(self.settings)
+
+    def delete_deployment(self, project: str, name: str) -> str:
+        from runplane.runtimes.local import serving
+
+        return serving.delete(self.settings, name, project)
+
+    def invoke(self, project: str, name: str, call: Call) -> Answer:
+        from runplane.runtimes.local import serving
+
+        return serving.forward(self.settings, project, name, call)
 
     def existing(self) -> dict[str, list[str]]:
         with self._lock:
