@@ -212,6 +212,7 @@ def run_function(
     returns: list[str] | None = None,
     builder_env: Mapping[str, str] | None = None,
     reset_on_run: bool | None = None,
+    retry: Any = None,
 ) -> Any:
     """Run a function: by name, one of the current project's; a function object, in the
     current project when there is one, else as it is."""
@@ -238,6 +239,7 @@ def run_function(
             returns=returns,
             labels=labels,
             selector=selector,
+            retry=retry,
         )
     return project.run_function(
         function,
@@ -256,6 +258,7 @@ def run_function(
         schedule=schedule,
         artifact_path=artifact_path,
         returns=returns,
+        retry=retry,
     )
 
 

@@ -274,6 +274,7 @@ class Project:
         builder_env: Mapping[str, str] | None = None,
         reset_on_run: bool | None = None,
         state_thresholds: Mapping[str, Any] | None = None,
+        retry: Any = None,
     ) -> Any:
         """Run one of the project's functions (by name) or a function object in the
         project: the run is the project's, with its parameters, secrets and source."""
@@ -295,6 +296,7 @@ class Project:
             labels=labels,
             selector=selector,
             state_thresholds=state_thresholds,
+            retry=retry,
         )
 
     def build_function(
