@@ -22,6 +22,7 @@ from runplane.service.core import Reconciliation, RunService
 from runplane.service.db import connect, sqlite_url
 from runplane.service.defaults import DefaultsStore, apply_overrides, merge
 from runplane.service.preflight import Placement, check_placement
+from runplane.service.projects import ProjectStore
 from runplane.service.records import RunStore
 from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
 from runplane.spec.function import Function, FunctionKind, check_servable
@@ -36,6 +37,7 @@ class Server:
         url = settings.service.database_url or sqlite_url(settings.local.home / "runplane.db")
         engine = connect(url)
         self.catalog = FunctionCatalog(engine)
+        self.projects = ProjectStore(engine)
         self.schedules = ScheduleStore(engine)
         self.defaults = DefaultsStore(engine)
         self.base_settings = settings
