@@ -312,3 +312,49 @@ def test_mlrun_code_against_the_service(service_url, tmp_path):
         "functions ['stored']",
         "secrets True",
     ]
+
+
+def test_projects_are_recorded_in_the_service(service_url, tmp_path):
+    """new_project and project.save() keep the project's record in the service; the run DB
+    and a fresh context read it back; another context's get_or_create_project begins from it."""
+    script = tmp_path / "projects.py"
+    script.write_text(
+        textwrap.dedent("""
+        import runplane as mlrun
+
+        project = mlrun.new_project(
+            "churn", context="./one", description="churn models", parameters={"label": "y"}
+        )
+        project.set_default_image("python:3.11")
+        project.save()
+        db = mlrun.get_run_db()
+        print("names", db.list_projects())
+        stored = db.get_project("churn")
+        print("stored", stored.spec.description, stored.spec.params, stored.default_image)
+        print("owner", project.owner)
+        again = mlrun.get_or_create_project("churn", context="./two")
+        print("again", again.spec.description, again.spec.params)
+        full = db.list_projects(format_="full", owner="carol")
+        print("full", [(p.name, p.spec.description) for p in full])
+        db.delete_project("churn")
+        print("left", db.list_projects())
+        """)
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=client_env(service_url, tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "names ['churn']",
+        "stored churn models {'label': 'y'} python:3.11",
+        "owner carol",
+        "again churn models {'label': 'y'}",
+        "full [('churn', 'churn models')]",
+        "left []",
+    ]
+    assert (tmp_path / "two" / "project.yaml").is_file()

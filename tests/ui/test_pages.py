@@ -131,6 +131,7 @@ def test_cluster_shows_capacity_labels_and_what_runs_where(page: Page) -> None:
 PAGES = [
     "/ui/",
     "/ui/projects/flow/jobs",
+    "/ui/projects/churn-models/jobs",
     "/ui/projects/flow/jobs/new",
     "/ui/projects/models/functions",
     "/ui/projects/models/functions/trainer",

@@ -194,3 +194,20 @@ class ApiBackend:
 
     def projects(self) -> list[str]:
         return list(self._call("GET", "/projects"))
+
+    def list_projects(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/projects", params={"format": "full"}))
+
+    def get_project(self, name: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/projects/{quote(name, safe='')}"))
+
+    def create_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Get-or-create: the existing record when there is one."""
+        return dict(self._call("POST", "/projects", json={"name": name, **values}))
+
+    def update_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(self._call("PATCH", f"/projects/{quote(name, safe='')}", json=dict(values)))
+
+    def delete_project(self, name: str, deletion_strategy: str = "restricted") -> None:
+        params = {"deletion_strategy": deletion_strategy}
+        self._call("DELETE", f"/projects/{quote(name, safe='')}", params=params)

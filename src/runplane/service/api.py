@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from enum import StrEnum
 from importlib.metadata import version
 from typing import Annotated, Any
 
@@ -31,6 +32,12 @@ from runplane.service.auth import Principal
 from runplane.service.catalog import StoredFunction
 from runplane.service.defaults import policies_view
 from runplane.service.guard import PRINCIPAL, Gate
+from runplane.service.projects import (
+    MAX_DESCRIPTION_BYTES,
+    MAX_IMAGE_LENGTH,
+    DeletionStrategy,
+    ProjectRecord,
+)
 from runplane.service.schedules import ScheduleRecord
 from runplane.service.server import Server
 from runplane.service.wire import API, FUNCTION_STATUS, INVOKE_TIMEOUT, NEXT_OFFSET
@@ -62,6 +69,26 @@ class RunSubmission(pydantic.BaseModel):
     params: dict[str, Any] = pydantic.Field(default_factory=dict)
     inputs: dict[str, str] = pydantic.Field(default_factory=dict)
     state_thresholds: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+
+class ProjectFormat(StrEnum):
+    NAME_ONLY = "name_only"
+    FULL = "full"
+
+
+class ProjectPatch(pydantic.BaseModel):
+    """The fields of a project a caller sets; their bounds are checked by the store."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    description: str | None = pydantic.Field(default=None, max_length=MAX_DESCRIPTION_BYTES)
+    params: dict[str, Any] | None = None
+    default_image: str | None = pydantic.Field(default=None, max_length=MAX_IMAGE_LENGTH)
+    labels: dict[str, str] | None = None
+
+
+class ProjectIn(ProjectPatch):
+    name: Name
 
 
 class ScheduleSubmission(RunSubmission):
@@ -238,8 +265,46 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         return {"status": "ok", "version": app.version}
 
     @app.get(f"{API}/projects")
-    def projects(_: User) -> list[str]:
-        return server.catalog.projects()
+    def projects(
+        _: User, format: Annotated[ProjectFormat, Query()] = ProjectFormat.NAME_ONLY
+    ) -> list[str] | list[ProjectRecord]:
+        """Every project: with a record, or known from its runs, functions or schedules;
+        names (``format=name_only``, the default) or records (``format=full``)."""
+        if format is ProjectFormat.FULL:
+            return server.projects.list_projects()
+        return server.projects.names()
+
+    @app.get(f"{API}/projects/{{project}}")
+    def get_project(project: PathName, _: User) -> ProjectRecord:
+        return server.projects.get(project)
+
+    @app.post(f"{API}/projects", status_code=201, responses={200: {"model": ProjectRecord}})
+    def create_project(body: ProjectIn, who: User, response: Response) -> ProjectRecord:
+        """Get-or-create: a new record is the caller's (201); an existing one is returned as
+        it is (200), whoever owns it."""
+        values = body.model_dump(exclude={"name"}, exclude_none=True)
+        record, created = server.projects.create(body.name, who.user, values)
+        if not created:
+            response.status_code = 200
+        return record
+
+    @app.patch(f"{API}/projects/{{project}}")
+    def update_project(project: PathName, body: ProjectPatch, who: User) -> ProjectRecord:
+        """Change a project's description, parameters, default image or labels: its
+        owner's or an admin's to do."""
+        values = body.model_dump(exclude_unset=True)
+        return server.projects.update(project, values, who.user, admin=who.admin)
+
+    @app.delete(f"{API}/projects/{{project}}", status_code=204)
+    def delete_project(
+        project: PathName,
+        who: User,
+        deletion_strategy: Annotated[DeletionStrategy, Query()] = DeletionStrategy.RESTRICTED,
+    ) -> None:
+        """Delete a project (owner or admin). ``restricted`` (the default) refuses with 409
+        while it has runs, stored functions or schedules; ``cascading`` deletes its stored
+        functions and schedules with it and keeps its runs' records."""
+        server.projects.delete(project, who.user, admin=who.admin, strategy=deletion_strategy)
 
     @app.post(f"{API}/functions", status_code=201)
     def store_function(body: dict[str, Any], who: User) -> StoredFunction:

@@ -25,6 +25,7 @@ from runplane.service.core import Reconciliation, RunService
 from runplane.service.db import connect, sqlite_url
 from runplane.service.defaults import DefaultsStore, apply_overrides, apply_policies, merge
 from runplane.service.preflight import Placement, check_placement
+from runplane.service.projects import ProjectStore
 from runplane.service.records import RunStore
 from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
 from runplane.spec.function import Function, FunctionKind, check_servable
@@ -39,6 +40,7 @@ class Server:
         url = settings.service.database_url or sqlite_url(settings.local.home / "runplane.db")
         engine = connect(url)
         self.catalog = FunctionCatalog(engine)
+        self.projects = ProjectStore(engine)
         self.schedules = ScheduleStore(engine)
         self.defaults = DefaultsStore(engine)
         self.base_settings = settings
