@@ -206,6 +206,14 @@ def test_retry_as_a_dict_tries_a_failed_run_again():
     assert fn.spec.retry is None  # the caller's function is left as it was
 
 
+def test_retry_as_mlruns_objects():
+    from runplane.model import Retry, RetryBackoff
+
+    retry = Retry(count=1, backoff=RetryBackoff(base_delay="0s"))
+    run = mlrun.new_function("flaky").run(handler=handlers.fails_first_attempt, retry=retry)
+    assert run.outputs["attempt"] == 2
+
+
 def test_retry_as_a_number_and_none_at_all():
     fn = mlrun.new_function("flaky")
     assert fn.run(handler=handlers.fails_first_attempt, retry=0).state() == "error"
