@@ -366,6 +366,13 @@ def _build_images_locked(target: Path, todo: list[str]) -> None:
             images.build_python(work / "python", archives[images.PYTHON_IMAGE], arch, mirror)
 
         builder.step(images.PYTHON_IMAGE, python)
+    if images.DASK_IMAGE in todo:
+        mirror = os.environ.get("RUNPLANE_TESTBED_DEBIAN_MIRROR") or None
+
+        def dask() -> None:
+            images.build_dask(work / "dask", archives[images.DASK_IMAGE], arch, mirror)
+
+        builder.step(images.DASK_IMAGE, dask)
     shutil.rmtree(work, ignore_errors=True)
     total = round(time.monotonic() - start, 1)
     record: dict[str, Any] = {
