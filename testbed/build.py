@@ -7,7 +7,7 @@ read from the release's own ``go.mod`` so a version bump never needs a hand-edit
 
 The real node's runtime is built the same way: kubelet from the same wrapper module as the
 control plane, containerd and the CNI plugins with ``go install`` (neither has replace
-directives). Its two images are built offline by ``testbed/images.py`` and cached by a hash of
+directives). Its images are built offline by ``testbed/images.py`` and cached by a hash of
 their inputs; the OCI runtime (runc) comes from Debian (``scripts/testbed-deps.sh``).
 
 Only the standard library is used so CI can call this before installing anything.

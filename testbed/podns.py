@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import socketserver
 import sys
+import threading
 from pathlib import Path
 
 import dns.flags
@@ -87,6 +88,7 @@ class Resolver:
 
 def serve(resolver: Resolver, host: str, port: int = PORT) -> socketserver.ThreadingUDPServer:
     """A UDP server for ``resolver``; the caller runs ``serve_forever``."""
+    log = threading.Lock()  # one line per answer, whole, from concurrent handler threads
 
     class Handler(socketserver.BaseRequestHandler):
         def handle(self) -> None:
@@ -100,7 +102,8 @@ def serve(resolver: Resolver, host: str, port: int = PORT) -> socketserver.Threa
             question = query.question[0].name.to_text() if query.question else "?"
             answers = [str(r) for rrset in response.answer for r in rrset]
             rcode = dns.rcode.to_text(response.rcode())
-            print(f"{self.client_address[0]} {question} {rcode} {answers}", flush=True)
+            with log:
+                print(f"{self.client_address[0]} {question} {rcode} {answers}", flush=True)
 
     socketserver.ThreadingUDPServer.allow_reuse_address = True
     server = socketserver.ThreadingUDPServer((host, port), Handler)
