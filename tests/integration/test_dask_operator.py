@@ -12,143 +12,31 @@ for its target, cannot reach one: scaling is shown as the operator does it for a
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, watch
-from kubernetes.client.exceptions import ApiException
 
 import runplane
 from runplane.config import Settings
 from runplane.rendering import render
-from testbed import kube, topology
+from testbed import dask_operator, kube, topology
+from testbed.dask_operator import Operator
 from testbed.pytest_plugin import TestbedCluster
 
 pytestmark = pytest.mark.testbed
 
-CRDS = Path(__file__).parents[2] / "testbed" / "crds"
-INSTALLED = (
-    "kubernetes.dask.org_daskclusters.yaml",
-    "kubernetes.dask.org_daskworkergroups.yaml",
-    "kubernetes.dask.org_daskautoscalers.yaml",
-)
-GROUP, VERSION = "kubernetes.dask.org", "v1"
+GROUP, VERSION = dask_operator.GROUP, dask_operator.VERSION
 TEST = f"dask-{uuid.uuid4().hex[:6]}"
-
-
-@dataclass
-class Operator:
-    """The controller's process; a wait fails at once, with its log, if the process died."""
-
-    tb: TestbedCluster
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def check(self) -> None:
-        if self.process.poll() is not None:
-            tail = self.log.read_text(errors="replace")[-4000:]
-            raise AssertionError(f"the dask operator exited {self.process.returncode}:\n{tail}")
-
-    def pods(
-        self, selector: str, test: Callable[[list[client.V1Pod]], bool], timeout: float = 60
-    ) -> list[client.V1Pod]:
-        """The pods matching ``selector`` once ``test`` holds for them, awaited on a watch."""
-        core = self.tb.core
-        ns = self.tb.namespace
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check()
-            listed = core.list_namespaced_pod(ns, label_selector=selector)
-            pods = {p.metadata.name: p for p in listed.items}
-            if test(list(pods.values())):
-                return list(pods.values())
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                shown = yaml.safe_dump(kube.plain(self.tb.api, list(pods.values())))
-                tail = self.log.read_text(errors="replace")[-3000:]
-                raise AssertionError(f"pods {selector}:\n{shown}\noperator log:\n{tail}")
-            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                core.list_namespaced_pod,
-                ns,
-                label_selector=selector,
-                resource_version=listed.metadata.resource_version,
-                timeout_seconds=max(1, min(5, int(remaining))),
-            )
-            for event in stream:
-                pod = event["object"]
-                if event["type"] == "DELETED":
-                    pods.pop(pod.metadata.name, None)
-                else:
-                    pods[pod.metadata.name] = pod
-                if test(list(pods.values())):
-                    return list(pods.values())
-
-
-def _install_crds(tb: TestbedCluster) -> None:
-    extensions = client.ApiextensionsV1Api(tb.api)
-    installed = []
-    for file in INSTALLED:
-        crd = yaml.safe_load((CRDS / file).read_text())
-        try:
-            extensions.create_custom_resource_definition(crd)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-        installed.append(crd["metadata"]["name"])
-    deadline = time.monotonic() + 60
-    for name in installed:
-        while True:
-            status = extensions.read_custom_resource_definition(name).status
-            conditions = {c.type: c.status for c in (status.conditions or [])} if status else {}
-            if conditions.get("Established") == "True":
-                break
-            assert time.monotonic() < deadline, f"CRD {name} not established"
-            time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
 def operator(testbed_cluster: TestbedCluster) -> Iterator[Operator]:
-    tb = testbed_cluster
-    _install_crds(tb)
-    log = tb.run_dir / "logs" / f"dask-operator-{TEST}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kopf",
-                "run",
-                "--standalone",
-                "--namespace",
-                tb.namespace,
-                "-m",
-                "dask_kubernetes.operator.controller",
-            ],
-            env={**os.environ, "KUBECONFIG": str(tb.kubeconfig)},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    running = Operator(tb, process, log)
-    try:
+    with dask_operator.running(testbed_cluster, TEST) as running:
         yield running
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 def _cluster_pods(name: str, component: str) -> str:
