@@ -7,7 +7,7 @@ read from the release's own ``go.mod`` so a version bump never needs a hand-edit
 
 The real node's runtime is built the same way: kubelet from the same wrapper module as the
 control plane, containerd and the CNI plugins with ``go install`` (neither has replace
-directives). Its two images are built offline by ``testbed/images.py`` and cached by a hash of
+directives). Its images are built offline by ``testbed/images.py`` and cached by a hash of
 their inputs; the OCI runtime (runc) comes from Debian (``scripts/testbed-deps.sh``).
 
 Only the standard library is used so CI can call this before installing anything.
@@ -366,6 +366,13 @@ def _build_images_locked(target: Path, todo: list[str]) -> None:
             images.build_python(work / "python", archives[images.PYTHON_IMAGE], arch, mirror)
 
         builder.step(images.PYTHON_IMAGE, python)
+    if images.DASK_IMAGE in todo:
+        mirror = os.environ.get("RUNPLANE_TESTBED_DEBIAN_MIRROR") or None
+
+        def dask() -> None:
+            images.build_dask(work / "dask", archives[images.DASK_IMAGE], arch, mirror)
+
+        builder.step(images.DASK_IMAGE, dask)
     shutil.rmtree(work, ignore_errors=True)
     total = round(time.monotonic() - start, 1)
     record: dict[str, Any] = {

@@ -2,9 +2,12 @@
 
 Two images are enough for the real node: the pod sandbox (Kubernetes' own ``pause.c``, which
 ships inside the ``k8s.io/kubernetes`` module zip, compiled statically) and a Python image (a
-Debian root filesystem from ``mmdebstrap``). Each becomes one uncompressed layer wrapped into an
-OCI image-layout tarball that ``ctr -n k8s.io images import`` loads; the image name travels in
-the ``io.containerd.image.name`` annotation of ``index.json``.
+Debian root filesystem from ``mmdebstrap``). A third, Debian's dask (``python3-distributed``),
+is built with them but imported only by the tests that run a dask cluster
+(``RealNode.import_image``): every node start would otherwise pay for its size. Each becomes
+one uncompressed layer wrapped into an OCI image-layout tarball that
+``ctr -n k8s.io images import`` loads; the image name travels in the
+``io.containerd.image.name`` annotation of ``index.json``.
 
 Only the standard library is used: ``python -m testbed build`` runs before any Python
 dependency is installed. Archives are deterministic (fixed timestamps, sorted JSON), so the
@@ -28,10 +31,18 @@ PAUSE_IMAGE = "runplane.local/pause:3.10.2"
 PYTHON_IMAGE = "runplane.local/python:3.11-bookworm"
 PAUSE_ARCHIVE = "pause.oci.tar"
 PYTHON_ARCHIVE = "python.oci.tar"
-ARCHIVES = {PAUSE_IMAGE: PAUSE_ARCHIVE, PYTHON_IMAGE: PYTHON_ARCHIVE}
+#: Debian 12's dask and distributed (2022.12.1): ``dask scheduler`` / ``dask worker`` exist.
+DASK_IMAGE = "runplane.local/dask:2022.12-bookworm"
+DASK_ARCHIVE = "dask.oci.tar"
+ARCHIVES = {PAUSE_IMAGE: PAUSE_ARCHIVE, PYTHON_IMAGE: PYTHON_ARCHIVE, DASK_IMAGE: DASK_ARCHIVE}
+#: What ``RealNode.start`` imports; the others are imported on demand.
+NODE_IMAGES = (PAUSE_IMAGE, PYTHON_IMAGE)
 
 DEBIAN_SUITE = "bookworm"
 PYTHON_PACKAGES = ("python3",)
+#: Recommends are left out (pandas, bokeh and their own trees): the scheduler and workers run
+#: without them, and the image stays a fraction of the size.
+DASK_PACKAGES = ("python3", "python3-distributed")
 #: Documentation, manuals and translations are most of a minimal rootfs' size and unused.
 DPKG_EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*")
 #: Bump when the way an image is assembled changes, so cached archives are rebuilt.
@@ -73,6 +84,8 @@ def inputs_key(k8s_version: str, arch: str) -> str:
         "python": PYTHON_IMAGE,
         "suite": DEBIAN_SUITE,
         "packages": PYTHON_PACKAGES,
+        "dask": DASK_IMAGE,
+        "dask_packages": DASK_PACKAGES,
         "excludes": DPKG_EXCLUDES,
         "format": FORMAT_REVISION,
     }
@@ -235,15 +248,34 @@ def build_python(workdir: Path, out: Path, arch: str, mirror: str | None = None)
     mmdebstrap picks root mode when run as root and writes the rootfs tar directly; it reads
     the Debian mirror (``mirror`` or deb.debian.org), the only network access of the build.
     """
+    return build_debian(PYTHON_IMAGE, PYTHON_PACKAGES, workdir, out, arch, mirror)
+
+
+def build_dask(workdir: Path, out: Path, arch: str, mirror: str | None = None) -> str:
+    """The Python image plus Debian's dask and distributed, without their Recommends."""
+    return build_debian(DASK_IMAGE, DASK_PACKAGES, workdir, out, arch, mirror, recommends=False)
+
+
+def build_debian(
+    name: str,
+    packages: Sequence[str],
+    workdir: Path,
+    out: Path,
+    arch: str,
+    mirror: str | None = None,
+    *,
+    recommends: bool = True,
+) -> str:
     workdir.mkdir(parents=True, exist_ok=True)
-    rootfs = workdir / "python-rootfs.tar"
+    rootfs = workdir / "rootfs.tar"
     argv = [
         _need("mmdebstrap"),
         "--quiet",
         "--variant=essential",
         f"--architectures={arch}",
-        f"--include={','.join(PYTHON_PACKAGES)}",
+        f"--include={','.join(packages)}",
         *(f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES),
+        *([] if recommends else ["--aptopt=APT::Install-Recommends false"]),
         DEBIAN_SUITE,
         str(rootfs),
     ]
@@ -252,6 +284,6 @@ def build_python(workdir: Path, out: Path, arch: str, mirror: str | None = None)
     _run(argv)
     try:
         config = ImageConfig(cmd=("python3",))
-        return oci_archive(PYTHON_IMAGE, rootfs, out, config, arch)
+        return oci_archive(name, rootfs, out, config, arch)
     finally:
         rootfs.unlink(missing_ok=True)

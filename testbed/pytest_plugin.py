@@ -12,9 +12,11 @@ error, never a skip.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import time
+import uuid
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +116,30 @@ class TestbedCluster:
                 break
         state = yaml.safe_dump(kube.plain(self.api, last)) if last else "gone"
         raise AssertionError(f"pod {name} never became {what or predicate}; last seen:\n{state}")
+
+    def service_env(
+        self,
+        home: Path,
+        token: str,
+        *,
+        namespace: str | None = None,
+        secrets: list[str] | None = None,
+    ) -> dict[str, str]:
+        """The variables of a runplane service on this cluster: its own home, database and
+        instance name, and one user token, so tests' services never share state."""
+        user: dict[str, Any] = {"token": token, "user": "ci", "role": "user"}
+        if secrets is not None:
+            user["secrets"] = secrets
+        return {
+            "RUNPLANE_CONFIG": os.devnull,
+            "RUNPLANE_LOCAL__HOME": str(home),
+            "RUNPLANE_NAMESPACE": namespace or self.namespace,
+            "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
+            "RUNPLANE_SERVICE__KUBECONFIG": str(self.kubeconfig),
+            "RUNPLANE_SERVICE__INSTANCE": f"{home.name[:20]}-{uuid.uuid4().hex[:8]}",
+            "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{home / 'service.db'}",
+            "RUNPLANE_SERVICE__TOKENS": json.dumps([user]),
+        }
 
     def dump(self, directory: Path) -> None:
         """Write the cluster's view of things for a post-mortem."""
@@ -274,3 +300,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"testbed: component logs in {run_dir / 'logs'}, "
             f"cluster dumps in {run_dir / 'failures'}"
         )
+
+
+@contextlib.contextmanager
+def only_runplane_env(values: dict[str, str]) -> Iterator[dict[str, str]]:
+    """This process's ``RUNPLANE_*`` variables replaced by ``values`` for the block, so a
+    developer's own settings never leak into a test's service."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("RUNPLANE_") and name != SKIP_ENV:
+                patch.delenv(name)
+        for name, value in values.items():
+            patch.setenv(name, value)
+        yield values

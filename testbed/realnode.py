@@ -34,6 +34,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from testbed import build, images, kube, pki, topology
+from testbed import build, images, kube, pki, podns, topology
 from testbed import topology as tb_topology
 from testbed.cluster import Cluster, Process, _spawn, _stop_group, _tail, write_kubeconfig
 
@@ -54,6 +55,12 @@ LOCK_FILE = Path("/run/runplane-testbed-realnode.lock")
 STATE_FILE = "realnode.json"
 BRIDGE = "rnbr0"
 POD_SUBNET = "10.244.0.0/24"
+#: The bridge's own address, the subnet's first (host-local never hands it to a pod): the
+#: host's side of the pod network, where kubelet's probes come from and the pods' DNS listens.
+BRIDGE_ADDRESS = "10.244.0.1"
+CLUSTER_DOMAIN = podns.DOMAIN
+#: The responder's command line names its module, so teardown can find it after a crash.
+PODNS_MODULE = "testbed.podns"
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
 #: Paths containerd, kubelet and the CNI plugins create whatever their configured roots are
@@ -240,7 +247,8 @@ def containerd_config(paths: Paths, runc: str, bin_dir: Path) -> str:
 
 def cni_config(paths: Paths) -> dict[str, Any]:
     """An isolated bridge: no gateway, no masquerade, no iptables, no forwarding; pods reach
-    each other and nothing else, which is all the tests need."""
+    each other and the host's bridge address (``BRIDGE_ADDRESS``, made by ``_create_bridge``
+    before any pod: probes, DNS), nothing else."""
     return {
         "cniVersion": "1.0.0",
         "name": "runplane",
@@ -264,7 +272,8 @@ def cni_config(paths: Paths) -> dict[str, Any]:
 def kubelet_config(paths: Paths, ca: Path) -> dict[str, Any]:
     """Only what differs from kubelet's defaults, and why: cgroup v1 hosts need
     ``failCgroupV1: false``; there is no systemd, hence cgroupfs; ``makeIPTablesUtilChains``
-    would add KUBE-* chains to the host's iptables; no cluster DNS, so no resolv.conf."""
+    would add KUBE-* chains to the host's iptables; the host's resolv.conf is not the pods':
+    their only nameserver is the testbed's (``testbed.podns``) on the bridge."""
     sock = f"unix://{paths.socket}"
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -287,6 +296,8 @@ def kubelet_config(paths: Paths, ca: Path) -> dict[str, Any]:
         "podLogsDir": str(paths.work / "pod-logs"),
         "failSwapOn": False,
         "resolvConf": "",
+        "clusterDNS": [BRIDGE_ADDRESS],
+        "clusterDomain": CLUSTER_DOMAIN,
         "makeIPTablesUtilChains": False,
         "rotateCertificates": False,
         "serverTLSBootstrap": False,
@@ -424,6 +435,20 @@ def _bridge_exists() -> bool:
     return Path("/sys/class/net", BRIDGE).exists()
 
 
+def _create_bridge() -> None:
+    """The CNI bridge, made before kubelet so it has an address on the host: the CNI plugin
+    adopts an existing bridge and, without ``isGateway``, would give it none."""
+    prefix = POD_SUBNET.split("/")[1]
+    for argv in (
+        ["ip", "link", "add", BRIDGE, "type", "bridge"],
+        ["ip", "addr", "add", f"{BRIDGE_ADDRESS}/{prefix}", "dev", BRIDGE],
+        ["ip", "link", "set", BRIDGE, "up"],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
+
+
 def _delete_bridge() -> None:
     if _bridge_exists():
         subprocess.run(["ip", "link", "del", BRIDGE], check=False, capture_output=True)
@@ -447,7 +472,8 @@ def _our_processes(work: Path) -> list[tuple[int, str]]:
             argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if Path(argv[0]).name in _PROGRAMS and any(marker in arg for arg in argv[1:]):
+        ours = Path(argv[0]).name in _PROGRAMS or PODNS_MODULE in argv
+        if ours and any(marker in arg for arg in argv[1:]):
             found.append((int(entry.name), argv[0]))
     return found
 
@@ -561,6 +587,7 @@ def teardown(work: Path | None = None, processes: Iterable[Process] = ()) -> Non
         _terminate(pids)
 
     stop("kubelet")
+    stop("podns")
     if any(Path(argv0).name == "containerd" for _, argv0 in _our_processes(paths.work)):
         _kill_tasks(bin_dir, paths)
     stop("containerd")
@@ -788,9 +815,26 @@ class RealNode:
         self.save()
         self._wait("containerd", self._containerd_up, timeout)
         began = time.monotonic()
-        for archive in build.image_archives().values():
-            _ctr(self.bin_dir, paths, "images", "import", str(archive), timeout=timeout)
+        for image in images.NODE_IMAGES:
+            self.import_image(image, timeout)
         self.timings["images_import_s"] = round(time.monotonic() - began, 2)
+
+        _create_bridge()
+        argv = [
+            sys.executable,
+            "-m",
+            PODNS_MODULE,
+            f"--kubeconfig={self.kubeconfig}",
+            f"--listen={BRIDGE_ADDRESS}",
+            f"--domain={CLUSTER_DOMAIN}",
+            f"--work={self.work}",
+        ]
+        # the testbed is not an installed package: the responder imports it from the checkout
+        root = str(Path(__file__).resolve().parents[1])
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+        env = dict(os.environ, PYTHONPATH=path)
+        self.processes.append(_spawn("podns", argv, self.run_dir, env, die_with_parent))
+        self.save()
 
         assert self._lock is not None
         argv = kubelet_argv(self.bin_dir, paths, kubelet_kc, self.name)
@@ -810,6 +854,12 @@ class RealNode:
         began = time.monotonic()
         self._wait(f"node {self.name} Ready", self.ready, timeout)
         self.timings["kubelet_to_ready_s"] = round(time.monotonic() - began, 2)
+
+    def import_image(self, name: str, timeout: float = 120.0) -> None:
+        """Load one of the testbed's image archives into the node's containerd; the node
+        starts with ``images.NODE_IMAGES``, tests import what else they run."""
+        archive = build.image_archives()[name]
+        _ctr(self.bin_dir, self.paths, "images", "import", str(archive), timeout=timeout)
 
     def _containerd_up(self) -> bool:
         if not self.paths.socket.exists():

@@ -218,6 +218,13 @@ class _Client:
 
         return functions.save(function)
 
+    def project(self, data: Any, /) -> Any:
+        from runplane.projects import Project
+
+        if "metadata" in data:  # its to_dict() form
+            return Project.from_dict(data, ".")
+        return Project.from_record(data)
+
 
 _hooks.register(_Client())
 

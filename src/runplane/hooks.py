@@ -33,6 +33,9 @@ if TYPE_CHECKING:
         def save(self, function: Any, /) -> str:
             """Store the function where runs go; returns its URI."""
 
+        def project(self, data: Any, /) -> Any:
+            """A project object from its stored record or its ``to_dict()`` form."""
+
 
 _client: Client | None = None
 

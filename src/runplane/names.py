@@ -46,6 +46,9 @@ NODE_GROUP = f"{PREFIX}node-group"
 #: The taint of nodes reserved for core services (the system group).
 RESERVED = f"{PREFIX}reserved"
 MANAGED_BY = "app.kubernetes.io/managed-by"
+#: The annotation of a serving deployment made through the service: the user who deployed it,
+#: the one (with admins) who may list, call and delete it.
+DEPLOYED_BY = f"{PREFIX}deployed-by"
 MANAGER = "runplane"
 #: Written on a pod just before runplane deletes it, so any watcher (another replica, or this
 #: one after a restart) records the run ``aborted``, not ``error``.

@@ -7,9 +7,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from runplane import hooks
 from runplane.client import Backend, backend, output
 from runplane.client import functions as catalog
-from runplane.errors import InvalidValueError
+from runplane.errors import InvalidValueError, NotFoundError
 from runplane.runs import RunRecord, RunState
 from runplane.settings_view import SettingsView
 from runplane.settings_view import set_environment as _set_environment
@@ -142,13 +143,66 @@ class RunDB:
             fn.metadata.tag = tag
         return catalog.save(fn)
 
-    def list_projects(self, **ignored: Any) -> list[str]:
-        """Projects with runs or stored functions (the service's, or this machine's)."""
-        projects = getattr(self.service, "projects", None)
-        if callable(projects):
-            return list(projects())
-        names = {record.project for record in self.service.list_runs(limit=10_000)}
-        return sorted(names)
+    def list_projects(
+        self,
+        owner: str | None = None,
+        format_: Any = "name_only",
+        labels: dict[str, str] | list[str] | str | None = None,
+        state: str | None = None,
+        **ignored: Any,
+    ) -> list[Any]:
+        """Every project: recorded ones, and those known only from their runs, functions or
+        schedules (the service's, or this machine's). Names (``format_="name_only"``, MLRun's
+        default), or projects (``"full"``), filtered by owner and labels."""
+        from runplane.client import projects as records
+
+        found = records.list_records()
+        label_filter = _labels(labels)
+        found = [
+            record
+            for record in found
+            if (not owner or record.get("owner") == owner)
+            and label_filter.items() <= dict(record.get("labels") or {}).items()
+        ]
+        if str(getattr(format_, "value", format_)) in ("full", "minimal", "summary"):
+            return [hooks.client().project(record) for record in found]
+        return [str(record["name"]) for record in found]
+
+    def get_project(self, name: str) -> Any:
+        """The project's record as a project (``NotFoundError``, MLRun's
+        ``MLRunNotFoundError``, when no project has the name)."""
+        from runplane.client import projects as records
+
+        record = records.get(name)
+        if record is None:
+            raise NotFoundError(f"project {name!r} does not exist")
+        return hooks.client().project(record)
+
+    def create_project(self, project: Any) -> Any:
+        """Record ``project`` (a project, or its dict); an existing record is kept as it is."""
+        return self._store_project(project, update=False)
+
+    def store_project(self, name: str, project: Any) -> Any:
+        """Record ``project``, bringing an existing record of the caller's up to date."""
+        return self._store_project(project, update=True, name=name)
+
+    def _store_project(self, project: Any, update: bool, name: str = "") -> Any:
+        if not hasattr(project, "store_record"):
+            project = hooks.client().project(dict(project))
+        if name and name != project.name:
+            raise InvalidValueError(
+                "name", name, f"the project's own name, {project.name!r}", repr(project.name)
+            )
+        project.store_record(update=update)
+        return project
+
+    def delete_project(self, name: str, deletion_strategy: Any = "restricted") -> None:
+        """Delete a project's record: ``restricted`` (refused while it has runs, functions or
+        schedules) or ``cascading`` (its functions and schedules too; its runs' records
+        stay)."""
+        from runplane.client import projects as records
+
+        records.delete(name, deletion_strategy)
 
     def del_run(self, uid: str, **ignored: Any) -> None:
         raise InvalidValueError(

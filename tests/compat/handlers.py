@@ -90,3 +90,13 @@ def model_logger(context):
 
 def needs_monitoring(context):
     context.log_model("model", body=b"w", model_file="m.pkl", training_set=[[1, 2]])
+
+
+def fails_first_attempt(context):
+    """Fails on its first attempt only: what MLRun's ``retry=`` is for."""
+    import os
+
+    attempt = int(os.environ["RUNPLANE_ATTEMPT"])
+    if attempt == 1:
+        raise RuntimeError("a flaky first attempt")
+    context.log_result("attempt", attempt)

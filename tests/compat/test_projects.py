@@ -151,3 +151,37 @@ def test_secret_keys_are_file_names(project_dir):
         with pytest.raises(mlrun.errors.MLRunInvalidArgumentError, match="set_secrets key"):
             project.set_secrets({key: "x"})
     assert project.spec.secret_keys == []
+
+
+def test_projects_are_recorded_on_this_machine_and_read_from_the_run_db(tmp_path):
+    project = mlrun.new_project(
+        "churn", context=str(tmp_path / "one"), description="churn models", parameters={"a": 1}
+    )
+    db = mlrun.get_run_db()
+    assert db.list_projects() == ["churn"]
+    stored = db.get_project("churn")
+    assert isinstance(stored, mlrun.projects.MlrunProject)
+    assert (stored.spec.description, stored.spec.params) == ("churn models", {"a": 1})
+    assert project.owner == getpass.getuser()
+
+    project.spec.description = "v2"
+    project.set_param("b", [1, 2])
+    project.save()
+    assert db.get_project("churn").spec.params == {"a": 1, "b": [1, 2]}
+    again = mlrun.get_or_create_project("churn", context=str(tmp_path / "two"))
+    assert again.spec.description == "v2"  # begun from the record: no project.yaml there
+    assert [p.name for p in db.list_projects(format_="full", labels={"x": "y"})] == []
+
+    mlrun.new_function(project="churn").run(handler=_double, params={"x": 2})
+    with pytest.raises(mlrun.errors.MLRunBaseError, match="1 runs"):
+        db.delete_project("churn")
+    db.delete_project("churn", deletion_strategy="cascading")
+    assert db.list_projects() == ["churn"]  # its run still names it
+    with pytest.raises(mlrun.errors.MLRunInvalidArgumentError, match="deletion_strategy"):
+        db.delete_project("churn", deletion_strategy="all")
+    with pytest.raises(mlrun.errors.MLRunNotFoundError):
+        db.get_project("nowhere")
+
+
+def _double(x: int) -> int:
+    return x * 2

@@ -192,3 +192,50 @@ def test_runplanes_own_positional_params_and_inputs_still_work():
     run = fn.run({}, {"data": _csv()})  # runplane's run(params, inputs)
     assert run.outputs["rows"] == 3
     assert fn.deploy() is True  # a job is ready as it is: no image to build
+
+
+def test_retry_as_a_dict_tries_a_failed_run_again():
+    # MLRun's "Function of type job" page: retry={"count": N, "backoff": {"base_delay": ...}}.
+    fn = mlrun.new_function("flaky")
+    run = fn.run(
+        handler=handlers.fails_first_attempt,
+        retry={"count": 2, "backoff": {"base_delay": "0s"}},
+    )
+    assert run.state() == "completed", run.status.status_text
+    assert run.outputs["attempt"] == 2
+    assert fn.spec.retry is None  # the caller's function is left as it was
+
+
+def test_retry_as_mlruns_objects():
+    from runplane.model import Retry, RetryBackoff
+
+    retry = Retry(count=1, backoff=RetryBackoff(base_delay="0s"))
+    run = mlrun.new_function("flaky").run(handler=handlers.fails_first_attempt, retry=retry)
+    assert run.outputs["attempt"] == 2
+
+
+def test_retry_as_a_number_and_none_at_all():
+    fn = mlrun.new_function("flaky")
+    assert fn.run(handler=handlers.fails_first_attempt, retry=0).state() == "error"
+    assert fn.run(handler=handlers.fails_first_attempt).state() == "error"
+    run = mlrun.run_function(fn, handler=handlers.fails_first_attempt, retry=1)
+    assert run.outputs["attempt"] == 2
+
+
+@pytest.mark.parametrize(
+    ("retry", "field"),
+    [
+        ({"count": -1}, "retry.count"),
+        ({"count": "3"}, "retry.count"),
+        ({"count": 2, "backof": {"base_delay": "1s"}}, "retry.backof"),
+        ({"count": 2, "backoff": {"base_delay": "soon"}}, "retry.backoff.base_delay"),
+        ({"count": 2, "backoff": {"max_delay": "1s"}}, "retry.backoff.max_delay"),
+        ("3", "retry"),
+        (True, "retry"),
+        (1000, "retry.count"),
+    ],
+)
+def test_invalid_retry_is_refused_naming_the_field(retry, field):
+    with pytest.raises(mlrun.errors.MLRunInvalidArgumentError) as refused:
+        mlrun.new_function("flaky").run(handler=handlers.fails_first_attempt, retry=retry)
+    assert str(refused.value).startswith(field), str(refused.value)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 import runplane
@@ -38,6 +38,7 @@ INSTALLED = (
     "kubeflow.org_mpijobs.v2beta1.yaml",
     "sparkoperator.k8s.io_sparkapplications.yaml",
     "kubernetes.dask.org_daskclusters.yaml",
+    "scheduling.x-k8s.io_podgroups.yaml",
 )
 LABEL = "runplane.io/test"
 TEST = f"crd-{uuid.uuid4().hex[:8]}"
@@ -337,3 +338,96 @@ def test_a_spark_run_follows_its_driver(
     assert RunState.RUNNING in [e.state for e in events.of(uid)]
     assert rt.abort(uid, "Aborted", "cleanup")  # the finished application is deleted...
     assert [e.state for e in events.of(uid)].count(RunState.ABORTED) == 0  # ...and stays done
+
+
+def _wait_mpijob(tb: TestbedCluster, name: str, timeout: float = 30) -> dict[str, Any]:
+    """The MPIJob once it exists, awaited on a watch."""
+    objects = client.CustomObjectsApi(tb.api)
+    selector = f"metadata.name={name}"
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = objects.list_namespaced_custom_object(
+            "kubeflow.org", "v2beta1", tb.namespace, "mpijobs", field_selector=selector
+        )
+        if listed["items"]:
+            return dict(listed["items"][0])
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"MPIJob {name} was never created"
+        for event in watch.Watch().stream(  # type: ignore[no-untyped-call]
+            objects.list_namespaced_custom_object,
+            "kubeflow.org",
+            "v2beta1",
+            tb.namespace,
+            "mpijobs",
+            field_selector=selector,
+            resource_version=listed["metadata"]["resourceVersion"],
+            timeout_seconds=max(1, int(remaining)),
+        ):
+            if event["type"] == "ADDED":
+                return dict(event["object"])
+
+
+def _gang_node(tb: TestbedCluster, name: str) -> str:
+    """An on-demand node only this test's runs select (a label of the test's own)."""
+    manifest = topology.node_manifest(tb.topology.group("on-demand"), name)
+    manifest["metadata"]["labels"][LABEL] = TEST
+    topology.create_nodes(tb.api, [manifest])
+    topology.wait_nodes_ready(tb.api, [name], timeout=60)
+    return name
+
+
+def test_an_mpijob_is_held_until_all_its_pods_fit_then_submitted_with_its_pod_group(
+    runtime: tuple[KubernetesRuntime, Events, TestbedCluster], tmp_path: Path
+) -> None:
+    rt, events, testbed = runtime
+    nodes = [_gang_node(testbed, f"{TEST}-gang-a")]
+    try:
+        fn = _trainer(tmp_path, "prevent")
+        fn.spec.replicas = 2  # a launcher and two workers of 5 CPUs: one worker per node
+        fn.with_limits(cpu=5, mem="1Gi").with_requests(cpu=5, mem="1Gi")
+        fn.with_node_selection(node_selector={LABEL: TEST})
+        uid = uuid.uuid4().hex
+        request = build_request(fn, Settings(namespace=topology.RUNS_NAMESPACE), uid=uid)
+        rt.launch(request)
+        held = events.wait(uid, lambda e: e.state is RunState.PENDING)
+        assert held.reason == "Unschedulable"
+        assert held.message.startswith(
+            "waiting for room for all its pods at once: 3 pods must start together and 1 fit; "
+            "the next: 0/"
+        )
+        assert "Insufficient cpu" in held.message
+        assert rt.held() == [uid]
+        with pytest.raises(ApiException) as absent:
+            _job(testbed, uid)  # nothing of it is on the cluster while it waits
+        assert absent.value.status == 404
+
+        # A second node with room: the node watch wakes the check, the run goes whole.
+        nodes.append(_gang_node(testbed, f"{TEST}-gang-b"))
+        job = _wait_mpijob(testbed, f"trainer-{uid[:16]}-1")
+        assert rt.held() == []
+        group_name = job["metadata"]["name"]
+        for replica in job["spec"]["mpiReplicaSpecs"].values():
+            assert (
+                replica["template"]["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"]
+                == group_name
+            )
+        group = client.CustomObjectsApi(testbed.api).get_namespaced_custom_object(
+            "scheduling.x-k8s.io", "v1alpha1", testbed.namespace, "podgroups", group_name
+        )
+        assert group["spec"]["minMember"] == 3
+        assert group["spec"]["minResources"]["cpu"] == "10000m"
+        assert [o["uid"] for o in group["metadata"]["ownerReferences"]] == [job["metadata"]["uid"]]
+        assert rt.abort(uid, "Aborted", "done")
+
+        # A held run aborted: nothing was on the cluster, it ends at once.
+        other = uuid.uuid4().hex
+        fn.spec.replicas = 3
+        rt.launch(build_request(fn, Settings(namespace=topology.RUNS_NAMESPACE), uid=other))
+        events.wait(other, lambda e: e.state is RunState.PENDING)
+        assert rt.abort(other, "Aborted", "no room")
+        ended = events.wait(other, lambda e: e.state.terminal)
+        assert (ended.state, ended.message) == (RunState.ABORTED, "no room")
+        assert rt.held() == []
+    finally:
+        for node in nodes:
+            testbed.delete_node(node)

@@ -107,16 +107,8 @@ def service(
     home = tmp_path_factory.mktemp("real-service")
     namespace = f"real-{uuid.uuid4().hex[:6]}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
-        "RUNPLANE_CONFIG": os.devnull,
-        "RUNPLANE_LOCAL__HOME": str(home),
-        "RUNPLANE_NAMESPACE": namespace,
-        "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
-        "RUNPLANE_SERVICE__KUBECONFIG": str(testbed_cluster.kubeconfig),
-        "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{home / 'service.db'}",
-        "RUNPLANE_SERVICE__TOKENS": json.dumps(
-            # The user may reference the Secret of the env test, and only that one.
-            [{"token": TOKEN_VALUE, "user": "ci", "role": "user", "secrets": ["creds"]}]
-        ),
+        # The user may reference the Secret of the env test, and only that one.
+        **testbed_cluster.service_env(home, TOKEN_VALUE, namespace=namespace, secrets=["creds"]),
         "RUNPLANE_FUNCTION_DEFAULTS__IMAGE": real_node.image,
         "RUNPLANE_FUNCTION_DEFAULTS__NODE_SELECTOR": json.dumps(real_node.node_selector),
         "RUNPLANE_FUNCTION_DEFAULTS__TOLERATIONS": json.dumps([real_node.toleration]),

@@ -25,7 +25,7 @@ from runplane.config import load_settings
 from runplane.service.api import create_app
 from runplane.service.server import Server
 from testbed import serve, topology
-from testbed.pytest_plugin import TestbedCluster
+from testbed.pytest_plugin import TestbedCluster, only_runplane_env
 
 pytestmark = pytest.mark.testbed
 
@@ -42,24 +42,9 @@ def environment(
     testbed_cluster: TestbedCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("resilience")
-    values = {
-        "RUNPLANE_CONFIG": os.devnull,
-        "RUNPLANE_LOCAL__HOME": str(home),
-        "RUNPLANE_NAMESPACE": topology.RUNS_NAMESPACE,
-        "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
-        "RUNPLANE_SERVICE__KUBECONFIG": str(testbed_cluster.kubeconfig),
-        "RUNPLANE_SERVICE__INSTANCE": f"res-{uuid.uuid4().hex[:8]}",
-        "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{home / 'service.db'}",
-        "RUNPLANE_SERVICE__TOKENS": json.dumps(
-            [{"token": "resilience-token-for-the-tests", "user": "ci", "role": "user"}]
-        ),
-    }
-    with pytest.MonkeyPatch.context() as patch:
-        for name in list(os.environ):
-            if name.startswith("RUNPLANE_") and name != "RUNPLANE_SKIP_TESTBED":
-                patch.delenv(name)
-        for name, value in values.items():
-            patch.setenv(name, value)
+    with only_runplane_env(
+        testbed_cluster.service_env(home, "resilience-token-for-the-tests")
+    ) as values:
         yield values
 
 

@@ -3,7 +3,6 @@ that loses nothing and duplicates nothing."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
@@ -21,7 +20,7 @@ from runplane.rendering.manifests import bootstrap_configmap_name
 from runplane.service.api import create_app
 from runplane.service.server import Server
 from testbed import serve, topology
-from testbed.pytest_plugin import TestbedCluster
+from testbed.pytest_plugin import TestbedCluster, only_runplane_env
 
 TOKEN = {"Authorization": "Bearer cluster-token-for-the-tests"}
 IMAGE = "registry.example/runplane/job:1"
@@ -30,28 +29,12 @@ CODE = "def handler(context, x: int = 1):\n    return {'x': x}\n"
 
 @pytest.fixture(scope="module")
 def environment(
-    testbed_cluster: TestbedCluster,
-    tmp_path_factory: pytest.TempPathFactory,
+    testbed_cluster: TestbedCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("service")
-    values = {
-        "RUNPLANE_CONFIG": os.devnull,
-        "RUNPLANE_LOCAL__HOME": str(home),
-        "RUNPLANE_NAMESPACE": topology.RUNS_NAMESPACE,
-        "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
-        "RUNPLANE_SERVICE__KUBECONFIG": str(testbed_cluster.kubeconfig),
-        "RUNPLANE_SERVICE__INSTANCE": f"svc-{uuid.uuid4().hex[:8]}",
-        "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{home / 'service.db'}",
-        "RUNPLANE_SERVICE__TOKENS": json.dumps(
-            [{"token": "cluster-token-for-the-tests", "user": "ci", "role": "user"}]
-        ),
-    }
-    with pytest.MonkeyPatch.context() as patch:
-        for name in list(os.environ):
-            if name.startswith("RUNPLANE_") and name != "RUNPLANE_SKIP_TESTBED":
-                patch.delenv(name)
-        for name, value in values.items():
-            patch.setenv(name, value)
+    with only_runplane_env(
+        testbed_cluster.service_env(home, "cluster-token-for-the-tests")
+    ) as values:
         yield values
 
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import yaml
+import threading
 
-from testbed import build, cluster
+import dns.message
+import dns.query
+import dns.rcode
+import yaml
+from kubernetes import client
+
+from testbed import build, cluster, images, podns
 
 GO_MOD = """module k8s.io/kubernetes
 
@@ -36,3 +42,35 @@ def test_stages_are_valid_and_uniquely_named() -> None:
     assert len(names) == len(set(names)) == len(list(cluster.STAGES_DIR.glob("*.yaml")))
     assert {s["spec"]["resourceRef"]["kind"] for s in stages} == {"Node", "Pod"}
     assert docs[0]["kind"] == "KwokConfiguration"
+
+
+def test_pod_dns_answers_for_service_names_of_its_domain_only() -> None:
+    resolver = podns.Resolver(client.ApiClient(), "cluster.local")
+    assert resolver.service("web.team.svc.cluster.local.") == ("web", "team")
+    assert resolver.service("WEB.Team.svc.cluster.local") == ("web", "team")
+    for other in (
+        "web.team.svc.other.local.",
+        "web.svc.cluster.local.",
+        "a.web.team.svc.cluster.local.",
+        "10-244-0-3.team.pod.cluster.local.",
+        "example.com.",
+    ):
+        assert resolver.service(other) is None, other
+    server = podns.serve(resolver, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        query = dns.message.make_query("example.com.", "A")
+        reply = dns.query.udp(query, "127.0.0.1", port=port, timeout=5)
+        assert reply.rcode() == dns.rcode.NXDOMAIN
+        assert reply.id == query.id
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_dask_image_is_part_of_the_images_key() -> None:
+    assert images.DASK_IMAGE in images.ARCHIVES
+    assert set(images.NODE_IMAGES) < set(images.ARCHIVES)
+    assert build.image_archives()[images.DASK_IMAGE].parent == build.images_dir()

@@ -259,7 +259,7 @@ def test_cluster_summary(client):
     assert summary["capabilities"] == {
         "gpus": False,
         "preemption": False,
-        "node_labels": False,
+        "node_labels": True,
         "deploy": True,
         "durable": False,
     }

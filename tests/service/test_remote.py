@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -176,8 +177,67 @@ def test_schedules_from_the_cli_and_the_sdk(service_url, tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: schedule: 'often' is not valid")
     listing = cli("get", "deployments")
-    assert listing.returncode == 2
-    assert "deployments made through the service live on its cluster" in listing.stderr
+    assert listing.returncode == 0, listing.stderr  # the service's: none yet
+
+
+def test_a_deployment_through_the_service_from_the_sdk_and_the_cli(service_url, tmp_path):
+    """fn.deploy() and fn.invoke() with RUNPLANE_API set, then runplane get/delete
+    deployment(s): the service (on its local runtime) runs the replicas on its machine."""
+    script = tmp_path / "echo.py"
+    script.write_text(
+        "def handler(context, event):\n"
+        "    if event.path.endswith('/missing'):\n"
+        "        return 404, {'error': 'no such thing'}\n"
+        "    return {'path': event.path, 'x': event.body['x'] * 2}\n"
+    )
+    env = client_env(service_url, tmp_path)
+    program = textwrap.dedent(f"""
+        import runplane
+        fn = runplane.code_to_function(
+            "echo", filename={str(script)!r}, kind="serving", handler="handler"
+        )
+        fn.with_requests(cpu="100m", mem="64Mi")
+        print(fn.deploy()["applied"][0])
+        print(fn.invoke("/predict", body={{"x": 21}}))
+        try:
+            fn.invoke("/missing", body={{"x": 1}})
+        except runplane.errors.RunplaneError as error:
+            print(error)
+    """)
+    sdk = subprocess.run(
+        [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert sdk.returncode == 0, sdk.stderr
+    applied, answer, missing = sdk.stdout.strip().splitlines()
+    assert applied.startswith("Deployment/echo: 1 replica(s) at http://127.0.0.1:")
+    assert answer == "{'path': '/predict', 'x': 42}"
+    assert missing == 'the function answered 404: {"error": "no such thing"}'
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "runplane", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    listed = cli("get", "deployments", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (echo,) = json.loads(listed.stdout)
+    assert (echo["project"], echo["name"], echo["owner"], echo["state"]) == (
+        "default",
+        "echo",
+        "carol",
+        "ready",
+    )
+    deleted = cli("delete", "deployment", "echo")
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.strip() == "default/echo deleted"
+    assert json.loads(cli("get", "deployments", "--json").stdout) == []
+    again = cli("delete", "deployment", "echo")
+    assert again.returncode != 0
+    assert "does not exist" in again.stderr
 
 
 def test_schedules_need_the_service(tmp_path):
@@ -252,3 +312,49 @@ def test_mlrun_code_against_the_service(service_url, tmp_path):
         "functions ['stored']",
         "secrets True",
     ]
+
+
+def test_projects_are_recorded_in_the_service(service_url, tmp_path):
+    """new_project and project.save() keep the project's record in the service; the run DB
+    and a fresh context read it back; another context's get_or_create_project begins from it."""
+    script = tmp_path / "projects.py"
+    script.write_text(
+        textwrap.dedent("""
+        import runplane as mlrun
+
+        project = mlrun.new_project(
+            "churn", context="./one", description="churn models", parameters={"label": "y"}
+        )
+        project.set_default_image("python:3.11")
+        project.save()
+        db = mlrun.get_run_db()
+        print("names", db.list_projects())
+        stored = db.get_project("churn")
+        print("stored", stored.spec.description, stored.spec.params, stored.default_image)
+        print("owner", project.owner)
+        again = mlrun.get_or_create_project("churn", context="./two")
+        print("again", again.spec.description, again.spec.params)
+        full = db.list_projects(format_="full", owner="carol")
+        print("full", [(p.name, p.spec.description) for p in full])
+        db.delete_project("churn")
+        print("left", db.list_projects())
+        """)
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=client_env(service_url, tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "names ['churn']",
+        "stored churn models {'label': 'y'} python:3.11",
+        "owner carol",
+        "again churn models {'label': 'y'}",
+        "full [('churn', 'churn models')]",
+        "left []",
+    ]
+    assert (tmp_path / "two" / "project.yaml").is_file()

@@ -100,11 +100,14 @@ def test_users_read_defaults_admins_change_them(page: Page, api: httpx.Client) -
     try:
         page.get_by_label("Memory request").fill("96Mi")
         page.get_by_label("Priority class").select_option("low")
+        page.get_by_label("GPU limit").fill("1")
         page.get_by_role("button", name="Save").click()
         expect(page.get_by_role("status")).to_have_text("Saved.")
         expect(page.get_by_label("Memory request")).to_have_value("96Mi")
+        expect(page.get_by_label("GPU limit")).to_have_value("1")
         after = api.get("/defaults").json()
         assert after["resources"]["requests"]["memory"] == "96Mi"
+        assert after["resources"]["limits"]["nvidia.com/gpu"] == 1
         assert after["priority_class"] == "low"
         page.get_by_label("Memory request").fill("lots")
         page.get_by_role("button", name="Save").click()
@@ -128,6 +131,7 @@ def test_cluster_shows_capacity_labels_and_what_runs_where(page: Page) -> None:
 PAGES = [
     "/ui/",
     "/ui/projects/flow/jobs",
+    "/ui/projects/churn-models/jobs",
     "/ui/projects/flow/jobs/new",
     "/ui/projects/models/functions",
     "/ui/projects/models/functions/trainer",

@@ -135,6 +135,7 @@ def test_a_dask_function_renders_a_valid_daskcluster_and_autoscaler(tmp_path):
     fn.with_preemption_mode("allow").with_priority_class("low")
     cluster, autoscaler = runplane.render(fn, Settings()).manifests
     valid(cluster, "kubernetes.dask.org_daskclusters.yaml")
+    valid(autoscaler, "kubernetes.dask.org_daskautoscalers.yaml")
     assert autoscaler == {
         "apiVersion": "kubernetes.dask.org/v1",
         "kind": "DaskAutoscaler",

@@ -81,6 +81,23 @@ def test_service_defaults_fill_only_unset_keys():
     }
 
 
+def test_a_default_gpu_limit_reaches_functions_that_name_no_gpu_of_their_own():
+    settings = load_settings(function_defaults={"resources": {"limits": {"nvidia.com/gpu": 1}}})
+    plain = rendered(runplane.new_function("training"), settings)
+    assert container(plain)["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert "gpus-from-defaults" in {lint.code for lint in plain.lints}
+    # Their own choice wins, zero included; dask and spark roles ask for GPUs themselves.
+    own = rendered(
+        runplane.new_function("big").with_limits(gpus=2, gpu_type="amd.com/gpu"), settings
+    )
+    assert container(own)["resources"]["limits"] == {"amd.com/gpu": "2"}
+    assert "gpus-from-defaults" not in {lint.code for lint in own.lints}
+    none = rendered(runplane.new_function("cpu-only").with_limits(gpus=0), settings)
+    assert "resources" not in container(none) or "limits" not in container(none)["resources"]
+    dask = render(runplane.new_function("cluster", kind="dask"), settings)
+    assert "nvidia.com/gpu" not in str(dask.manifests)
+
+
 def test_a_default_limit_below_the_users_request_is_explained():
     settings = load_settings(function_defaults={"resources": {"limits": {"memory": "2Gi"}}})
     fn = runplane.new_function("training").with_requests(mem="8Gi")

@@ -1,42 +1,41 @@
-"""``runplane get deployments`` and ``runplane delete deployment``: serving functions here."""
+"""``runplane get deployments`` and ``runplane delete deployment``: serving functions here,
+or through the service when ``RUNPLANE_API`` is set."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import Any
 
 import click
 
-if TYPE_CHECKING:
-    from runplane.config import Settings
 
-
-def _settings() -> Settings:
+def _listed(project: str | None = None) -> list[dict[str, Any]]:
+    """This machine's deployments, or the service's when ``RUNPLANE_API`` is set (those the
+    caller deployed; an admin's token sees everyone's)."""
     from runplane.config import current
-    from runplane.errors import InvalidValueError
 
     settings = current()
     if settings.api:
-        raise InvalidValueError(
-            "RUNPLANE_API",
-            settings.api,
-            "deployments made through the service live on its cluster; list them there "
-            "(kubectl get deployments -n <namespace>); these commands manage this machine's",
-            "unset RUNPLANE_API",
-        )
-    return settings
+        from runplane.client import api_backend
+
+        return api_backend("listing deployments").deployments(project)
+    from runplane.runtimes.local.serving import list_deployments
+
+    found = list_deployments(settings)
+    return [d for d in found if project is None or d["project"] == project]
 
 
 @click.command("deployments")
+@click.option("--project", help="Only this project's deployments.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full status as JSON.")
-def get_deployments(as_json: bool) -> None:
-    """List serving functions deployed on this machine: replicas, restarts, scaling."""
+def get_deployments(project: str | None, as_json: bool) -> None:
+    """List serving functions deployed here, or through the service (RUNPLANE_API): replicas,
+    restarts, scaling."""
     from rich.table import Table
 
     from runplane.cli.runs import terminal
-    from runplane.runtimes.local.serving import list_deployments
 
-    found = list_deployments(_settings())
+    found = _listed(project)
     if as_json:
         click.echo(json.dumps(found, indent=1))
         return
@@ -44,20 +43,21 @@ def get_deployments(as_json: bool) -> None:
     for column in ("project", "name", "state", "ready", "replicas", "restarts", "url", "scaling"):
         table.add_column(column)
     for status in found:
-        replicas = status["replicas"]
-        ready = sum(1 for replica in replicas if replica["state"] == "ready")
+        replicas = status.get("replicas") or []
+        ready = status.get("ready", sum(1 for r in replicas if r["state"] == "ready"))
         bounds = (
             f" ({status['min_replicas']}-{status['max_replicas']})"
             if status.get("max_replicas")
             else ""
         )
+        workers = f" x {status['workers']} worker(s)" if status.get("workers") else ""
         table.add_row(
             status["project"],
             status["name"],
             status["state"],
             f"{ready}/{status['desired']}",
-            f"{status['desired']}{bounds} x {status['workers']} worker(s)",
-            str(sum(replica["restarts"] for replica in replicas)),
+            f"{status['desired']}{bounds}{workers}",
+            str(sum(replica["restarts"] for replica in replicas)) if replicas else "",
             status["url"],
             status.get("scaling", ""),
         )
@@ -73,7 +73,37 @@ def delete_group() -> None:
 @click.argument("name")
 @click.option("--project", help="The function's project, when several have one of that name.")
 def delete_deployment(name: str, project: str | None) -> None:
-    """Stop a serving function deployed on this machine and remove it."""
+    """Stop a serving function deployed here (or through the service) and remove it."""
+    from runplane.config import current
+
+    settings = current()
+    if settings.api:
+        from runplane.client import api_backend
+
+        service = api_backend("deleting a deployment")
+        if project is None:
+            matches = sorted({d["project"] for d in service.deployments() if d["name"] == name})
+            project = _one_project(name, matches)
+        click.echo(f"{service.delete_deployment(project, name)} deleted")
+        return
     from runplane.runtimes.local.serving import delete
 
-    click.echo(f"{delete(_settings(), name, project)} deleted")
+    click.echo(f"{delete(settings, name, project)} deleted")
+
+
+def _one_project(name: str, projects: list[str]) -> str:
+    from runplane.errors import InvalidValueError, NotFoundError
+
+    if not projects:
+        raise NotFoundError(
+            f"deployment {name!r} does not exist, or is not yours (runplane get deployments "
+            "lists yours)"
+        )
+    if len(projects) > 1:
+        raise InvalidValueError(
+            "project",
+            None,
+            f"deployments named {name!r} exist in projects {', '.join(projects)}; name one",
+            f"runplane delete deployment {name} --project {projects[0]}",
+        )
+    return projects[0]

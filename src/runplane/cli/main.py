@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from runplane.cli.deployments import delete_group, get_deployments
+from runplane.cli.labels import label_group
 from runplane.cli.options import (
     apply_resource_options,
     in_cli_words,
@@ -96,6 +97,7 @@ for _command in (
     ui_command,
     delete_group,
     cost_command,
+    label_group,
 ):
     cli.add_command(_command)
 get_group.add_command(get_deployments)

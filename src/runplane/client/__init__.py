@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from runplane.client.calls import prepare
 from runplane.client.handle import RunHandle
+from runplane.client.retry import apply_retry
 from runplane.config import Settings, current
 from runplane.errors import InvalidValueError
 from runplane.runs import RunRecord, RunState, Usage
@@ -117,11 +118,13 @@ def run(
     labels: Mapping[str, str] | None = None,
     selector: str | None = None,
     param_file_secrets: Mapping[str, str] | None = None,
+    retry: Any = None,
 ) -> Any:
     """Run ``fn`` where runs go (see :func:`backend`; ``local=True``: this machine) and return
     its :class:`RunHandle`; with ``watch`` wait, printing its output. With ``schedule`` (cron)
     store a schedule instead. With hyperparameters, run one child per parameter set and
-    return the parent run (see :mod:`runplane.client.hyper`).
+    return the parent run (see :mod:`runplane.client.hyper`). ``retry`` is MLRun's (see
+    :mod:`runplane.client.retry`).
 
     A ``spec.command`` file of this machine is embedded first: the run may execute elsewhere.
     """
@@ -144,7 +147,7 @@ def run(
         labels=labels,
         selector=selector,
     )
-    call.fn = embed_command(call.fn)
+    call.fn = embed_command(apply_retry(call.fn, retry))
     source_dir = call.source_dir or script_dir
     call.source_dir = source_dir
     if schedule is not None:
@@ -206,17 +209,12 @@ def invoke(
     timeout: float = 60.0,
 ) -> Any:
     """Call a deployed serving function; the answer parsed from JSON when it is JSON."""
-    from runplane.client.serving import invoke_here
+    from runplane.client.serving import invoke_here, invoke_through
 
     settings = current()
     if settings.api:
-        raise InvalidValueError(
-            "RUNPLANE_API",
-            settings.api,
-            "invoking a function deployed through the service is not supported yet; call its "
-            "Kubernetes Service from inside the cluster",
-            "http://<function>.<namespace>.svc/",
-        )
+        service = api_backend("invoking a deployed function")
+        return invoke_through(service, fn, path, body, method, headers, timeout)
     return invoke_here(fn, settings, path, body, method, headers, timeout)
 
 

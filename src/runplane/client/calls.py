@@ -92,7 +92,7 @@ def prepare(
     if name:
         fn.metadata.name = str(normalize_name("run(name=...)", name))
     elif not fn.metadata.name:  # named after the handler, made a valid name without a word
-        fn.metadata.name = fn.spec.handler.replace("_", "-").lower() or "job"
+        fn.metadata.name = fn.spec.handler.replace("_", "-").lower().strip("-") or "job"
     project = project or task.metadata.project
     if project:
         fn.metadata.project = project

@@ -11,7 +11,7 @@ import httpx
 
 from runplane.errors import InvalidValueError, RunplaneError
 from runplane.runs import RunRecord, Usage, check_limit, check_uid
-from runplane.service.wire import API, NEXT_OFFSET
+from runplane.service.wire import API, FUNCTION_STATUS, INVOKE_TIMEOUT, NEXT_OFFSET
 from runplane.spec.function import Function
 
 
@@ -143,6 +143,38 @@ class ApiBackend:
     def deploy(self, fn: Function) -> dict[str, Any]:
         return dict(self._call("POST", "/deployments", json={"function": fn.to_dict()}))
 
+    def deployments(self, project: str | None = None) -> list[dict[str, Any]]:
+        params = {"project": project} if project else {}
+        return list(self._call("GET", "/deployments", params=params))
+
+    def delete_deployment(self, project: str, name: str) -> str:
+        path = f"/deployments/{quote(project, safe='')}/{quote(name, safe='')}"
+        return str(self._call("DELETE", path)["deleted"])
+
+    def invoke(
+        self,
+        project: str,
+        name: str,
+        path: str,
+        method: str,
+        content: bytes | None,
+        headers: Mapping[str, str],
+        timeout: float,
+    ) -> tuple[int, bytes]:
+        """The deployed function's status and body, as the service got them."""
+        target = f"/deployments/{quote(project, safe='')}/{quote(name, safe='')}/invoke/"
+        answer = self._send(
+            method,
+            target + path.lstrip("/"),
+            content=content,
+            headers={**headers, INVOKE_TIMEOUT: f"{timeout:g}"},
+            timeout=timeout + 5,
+        )
+        status = answer.headers.get(FUNCTION_STATUS)
+        if status is None or not status.isdigit():
+            raise self._not_the_api(answer)
+        return int(status), answer.content
+
     def store_function(self, fn: Function) -> dict[str, Any]:
         return dict(self._call("POST", "/functions", json=fn.to_dict()))
 
@@ -153,5 +185,29 @@ class ApiBackend:
     def list_functions(self, project: str) -> list[dict[str, Any]]:
         return list(self._call("GET", f"/projects/{project}/functions"))
 
+    def label_node(self, name: str, labels: dict[str, str | None]) -> dict[str, str]:
+        """Set (and with ``None`` remove) a node's labels (admins); its labels after."""
+        answer = self._call(
+            "PATCH", f"/cluster/nodes/{quote(name, safe='')}", json={"labels": labels}
+        )
+        return dict(answer["labels"])
+
     def projects(self) -> list[str]:
         return list(self._call("GET", "/projects"))
+
+    def list_projects(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/projects", params={"format": "full"}))
+
+    def get_project(self, name: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/projects/{quote(name, safe='')}"))
+
+    def create_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Get-or-create: the existing record when there is one."""
+        return dict(self._call("POST", "/projects", json={"name": name, **values}))
+
+    def update_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(self._call("PATCH", f"/projects/{quote(name, safe='')}", json=dict(values)))
+
+    def delete_project(self, name: str, deletion_strategy: str = "restricted") -> None:
+        params = {"deletion_strategy": deletion_strategy}
+        self._call("DELETE", f"/projects/{quote(name, safe='')}", params=params)

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from runplane.client.remote import ApiBackend
 from runplane.config import Settings
 from runplane.errors import InvalidValueError, RunplaneError
 from runplane.spec.function import Function, FunctionKind, check_servable
@@ -47,6 +48,33 @@ def deploy_here(fn: Function, settings: Settings) -> dict[str, Any]:
     return {"namespace": "local", "applied": applied, "url": url}
 
 
+def encode(
+    body: Any, method: str | None, headers: Mapping[str, str] | None
+) -> tuple[str, bytes | None, dict[str, str]]:
+    """The request ``fn.invoke`` sends: bytes and text as they are, anything else as JSON;
+    POST when there is a body, else GET, unless ``method`` says."""
+    content: bytes | None = None
+    sent = dict(headers or {})
+    if isinstance(body, bytes):
+        content = body
+    elif isinstance(body, str):
+        content = body.encode()
+    elif body is not None:
+        content = json.dumps(body).encode()
+        sent.setdefault("Content-Type", "application/json")
+    return method or ("POST" if body is not None else "GET"), content, sent
+
+
+def answer_of(status: int, content: bytes, text: str) -> Any:
+    """The function's answer parsed from JSON when it is JSON; an error status raises."""
+    if status >= 400:
+        raise InvokeError(status, text)
+    try:
+        return json.loads(content)
+    except ValueError:
+        return content
+
+
 def invoke_here(
     fn: Function,
     settings: Settings,
@@ -60,23 +88,28 @@ def invoke_here(
 
     _serving(fn, "invoked")
     url = address(settings, fn.metadata.project, fn.metadata.name) + "/" + path.lstrip("/")
-    content: bytes | None = None
-    sent = dict(headers or {})
-    if isinstance(body, bytes):
-        content = body
-    elif isinstance(body, str):
-        content = body.encode()
-    elif body is not None:
-        content = json.dumps(body).encode()
-        sent.setdefault("Content-Type", "application/json")
-    verb = method or ("POST" if body is not None else "GET")
+    verb, content, sent = encode(body, method, headers)
     try:
         answer = httpx.request(verb, url, content=content, headers=sent, timeout=timeout)
     except httpx.HTTPError as error:
         raise InvokeError(0, f"no answer from {url}: {error}") from None
-    if answer.status_code >= 400:
-        raise InvokeError(answer.status_code, answer.text)
-    try:
-        return answer.json()
-    except ValueError:
-        return answer.content
+    return answer_of(answer.status_code, answer.content, answer.text)
+
+
+def invoke_through(
+    service: ApiBackend,
+    fn: Function,
+    path: str,
+    body: Any,
+    method: str | None,
+    headers: Mapping[str, str] | None,
+    timeout: float,
+) -> Any:
+    """``fn.invoke`` with ``RUNPLANE_API``: the service sends the request on to the
+    deployment (its replicas here, or its Kubernetes Service) and returns its answer."""
+    _serving(fn, "invoked")
+    verb, content, sent = encode(body, method, headers)
+    status, answer = service.invoke(
+        fn.metadata.project, fn.metadata.name, path, verb, content, sent, timeout
+    )
+    return answer_of(status, answer, answer.decode("utf-8", errors="replace"))

@@ -151,6 +151,8 @@ def get_or_create_project(
         project = load_project(context, url, secrets=secrets, subpath=subpath, save=save)
         if project.name == wanted:
             project.spec.params.update(dict(parameters or {}))
+            if save:
+                project.store_record(update=False)
             return project
         if not allow_cross_project:
             raise InvalidValueError(
@@ -160,6 +162,17 @@ def get_or_create_project(
                 "context, or allow_cross_project=True to make a new project there",
                 f"get_or_create_project({project.name!r}, context={context!r})",
             )
+    if save:  # a project recorded where runs go, without a file here: begin from its record
+        from runplane.client import projects as records
+
+        record = records.get(wanted)
+        if record is not None and record.get("recorded"):
+            project = Project.from_record(record, Path(context or "./") / (subpath or ""))
+            project.spec.params.update(dict(parameters or {}))
+            if secrets:
+                project.set_secrets(secrets)
+            project.save()
+            return _made_current(project)
     return new_project(
         name,
         context,
@@ -212,6 +225,7 @@ def run_function(
     returns: list[str] | None = None,
     builder_env: Mapping[str, str] | None = None,
     reset_on_run: bool | None = None,
+    retry: Any = None,
 ) -> Any:
     """Run a function: by name, one of the current project's; a function object, in the
     current project when there is one, else as it is."""
@@ -238,6 +252,7 @@ def run_function(
             returns=returns,
             labels=labels,
             selector=selector,
+            retry=retry,
         )
     return project.run_function(
         function,
@@ -256,6 +271,7 @@ def run_function(
         schedule=schedule,
         artifact_path=artifact_path,
         returns=returns,
+        retry=retry,
     )
 
 

@@ -274,6 +274,7 @@ class Project:
         builder_env: Mapping[str, str] | None = None,
         reset_on_run: bool | None = None,
         state_thresholds: Mapping[str, Any] | None = None,
+        retry: Any = None,
     ) -> Any:
         """Run one of the project's functions (by name) or a function object in the
         project: the run is the project's, with its parameters, secrets and source."""
@@ -295,6 +296,7 @@ class Project:
             labels=labels,
             selector=selector,
             state_thresholds=state_thresholds,
+            retry=retry,
         )
 
     def build_function(
@@ -488,9 +490,41 @@ class Project:
         target.write_text(self.to_yaml(), encoding="utf-8")
 
     def save(self, filepath: str | None = None, store: bool = True) -> Project:
-        """Write ``project.yaml`` in the project's context directory."""
+        """Write ``project.yaml`` in the project's context directory and, with ``store``,
+        keep the project's record where runs go (the service, or this machine): its
+        description, parameters, default image and labels."""
         self.export(filepath)
+        if store:
+            self.store_record()
         return self
+
+    def store_record(self, update: bool = True) -> None:
+        """Make the project's record where runs go, or (``update``, when it is the caller's)
+        bring it up to date with this project."""
+        from runplane.client import projects as records
+
+        values = records.record_values(
+            self.spec.description, self.spec.params, self.spec.default_image, self.metadata.labels
+        )
+        records.store(self.name, values, update=update)
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], context: str | Path = "./") -> Project:
+        """The project a stored record describes (no functions: those are in its
+        ``project.yaml`` and the function catalog)."""
+        project = cls(str(record["name"]), context, str(record.get("description") or ""))
+        project.spec.params = dict(record.get("params") or {})
+        project.spec.default_image = str(record.get("default_image") or "")
+        project.metadata.labels = dict(record.get("labels") or {})
+        return project
+
+    @property
+    def owner(self) -> str:
+        """Who made the project's record (empty when it has none yet)."""
+        from runplane.client import projects as records
+
+        record = records.get(self.name)
+        return str(record.get("owner") or "") if record else ""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], context: str | Path) -> Project:

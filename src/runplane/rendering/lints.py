@@ -12,6 +12,7 @@ from typing import Any
 
 from runplane.spec.function import Function, FunctionKind
 from runplane.spec.quantity import parse_quantity
+from runplane.spec.resources import gpu_entries
 from runplane.spec.scheduling import PreemptionMode
 
 
@@ -75,6 +76,17 @@ def gpu_without_requests(e: Effective) -> Lint | None:
         "resources",
         f"{e.gpus} GPU(s) without a {' or '.join(missing)} request: a GPU node can be filled "
         "by pods that leave this one starved; request CPU and memory too",
+    )
+
+
+def gpus_from_defaults(e: Effective) -> Lint | None:
+    if not e.gpus or gpu_entries(e.function.spec.resources.limits):
+        return None
+    return Lint(
+        "gpus-from-defaults",
+        "resources.limits",
+        f"{e.gpus} GPU(s) come from the service's User jobs defaults, not from this function: "
+        "it waits for a GPU node like any GPU job; with_limits(gpus=0) runs it without GPUs",
     )
 
 
@@ -169,6 +181,7 @@ RULES: tuple[Rule, ...] = (
     no_requests,
     memory_limit_above_request,
     gpu_without_requests,
+    gpus_from_defaults,
     stateful_job_on_spot,
     gpus_differ_from_workers,
     autoscaling_without_cpu_request,

@@ -115,7 +115,10 @@ def effective_resources(
     """Requests and limits after service defaults fill the keys the function left unset.
 
     For a ``part`` (dask's ``worker``/``scheduler``, spark's ``driver``/``executor``) the
-    part's own resources come first, then the function's, then the defaults.
+    part's own resources come first, then the function's, then the defaults. A default GPU
+    limit (User jobs defaults) applies to a function's own pods only, and only where the
+    function names no GPU at all: ``with_limits(gpus=0)`` opts out, and dask and spark roles
+    ask for GPUs themselves.
     """
     defaults = settings.function_defaults.resources
     own_requests = dict(function.spec.resources.requests)
@@ -140,7 +143,9 @@ def effective_resources(
                     f"request {requests[key]!r} is above {origin} {limits[key]!r}; set "
                     f"{call}({'cpu' if key == 'cpu' else 'mem'}=...) at or above the request",
                 )
-    gpus = sum(gpu_entries(own_limits).values())
+    if part is None and not gpu_entries(own_limits):
+        limits |= gpu_entries(defaults.limits)
+    gpus = sum(gpu_entries(limits).values())
     return requests, limits, gpus
 
 

@@ -35,3 +35,57 @@ def pod_specs(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
 def main_pod_spec(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
     specs = pod_specs(manifest)
     return specs[0] if specs else None
+
+
+#: Spark's memory overhead for Python applications (its non-JVM factor) and its floor, which
+#: the operator adds to a role's ``memory`` for the pod's request.
+SPARK_PYTHON_OVERHEAD = 0.4
+SPARK_MIN_OVERHEAD = 384 * 2**20
+#: A driver's or executor's heap when the role names none (``spark.driver.memory``'s default).
+SPARK_DEFAULT_HEAP = "1g"
+
+
+def gang_pod_specs(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One pod spec per pod a multi-pod run starts with, for a check that all fit at once: an
+    MPIJob's launcher and each worker, a SparkApplication's driver and each executor (as the
+    operator asks for them: cores, heap plus Spark's overhead, placement). Empty for a workload
+    of one pod, or of pods that come and go (a Deployment, a dask cluster)."""
+    kind = manifest["kind"]
+    spec = manifest["spec"]
+    if kind == "MPIJob":
+        replicas = spec["mpiReplicaSpecs"]
+        worker = replicas["Worker"]
+        pods = [replicas["Launcher"]["template"]["spec"]] * replicas["Launcher"].get("replicas", 1)
+        return pods + [worker["template"]["spec"]] * worker.get("replicas", 1)
+    if kind == "SparkApplication":
+        driver = _spark_pod(spec["driver"])
+        executors = spec["executor"].get("instances", 1)
+        return [driver] + [_spark_pod(spec["executor"])] * executors
+    return []
+
+
+def _spark_pod(role: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod spec the Spark operator makes of a driver or executor, as far as placement goes."""
+    requests: dict[str, Any] = {"cpu": str(role.get("coreRequest") or role.get("cores", 1))}
+    limits: dict[str, Any] = {}
+    heap = jvm_bytes(str(role.get("memory", SPARK_DEFAULT_HEAP)))
+    overhead = max(SPARK_MIN_OVERHEAD, int(heap * SPARK_PYTHON_OVERHEAD))
+    requests["memory"] = str(heap + overhead)
+    if "gpu" in role:
+        limits[role["gpu"]["name"]] = str(role["gpu"]["quantity"])
+    pod: dict[str, Any] = {
+        "containers": [{"name": "spark", "resources": {"requests": requests, "limits": limits}}]
+    }
+    for key in ("nodeSelector", "affinity", "tolerations", "priorityClassName"):
+        if key in role:
+            pod[key] = role[key]
+    return pod
+
+
+def jvm_bytes(amount: str) -> int:
+    """A JVM memory size (``512m``, ``2g``; Spark's ``memory``) in bytes."""
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    text = amount.strip().lower().removesuffix("b")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)

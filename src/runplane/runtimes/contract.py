@@ -66,6 +66,26 @@ class RunRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Call:
+    """An HTTP request to a serving deployment, as its handler's ``event`` will see it."""
+
+    method: str
+    path: str
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A serving deployment's answer: its status, content type and body."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Capabilities:
     """What a runtime can do, for callers that must not branch on its name."""
 
@@ -74,7 +94,8 @@ class Capabilities:
     #: Spot and on-demand capacity exist side by side, so a run can be preempted and the
     #: preemption mode chooses between them.
     preemption: bool
-    #: Node labels can be changed while the runtime runs (not only by configuration).
+    #: Node labels can be changed while the runtime runs (not only by configuration), with
+    #: :meth:`Runtime.label_node`.
     node_labels: bool
     #: Serving functions can be deployed.
     deploy: bool
@@ -116,8 +137,26 @@ class Runtime(Protocol):
     def nodes(self) -> list[NodeSummary]:
         """The nodes runs can land on, with what is free on each now."""
 
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
+        """Set the node's labels in ``labels`` and remove those given ``None`` (checked with
+        :func:`runplane.runtimes.labelling.check_label_change`), where they last: the Node
+        object of a cluster, this machine's stored labels here; the node's labels after.
+        Placement decided from now on sees them. Raise ``NotFoundError`` for a node this
+        runtime does not have (when ``capabilities.node_labels``)."""
+
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
         """Create or update a serving function's objects (when ``capabilities.deploy``)."""
+
+    def deployments(self) -> list[dict[str, Any]]:
+        """The serving deployments this runtime runs, each with ``project``, ``name``,
+        ``owner`` (who deployed it through the service, else ``""``), ``state``, ``desired``,
+        ``ready`` and ``url``."""
+
+    def delete_deployment(self, project: str, name: str) -> str:
+        """Stop and remove a serving deployment; returns ``project/name``."""
+
+    def invoke(self, project: str, name: str, call: Call) -> Answer:
+        """Send ``call`` to a serving deployment; its answer, whatever its status."""
 
     def existing(self) -> dict[str, list[str]]:
         """What exists of each run (pods, processes) by run uid, as the backend has it now."""

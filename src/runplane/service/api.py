@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from enum import StrEnum
 from importlib.metadata import version
 from typing import Annotated, Any
 
@@ -25,14 +26,21 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from runplane.errors import InvalidValueError, RunplaneError, shown
 from runplane.placement import NodeSummary
 from runplane.runs import MAX_LISTED, RunRecord, RunState, TransitionRecord, Usage
-from runplane.runtimes.contract import Capabilities
+from runplane.runtimes.contract import Call, Capabilities
 from runplane.service.access import admin_only, check_owner
 from runplane.service.auth import Principal
 from runplane.service.catalog import StoredFunction
+from runplane.service.defaults import policies_view
 from runplane.service.guard import PRINCIPAL, Gate
+from runplane.service.projects import (
+    MAX_DESCRIPTION_BYTES,
+    MAX_IMAGE_LENGTH,
+    DeletionStrategy,
+    ProjectRecord,
+)
 from runplane.service.schedules import ScheduleRecord
 from runplane.service.server import Server
-from runplane.service.wire import API, NEXT_OFFSET
+from runplane.service.wire import API, FUNCTION_STATUS, INVOKE_TIMEOUT, NEXT_OFFSET
 from runplane.spec.bounds import MAX_DEPTH, check_json
 from runplane.spec.function import Function
 
@@ -44,6 +52,9 @@ Name = Annotated[str, pydantic.StringConstraints(pattern=_NAME, max_length=63)]
 PathName = Annotated[str, Path(pattern=_NAME, max_length=63)]
 Uid = Annotated[str, Path(min_length=6, max_length=32, pattern=r"^[0-9a-f]+$")]
 ScheduleId = Annotated[str, Path(min_length=1, max_length=32)]
+#: A node's name: a DNS subdomain, as Kubernetes names nodes.
+_SUBDOMAIN = _NAME[:-1] + r"(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+NodeName = Annotated[str, Path(max_length=253, pattern=_SUBDOMAIN)]
 
 
 class RunSubmission(pydantic.BaseModel):
@@ -60,6 +71,26 @@ class RunSubmission(pydantic.BaseModel):
     state_thresholds: dict[str, Any] = pydantic.Field(default_factory=dict)
 
 
+class ProjectFormat(StrEnum):
+    NAME_ONLY = "name_only"
+    FULL = "full"
+
+
+class ProjectPatch(pydantic.BaseModel):
+    """The fields of a project a caller sets; their bounds are checked by the store."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    description: str | None = pydantic.Field(default=None, max_length=MAX_DESCRIPTION_BYTES)
+    params: dict[str, Any] | None = None
+    default_image: str | None = pydantic.Field(default=None, max_length=MAX_IMAGE_LENGTH)
+    labels: dict[str, str] | None = None
+
+
+class ProjectIn(ProjectPatch):
+    name: Name
+
+
 class ScheduleSubmission(RunSubmission):
     schedule: str = pydantic.Field(max_length=128)
 
@@ -72,6 +103,19 @@ class ClusterOut(pydantic.BaseModel):
     ready: bool
     message: str
     nodes: list[NodeSummary]
+
+
+class NodeChange(pydantic.BaseModel):
+    """Labels to set, and ``null`` for those to remove (a JSON merge patch of the labels)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    labels: dict[str, str | None] = pydantic.Field(max_length=64)
+
+
+class NodeLabelsOut(pydantic.BaseModel):
+    name: str
+    labels: dict[str, str]
 
 
 class ErrorOut(pydantic.BaseModel):
@@ -112,6 +156,25 @@ def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
 
 User = Annotated[Principal, Depends(principal)]
 Admin = Annotated[Principal, Depends(admin)]
+
+
+#: The longest a deployed function's answer is awaited, in seconds.
+MAX_INVOKE_TIMEOUT = 600.0
+
+
+def _invoke_timeout(given: str | None) -> float:
+    """The caller's timeout for an invoke (its header), 60 s when not given."""
+    if given is None:
+        return 60.0
+    try:
+        timeout = float(given)
+    except ValueError:
+        timeout = -1.0
+    if not 0 < timeout <= MAX_INVOKE_TIMEOUT:
+        raise InvalidValueError(
+            INVOKE_TIMEOUT, given, f"seconds, more than 0 and at most {MAX_INVOKE_TIMEOUT:g}", "60"
+        )
+    return timeout
 
 
 def _error(error: str, message: str, status: int, field: str | None = None) -> JSONResponse:
@@ -202,8 +265,46 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         return {"status": "ok", "version": app.version}
 
     @app.get(f"{API}/projects")
-    def projects(_: User) -> list[str]:
-        return server.catalog.projects()
+    def projects(
+        _: User, format: Annotated[ProjectFormat, Query()] = ProjectFormat.NAME_ONLY
+    ) -> list[str] | list[ProjectRecord]:
+        """Every project: with a record, or known from its runs, functions or schedules;
+        names (``format=name_only``, the default) or records (``format=full``)."""
+        if format is ProjectFormat.FULL:
+            return server.projects.list_projects()
+        return server.projects.names()
+
+    @app.get(f"{API}/projects/{{project}}")
+    def get_project(project: PathName, _: User) -> ProjectRecord:
+        return server.projects.get(project)
+
+    @app.post(f"{API}/projects", status_code=201, responses={200: {"model": ProjectRecord}})
+    def create_project(body: ProjectIn, who: User, response: Response) -> ProjectRecord:
+        """Get-or-create: a new record is the caller's (201); an existing one is returned as
+        it is (200), whoever owns it."""
+        values = body.model_dump(exclude={"name"}, exclude_none=True)
+        record, created = server.projects.create(body.name, who.user, values)
+        if not created:
+            response.status_code = 200
+        return record
+
+    @app.patch(f"{API}/projects/{{project}}")
+    def update_project(project: PathName, body: ProjectPatch, who: User) -> ProjectRecord:
+        """Change a project's description, parameters, default image or labels: its
+        owner's or an admin's to do."""
+        values = body.model_dump(exclude_unset=True)
+        return server.projects.update(project, values, who.user, admin=who.admin)
+
+    @app.delete(f"{API}/projects/{{project}}", status_code=204)
+    def delete_project(
+        project: PathName,
+        who: User,
+        deletion_strategy: Annotated[DeletionStrategy, Query()] = DeletionStrategy.RESTRICTED,
+    ) -> None:
+        """Delete a project (owner or admin). ``restricted`` (the default) refuses with 409
+        while it has runs, stored functions or schedules; ``cascading`` deletes its stored
+        functions and schedules with it and keeps its runs' records."""
+        server.projects.delete(project, who.user, admin=who.admin, strategy=deletion_strategy)
 
     @app.post(f"{API}/functions", status_code=201)
     def store_function(body: dict[str, Any], who: User) -> StoredFunction:
@@ -297,6 +398,56 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
             "applied": server.deploy(fn, who),
         }
 
+    @app.get(f"{API}/deployments")
+    def list_deployments(
+        who: User, project: Annotated[Name | None, Query()] = None
+    ) -> list[dict[str, Any]]:
+        """Serving deployments: a user's own (those they deployed), everyone's for an admin."""
+        return server.deployments(who, project)
+
+    @app.get(f"{API}/deployments/{{project}}/{{name}}")
+    def get_deployment(project: PathName, name: PathName, who: User) -> dict[str, Any]:
+        return server.deployment(project, name, who)
+
+    @app.delete(f"{API}/deployments/{{project}}/{{name}}")
+    def delete_deployment(project: PathName, name: PathName, who: User) -> dict[str, str]:
+        return {"deleted": server.delete_deployment(project, name, who)}
+
+    @app.api_route(
+        f"{API}/deployments/{{project}}/{{name}}/invoke/{{path:path}}",
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        response_class=Response,
+    )
+    async def invoke_deployment(
+        project: PathName, name: PathName, path: str, request: Request, who: User
+    ) -> Response:
+        """The request sent on to the deployment (its path, query, body and content type);
+        the answer is the function's body, its status in ``X-Runplane-Function-Status``, so a
+        function's 404 is not mistaken for the API's."""
+        if len(path) > 2048:
+            raise InvalidValueError(
+                "path", path[:64] + "...", "at most 2048 characters", "/predict"
+            )
+        query = request.url.query
+        headers = {
+            key: value
+            for key, value in request.headers.items()
+            if key.lower() in ("content-type", "accept")
+        }
+        call = Call(
+            method=request.method,
+            path=path + (f"?{query}" if query else ""),
+            body=await request.body(),
+            headers=headers,
+            timeout=_invoke_timeout(request.headers.get(INVOKE_TIMEOUT)),
+        )
+        answer = await asyncio.to_thread(server.invoke, project, name, call, who)
+        return Response(
+            answer.body,
+            media_type=answer.content_type or None,
+            headers={FUNCTION_STATUS: str(answer.status)},
+        )
+
     @app.post(f"{API}/schedules", status_code=201)
     def create_schedule(body: ScheduleSubmission, who: User) -> ScheduleRecord:
         return server.schedule(
@@ -316,9 +467,17 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         check_owner(who, schedule.created_by, f"schedule {schedule_id}")
         server.schedules.delete(schedule_id)
 
+    def defaults_out() -> dict[str, Any]:
+        settings = server.settings
+        return {
+            **settings.function_defaults.model_dump(mode="json"),
+            "policies": policies_view(settings),
+        }
+
     @app.get(f"{API}/defaults")
     def get_defaults(_: User) -> dict[str, Any]:
-        return server.settings.function_defaults.model_dump(mode="json")
+        """The function defaults, and under ``policies`` the policies in force."""
+        return defaults_out()
 
     @app.get(f"{API}/cluster")
     def cluster(_: User) -> ClusterOut:
@@ -341,6 +500,15 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         """Merge ``body`` into the defaults (``null`` removes a key, back to the configured
         value); refused whole if the result would not render a function."""
         check_json("defaults", body, MAX_FUNCTION_BYTES, "{'priority_class': 'low'}")
-        return server.update_defaults(body, who.user).function_defaults.model_dump(mode="json")
+        server.update_defaults(body, who.user)
+        return defaults_out()
+
+    @app.patch(f"{API}/cluster/nodes/{{name}}")
+    def label_node(name: NodeName, body: NodeChange, who: User) -> NodeLabelsOut:
+        """Set a node's labels and remove those given ``null`` (admins): on a cluster the Node
+        object's, on the embedded default this machine's (kept by the service's home)."""
+        if not who.admin:
+            raise HTTPException(403, f"user {who.user!r} may not label nodes; only admins may")
+        return NodeLabelsOut(name=name, labels=server.label_node(name, body.labels))
 
     return app

@@ -16,6 +16,7 @@ from runplane.runtimes.local.runtime import LocalRuntime
 from runplane.service.catalog import FunctionCatalog
 from runplane.service.core import RunService
 from runplane.service.db import connect, sqlite_url
+from runplane.service.projects import ProjectStore
 from runplane.service.records import RunStore
 
 
@@ -26,6 +27,8 @@ class EmbeddedService(RunService):
         self.default_owner = getpass.getuser()
         #: Functions stored with ``fn.save()`` on this machine.
         self.catalog = FunctionCatalog(engine)
+        #: Projects recorded with ``new_project``/``project.save()`` on this machine.
+        self.projects = ProjectStore(engine)
 
 
 _services: dict[Path, EmbeddedService] = {}

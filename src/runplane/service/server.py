@@ -9,19 +9,23 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from runplane import names
 from runplane.config import Settings
-from runplane.errors import InvalidValueError, RunExistsError
+from runplane.errors import InvalidValueError, NotFoundError, RunExistsError, RunplaneError
 from runplane.placement import NodeSummary
 from runplane.rendering import render
 from runplane.runs import RunRecord
+from runplane.runtimes.contract import Answer, Call
 from runplane.runtimes.registry import create_runtime
 from runplane.runtimes.request import build_request
+from runplane.service.access import check_owner
 from runplane.service.auth import Principal, Tokens, check_secret_grant
 from runplane.service.catalog import FunctionCatalog
 from runplane.service.core import Reconciliation, RunService
 from runplane.service.db import connect, sqlite_url
-from runplane.service.defaults import DefaultsStore, apply_overrides, merge
+from runplane.service.defaults import DefaultsStore, apply_overrides, apply_policies, merge
 from runplane.service.preflight import Placement, check_placement
+from runplane.service.projects import ProjectStore
 from runplane.service.records import RunStore
 from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
 from runplane.spec.function import Function, FunctionKind, check_servable
@@ -36,11 +40,20 @@ class Server:
         url = settings.service.database_url or sqlite_url(settings.local.home / "runplane.db")
         engine = connect(url)
         self.catalog = FunctionCatalog(engine)
+        self.projects = ProjectStore(engine)
         self.schedules = ScheduleStore(engine)
         self.defaults = DefaultsStore(engine)
         self.base_settings = settings
         self.tokens = Tokens(settings.service.tokens)
         effective = apply_overrides(settings, self.defaults.overrides())
+        try:
+            effective = apply_policies(effective, settings, self.defaults.policies())
+        except RunplaneError as error:  # the configuration changed under the stored policies
+            log.warning(
+                "the policies an admin saved no longer fit the configuration (%s); the "
+                "configured ones apply until an admin saves them again",
+                error,
+            )
         runtime = create_runtime(effective, serving=True)
         self.runs = RunService(effective, RunStore(engine), runtime, service=True)
         self._stop = threading.Event()
@@ -99,7 +112,49 @@ class Server:
                 "with service.runtime: kubernetes",
                 "RUNPLANE_SERVICE__RUNTIME=kubernetes",
             )
-        return runtime.deploy(render(fn, self.settings, role=role).manifests)
+        found = self._deployment_of(fn.metadata.project, fn.metadata.name)
+        if found is not None:  # deploying again replaces it: only its owner (or an admin)
+            check_owner(who, found["owner"], f"deployment {fn.metadata.project}/{fn.metadata.name}")
+        manifests = render(fn, self.settings, role=role).manifests
+        for manifest in manifests:
+            if manifest["kind"] == "Deployment":
+                annotations = manifest["metadata"].setdefault("annotations", {})
+                annotations[names.DEPLOYED_BY] = who.user
+        return runtime.deploy(manifests)
+
+    def _deployment_of(self, project: str, name: str) -> dict[str, Any] | None:
+        for found in self.runs.runtime.deployments():
+            if found["project"] == project and found["name"] == name:
+                return found
+        return None
+
+    def deployments(self, who: Principal, project: str | None = None) -> list[dict[str, Any]]:
+        """Serving deployments: a user's own, or everyone's for an admin."""
+        return [
+            found
+            for found in self.runs.runtime.deployments()
+            if (who.admin or found["owner"] == who.user)
+            and (project is None or found["project"] == project)
+        ]
+
+    def deployment(self, project: str, name: str, who: Principal) -> dict[str, Any]:
+        """One deployment, if ``who`` may see it (its deployer, or an admin)."""
+        found = self._deployment_of(project, name)
+        if found is None:
+            raise NotFoundError(
+                f"deployment {project}/{name} does not exist (runplane get deployments lists them)"
+            )
+        check_owner(who, found["owner"], f"deployment {project}/{name}")
+        return found
+
+    def delete_deployment(self, project: str, name: str, who: Principal) -> str:
+        self.deployment(project, name, who)
+        return self.runs.runtime.delete_deployment(project, name)
+
+    def invoke(self, project: str, name: str, call: Call, who: Principal) -> Answer:
+        """Send ``call`` to a deployment ``who`` may use; the function's answer as it is."""
+        self.deployment(project, name, who)
+        return self.runs.runtime.invoke(project, name, call)
 
     def nodes(self) -> list[NodeSummary]:
         """Each node: its group, labels, taints, what it can hold and what is free on it."""
@@ -138,18 +193,46 @@ class Server:
 
     def update_defaults(self, patch: dict[str, Any], user: str) -> Settings:
         """Merge ``patch`` into the stored overrides (``None`` removes a key, back to the
-        configured value); applies to runs submitted from now on.
+        configured value), its ``policies`` into the stored policy changes
+        (:class:`~runplane.service.defaults.Policies`); applies to runs submitted from now on.
 
         The result is checked whole before anything is saved: the defaults must make a valid
         model and render a function that sets nothing of its own, so no stored default can
         make every later run fail.
         """
+        patch = dict(patch)
+        policies: dict[str, Any] | None = None
+        if "policies" in patch:
+            change = patch.pop("policies")
+            if change is not None and not isinstance(change, dict):
+                raise InvalidValueError(
+                    "policies",
+                    change,
+                    "a mapping of policy changes (null: back to the configured policies)",
+                    "{'policies': {'allowed_priority_classes': ['low', 'medium']}}",
+                )
+            policies = {} if change is None else merge(self.defaults.policies(), change)
         overrides = merge(self.defaults.overrides(), patch)
         updated = apply_overrides(self.base_settings, overrides)
+        stored = self.defaults.policies() if policies is None else policies
+        updated = apply_policies(updated, self.base_settings, stored)
         render(new_function("defaults-check"), updated)
-        self.defaults.save(overrides, user)
+        self.defaults.save(overrides, user, policies)
         self.runs.settings = updated
         return updated
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
+        """Change a node's labels through the runtime (an admin's to do): the Node object on a
+        cluster, this machine's stored labels on the embedded default; the labels after."""
+        runtime = self.runs.runtime
+        if not runtime.capabilities.node_labels:
+            raise InvalidValueError(
+                "node",
+                name,
+                f"the {runtime.name} runtime's node labels come from its configuration only",
+                "local.node_labels in the service's configuration",
+            )
+        return runtime.label_node(name, labels)
 
     def fire(self, schedule: ScheduleRecord, uid: str) -> bool:
         """Start the run of a due schedule as ``uid``; ``False`` if it already started.

@@ -721,6 +721,7 @@ class Function(SpecModel, RoleResources):
         reset_on_run: bool | None = None,
         labels: Mapping[str, str] | None = None,
         selector: str | None = None,
+        retry: Any = None,
     ) -> Any:
         """Run the function and return a handle to the run ("Run now").
 
@@ -736,8 +737,10 @@ class Function(SpecModel, RoleResources):
         sent); ``name`` and ``project`` the run's; ``hyperparams`` with
         ``hyper_param_options`` or ``selector`` one child run per parameter set and a parent
         run with the best; ``returns`` how to log returned values (``["accuracy",
-        "data:dataset"]``). ``verbose``, ``scrape_metrics``, ``auto_build``,
-        ``notifications``, ``reset_on_run`` and ``local_code_path`` change nothing here.
+        "data:dataset"]``); ``retry`` MLRun's retries (``3``, or ``{"count": 3, "backoff":
+        {"base_delay": "30s"}}``), as this run's retry policy. ``verbose``,
+        ``scrape_metrics``, ``auto_build``, ``notifications``, ``reset_on_run`` and
+        ``local_code_path`` change nothing here.
         """
         if isinstance(handler, Mapping) and inputs is None:  # runplane's run(params, inputs)
             handler, inputs = None, handler
@@ -760,6 +763,7 @@ class Function(SpecModel, RoleResources):
             "labels": labels,
             "selector": selector,
             "param_file_secrets": param_file_secrets,
+            "retry": retry,
         }
         return hooks.client().run(self, **{k: v for k, v in options.items() if v is not None})
 

@@ -97,7 +97,9 @@ class UI:
         return response
 
     def projects(self) -> list[str]:
-        return sorted({"default", *self.server.catalog.projects()})
+        """The left menu's projects: every recorded one and every one with runs, functions
+        or schedules (``default`` always)."""
+        return sorted({"default", *self.server.projects.names()})
 
 
 def login_url(request: Request) -> str:

@@ -16,6 +16,11 @@ def summarise(
     nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
 ) -> list[NodeSummary]:
     """Each node with what its unfinished pods request subtracted from what it can hold."""
+    return [node.summary() for node in occupied(nodes, pods)]
+
+
+def occupied(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> list[Node]:
+    """The nodes for placement, each holding the requests of its unfinished pods."""
     by_name = {node.name: node for node in map(Node.from_kubernetes, nodes)}
     for pod in pods:
         if (pod.get("status") or {}).get("phase") in FINISHED_PHASES:
@@ -23,4 +28,4 @@ def summarise(
         host = by_name.get((pod.get("spec") or {}).get("nodeName") or "")
         if host is not None:
             host.reserve(pod_requests(pod["spec"]))
-    return [node.summary() for node in by_name.values()]
+    return list(by_name.values())

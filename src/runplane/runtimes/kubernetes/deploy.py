@@ -15,6 +15,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from runplane import names
+from runplane.errors import NotFoundError
+from runplane.runtimes.contract import Answer, Call
 from runplane.runtimes.kubernetes.calls import Calls
 from runplane.runtimes.kubernetes.rest import APPLY_PATCH, object_path
 
@@ -56,3 +58,80 @@ def apply(calls: Calls, manifests: Iterable[Mapping[str, Any]]) -> list[str]:
             if error.status != 404:
                 raise calls.refused(f"removing the autoscaler of {deployment}", error) from None
     return applied
+
+
+def _selector(project: str | None = None, name: str | None = None) -> str:
+    parts = [f"{names.PROJECT}={project}" if project else names.PROJECT]
+    parts.append(f"{names.FUNCTION}={name}" if name else names.FUNCTION)
+    return ",".join(parts)
+
+
+def listing(calls: Calls, port: int) -> list[dict[str, Any]]:
+    """The serving functions' Deployments in the namespace, as ``runplane get deployments``
+    shows them; ``url`` is the Service's address inside the cluster."""
+    path = f"/apis/apps/v1/namespaces/{calls.namespace}/deployments"
+    found = calls.checked(
+        "listing deployments",
+        lambda: calls.rest.json("GET", path, {"labelSelector": _selector()}, timeout=calls.timeout),
+    )
+    listed = []
+    for item in found.get("items") or []:
+        meta = item["metadata"]
+        labels = meta.get("labels") or {}
+        desired = int((item.get("spec") or {}).get("replicas") or 0)
+        ready = int((item.get("status") or {}).get("readyReplicas") or 0)
+        listed.append(
+            {
+                "project": labels.get(names.PROJECT, ""),
+                "name": meta["name"],
+                "owner": (meta.get("annotations") or {}).get(names.DEPLOYED_BY, ""),
+                "state": "ready" if desired and ready >= desired else "progressing",
+                "desired": desired,
+                "ready": ready,
+                "url": f"http://{meta['name']}.{calls.namespace}.svc:{port}",
+            }
+        )
+    return listed
+
+
+def remove(calls: Calls, project: str, name: str) -> str:
+    """Delete a serving function's Deployment, Service and autoscaler; ``project/name``."""
+    if not any(d["project"] == project and d["name"] == name for d in listing(calls, 0)):
+        raise NotFoundError(
+            f"deployment {name!r} of project {project!r} does not exist in namespace "
+            f"{calls.namespace} (runplane get deployments lists them)"
+        )
+    for api_version, kind in (("apps/v1", "Deployment"), ("v1", "Service"), _AUTOSCALER):
+        path = object_path(api_version, kind, calls.namespace, name)
+        try:
+            calls.rest.json(
+                "DELETE", path, body={"propagationPolicy": "Background"}, timeout=calls.timeout
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise calls.refused(f"deleting {kind} {name}", error) from None
+    return f"{project}/{name}"
+
+
+def forward(calls: Calls, name: str, port: int, call: Call) -> Answer:
+    """``call`` sent to the function's Service through the API server's service proxy, so the
+    service needs no route into the cluster's network."""
+    path = f"/api/v1/namespaces/{calls.namespace}/services/{name}:{port}/proxy/"
+    path += call.path.lstrip("/")
+    content_type = call.headers.get("content-type") or call.headers.get("Content-Type") or ""
+    try:
+        response = calls.rest.send(
+            call.method,
+            path,
+            body=call.body or None,
+            content_type=content_type or "application/octet-stream",
+            timeout=call.timeout,
+        )
+        response.read()
+        return Answer(
+            response.status, response.getheader("Content-Type") or "", bytes(response.data or b"")
+        )
+    except ApiException as error:
+        headers = error.headers or {}
+        body = error.body if isinstance(error.body, bytes) else str(error.body or "").encode()
+        return Answer(int(error.status or 502), headers.get("Content-Type", ""), body)

@@ -25,14 +25,16 @@ from runplane import names
 from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.placement import NodeSummary
+from runplane.rendering.workloads import gang_pod_specs
 from runplane.runs import RunState, Usage
-from runplane.runtimes.contract import Capabilities, RunRequest
+from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.calls import Calls, api_message
 from runplane.runtimes.kubernetes.client import api_client
+from runplane.runtimes.kubernetes.gang import GangGate
 from runplane.runtimes.kubernetes.logspool import LogSpool
-from runplane.runtimes.kubernetes.nodes import NodeBook
+from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
 from runplane.runtimes.kubernetes.pod_events import main_container, node_lost_event, pod_to_event
 from runplane.runtimes.kubernetes.rest import (
     MERGE_PATCH,
@@ -45,6 +47,7 @@ from runplane.runtimes.kubernetes.rest import (
 from runplane.runtimes.kubernetes.submit import Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
 from runplane.runtimes.kubernetes.watch import DELETED, MODIFIED, VANISHED, PodWatch
+from runplane.runtimes.labelling import check_label_change
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +79,11 @@ class KubernetesRuntime:
         submit_attempts: int = 4,
         resource_version: str | None = None,
         sync_timeout: float = 60.0,
+        gang_interval: float = 5.0,
     ) -> None:
         self.namespace = settings.namespace
         self.instance = instance
+        self._service_port = settings.serving.service_port
         rest = RestApi(api or api_client(kubeconfig, context))
         self._calls = Calls(rest, self.namespace, request_timeout, submit_attempts)
         ensure_namespace(self._calls)
@@ -88,11 +93,12 @@ class KubernetesRuntime:
         self._events = EventChannel()
         self._tracker = RunTracker(self._publish, self._results_from_log)
         self._nodes = NodeBook(settings.spot, self._node_lost)
+        self._gang = GangGate(self._snapshot, self._admit, self._publish, gang_interval)
         self.node_watch = PodWatch(
             rest,
             self.namespace,
             "",
-            self._nodes.observe,
+            self._observe_node,
             name="runplane-node-watch",
             path="/api/v1/nodes",
         )
@@ -120,6 +126,11 @@ class KubernetesRuntime:
             else:
                 self._spool.follow(uid, meta["name"], container)
         self._tracker.observe(kind, pod)
+        self._gang.wake()
+
+    def _observe_node(self, kind: str, node: dict[str, Any]) -> None:
+        self._nodes.observe(kind, node)
+        self._gang.wake()
 
     def _publish(self, event: RunEvent) -> None:
         """Events leave with their node's group and whether it is spot."""
@@ -197,6 +208,7 @@ class KubernetesRuntime:
     def close(self, grace: float = 0.0) -> None:
         """Stop watching. Pods keep running (``grace`` has nothing to wait for): they belong to
         the cluster, not to this process."""
+        self._gang.close()
         self.watch.stop()
         self.node_watch.stop()
         self._spool.close()
@@ -208,11 +220,33 @@ class KubernetesRuntime:
         self._submitter.check(request.manifests)
 
     def launch(self, request: RunRequest) -> None:
-        """Create the run's Secrets and pod; safe to repeat for the same attempt."""
-        self._submitter.submit(request.manifests)
+        """Create the run's Secrets and pod; safe to repeat for the same attempt. A run of
+        several pods is created only when all of them fit at once, and held (``pending``)
+        until then (:mod:`.gang`)."""
+        gang = gang_pod_specs(request.pod)
+        if len(gang) > 1:
+            self._gang.offer(request, gang)
+        else:
+            self._submitter.submit(request.manifests)
+
+    def _admit(self, request: RunRequest) -> None:
+        self._submitter.submit(request.manifests, gang_pod_specs(request.pod))
+
+    def held(self) -> list[str]:
+        """Runs of several pods waiting here for room for all of them."""
+        return self._gang.held()
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
         return deploy.apply(self._calls, manifests)
+
+    def deployments(self) -> list[dict[str, Any]]:
+        return deploy.listing(self._calls, self._service_port)
+
+    def delete_deployment(self, project: str, name: str) -> str:
+        return deploy.remove(self._calls, project, name)
+
+    def invoke(self, project: str, name: str, call: Call) -> Answer:
+        return deploy.forward(self._calls, name, self._service_port, call)
 
     # -- the cluster ----------------------------------------------------------------------
 
@@ -232,13 +266,21 @@ class KubernetesRuntime:
         )
 
     def nodes(self) -> list[NodeSummary]:
+        return cluster.summarise(*self._snapshot())
+
+    def _snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The cluster's nodes and its unfinished pods, now."""
         nodes = self._list("listing nodes", "/api/v1/nodes", {})
         pods = self._list(
             "listing pods",
             "/api/v1/pods",
             {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
         )
-        return cluster.summarise(nodes, pods)
+        return nodes, pods
+
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
+        """Patch the Node object's labels: the scheduler places pods on them at once."""
+        return label_node(self._calls, name, check_label_change("labels", labels))
 
     def existing(self) -> dict[str, list[str]]:
         """Pod names by run uid, once the watch has reported every pod that existed when it
@@ -298,8 +340,14 @@ class KubernetesRuntime:
     def abort(self, uid: str, reason: str, message: str) -> bool:
         """Delete the run's unfinished pods; ``False`` if it has none.
 
-        The run is reported ``aborting`` now and ``aborted`` once its pod has stopped.
+        The run is reported ``aborting`` now and ``aborted`` once its pod has stopped; a run
+        held for room (:mod:`.gang`) has nothing on the cluster and is ``aborted`` at once.
         """
+        if self._gang.drop(uid):
+            self._tracker.deliver(
+                f"held-{uid}", RunEvent(uid, RunState.ABORTED, reason=reason, message=message)
+            )
+            return True
         pods = self._pods(uid)
         live = [pod for pod in pods if not _finished(pod)]
         workloads = self._workloads(uid)

@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 
 from runplane import names
 from runplane.errors import ConflictError, InvalidValueError
+from runplane.runtimes.kubernetes import podgroup
 from runplane.runtimes.kubernetes.calls import Calls
 from runplane.runtimes.kubernetes.rest import (
     WORKLOADS,
@@ -78,8 +79,13 @@ class Submitter:
                 "build_request(fn, settings, uid=...)",
             )
 
-    def submit(self, manifests: Iterable[Mapping[str, Any]]) -> str:
-        """Create the run's ConfigMap and Secrets, then its workload; returns its name."""
+    def submit(
+        self, manifests: Iterable[Mapping[str, Any]], gang: list[dict[str, Any]] | None = None
+    ) -> str:
+        """Create the run's ConfigMap and Secrets, then its workload; returns its name.
+
+        ``gang``: the pod specs of a multi-pod workload, for a coscheduling ``PodGroup`` of
+        all of them where the cluster serves one (:mod:`.podgroup`)."""
         owned = [self._own(manifest) for manifest in manifests]
         self.check(owned)
         for configmap in (m for m in owned if m["kind"] == "ConfigMap"):
@@ -89,7 +95,25 @@ class Submitter:
         (workload,) = (m for m in owned if m["kind"] not in ("Secret", "ConfigMap"))
         if workload["kind"] == "Pod":
             return self._create_pod(workload)
-        return self._create_workload(workload)
+        grouped = bool(gang) and podgroup.served(self.calls)
+        if grouped:
+            for labels in template_labels(workload):
+                labels[podgroup.LABEL] = workload["metadata"]["name"]
+        created = self._create_workload(workload)
+        if grouped and gang:
+            self._create_pod_group(podgroup.pod_group(created, gang))
+        return str(created["metadata"]["name"])
+
+    def _create_pod_group(self, group: dict[str, Any]) -> None:
+        name = group["metadata"]["name"]
+        try:
+            self.calls.retried(
+                f"creating PodGroup {name}",
+                lambda: self._post(podgroup.path(self.namespace), group),
+            )
+        except ApiException as error:
+            if error.status != 409:  # 409: a retried launch made it already
+                raise self.calls.refused(f"creating PodGroup {name}", error) from None
 
     def _own(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """A copy with this runtime's ownership labels, on the object and on the pods its
@@ -97,19 +121,20 @@ class Submitter:
         obj: dict[str, Any] = json.loads(json.dumps(manifest))
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", self.namespace)
-        for labels in [meta.setdefault("labels", {}), *_template_labels(obj)]:
+        for labels in [meta.setdefault("labels", {}), *template_labels(obj)]:
             labels[names.MANAGED_BY] = names.MANAGER
             if self.instance:
                 labels[names.INSTANCE] = self.instance
         return obj
 
-    def _create_workload(self, workload: dict[str, Any]) -> str:
-        """An MPIJob or SparkApplication, for its operator; a retry finds its own (409)."""
+    def _create_workload(self, workload: dict[str, Any]) -> dict[str, Any]:
+        """An MPIJob or SparkApplication, for its operator, as the API server has it; a retry
+        finds its own (409)."""
         name: str = workload["metadata"]["name"]
         api_version, kind = workload["apiVersion"], workload["kind"]
         path = collection_path(api_version, kind, self.namespace)
         try:
-            self.calls.retried(f"creating {kind} {name}", lambda: self._post(path, workload))
+            return self.calls.retried(f"creating {kind} {name}", lambda: self._post(path, workload))
         except ApiException as error:
             if error.status == 404:
                 raise InvalidValueError(
@@ -130,7 +155,7 @@ class Submitter:
                 ),
             )
             self._check_same_run(kind, workload, theirs)
-        return name
+        return theirs
 
     def _check_same_run(self, what: str, mine: dict[str, Any], theirs: dict[str, Any]) -> None:
         name = mine["metadata"]["name"]
@@ -230,7 +255,7 @@ class Submitter:
             raise self.calls.refused(f"updating secret {name}", error) from None
 
 
-def _template_labels(obj: dict[str, Any]) -> list[dict[str, str]]:
+def template_labels(obj: dict[str, Any]) -> list[dict[str, str]]:
     """The label maps of the pods an operator makes from ``obj``."""
     spec = obj.get("spec") or {}
     if obj["kind"] == "MPIJob":

@@ -3,22 +3,32 @@
 Capacity is what this process may really use: the CPUs it is allowed to run on and any
 cgroup CPU quota, the smaller of physical memory and a cgroup memory limit, and the GPUs
 ``nvidia-smi`` lists. Configuration can pin each (tests and shared machines do).
+
+Labels are the configured ones (``local.node_labels``, else the hostname and the spot preset's
+on-demand labels) with the changes an admin made since (:func:`store_label_change`) laid over
+them. The changes are kept in ``local.home``, beside the capacity ledger, so every runplane
+process that runs here (the service, the SDK, a CLI) places runs on the same labels, and a
+restart keeps them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from runplane import names
 from runplane.config import Settings
+from runplane.errors import ConfigError
 from runplane.placement import Node
 from runplane.placement.model import DEFAULT_MAX_PODS, resource_amount
+from runplane.runtimes.labelling import relabelled
 
 #: Linux reports "no limit" as a huge number; anything above this is no limit.
 _UNLIMITED = 1 << 60
@@ -105,10 +115,48 @@ def detect_capacity(settings: Settings) -> LocalCapacity:
     return LocalCapacity(cpu_ids[:usable], millicores, memory, gpu_ids)
 
 
-def node_labels(settings: Settings) -> dict[str, str]:
+#: Where the labels an admin changed are kept, in ``local.home``.
+LABELS_FILE = "node-labels.json"
+
+
+def configured_labels(settings: Settings) -> dict[str, str]:
     if settings.local.node_labels is not None:
         return dict(settings.local.node_labels)
     return {"kubernetes.io/hostname": NODE_NAME, **settings.spot.on_demand_labels}
+
+
+def stored_label_changes(settings: Settings) -> dict[str, str | None]:
+    """The changes made to this machine's labels since it was configured (``None``: removed)."""
+    path = settings.local.home / LABELS_FILE
+    try:
+        stored = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{path}: this machine's node labels cannot be read: {error}") from None
+    if not isinstance(stored, dict) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in stored.items()
+    ):
+        raise ConfigError(f"{path}: not a mapping of label keys to values or null")
+    return stored
+
+
+def store_label_change(settings: Settings, change: Mapping[str, str | None]) -> None:
+    """Lay ``change`` (already checked) over the stored changes, atomically: a reader sees the
+    old labels or the new ones, never a half-written file."""
+    path = settings.local.home / LABELS_FILE
+    changes = {**stored_label_changes(settings), **change}
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    partial = path.with_name(f".{LABELS_FILE}.{os.getpid()}")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        json.dump(changes, file, sort_keys=True)
+    os.replace(partial, path)
+
+
+def node_labels(settings: Settings) -> dict[str, str]:
+    """This machine's labels now: the configured ones with the stored changes laid over."""
+    return relabelled(configured_labels(settings), stored_label_changes(settings))
 
 
 #: The name this machine has as a node.

@@ -22,16 +22,22 @@ from typing import Any
 
 from runplane import names
 from runplane.config import PreemptibleNodes, Settings
-from runplane.errors import ConfigError
+from runplane.errors import ConfigError, NotFoundError
 from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
 from runplane.runs import Condition, RunState, Usage
-from runplane.runtimes.contract import Capabilities, RunRequest
+from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
+from runplane.runtimes.labelling import check_label_change
 from runplane.runtimes.local.cgroups import Hierarchy, Unavailable, open_hierarchy
 from runplane.runtimes.local.gang import prepare
 from runplane.runtimes.local.launch import CHILD, LocalRun, plan, server_environment
 from runplane.runtimes.local.ledger import Claim, Grant, Ledger
-from runplane.runtimes.local.node import detect_capacity, local_node
+from runplane.runtimes.local.node import (
+    detect_capacity,
+    local_node,
+    node_labels,
+    store_label_change,
+)
 from runplane.runtimes.local.supervise import Supervisor
 from runplane.runtimes.local.users import RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
@@ -134,7 +140,7 @@ class LocalRuntime:
         self.capabilities = Capabilities(
             gpus=bool(capacity.gpu_ids),
             preemption=False,
-            node_labels=False,
+            node_labels=True,
             deploy=True,
             durable=False,
         )
@@ -271,6 +277,11 @@ class LocalRuntime:
                 self._to_release.add(grant.uid)
                 self._wake.set()
                 return
+            if run.never_fits:  # the node was relabelled while the grant was being decided
+                self._waiting[grant.uid] = run
+                self._to_release.add(grant.uid)
+                self._wake.set()
+                return
             self._running[grant.uid] = run
         threading.Thread(
             target=self._supervise,
@@ -372,11 +383,64 @@ class LocalRuntime:
     def nodes(self) -> list[NodeSummary]:
         return [self._ledger.occupied().summary()]
 
+    def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
+        """Change this machine's labels, kept in ``local.home`` (:mod:`.node`), and place the
+        waiting runs again: one whose selector the new labels match starts waiting for
+        capacity, one they no longer match waits saying it never fits."""
+        change = check_label_change("labels", labels)
+        if name != self.node.name:
+            raise NotFoundError(
+                f"node {name!r}: the embedded default has one node, this machine, "
+                f"{self.node.name!r}"
+            )
+        with self._lock:
+            store_label_change(self.settings, change)
+            self.node.labels = node_labels(self.settings)
+            self._group = self.node.labels.get(names.NODE_GROUP, "")
+            self._spot = any(
+                self.node.labels.get(k) == v for k, v in self.settings.spot.node_selector.items()
+            )
+            for run in self._waiting.values():
+                self._place_again(run)
+        self._wake.set()
+        return dict(self.node.labels)
+
+    def _place_again(self, run: LocalRun) -> None:
+        """Called holding ``_lock``."""
+        fit = evaluate(run.requirements, [self.node])
+        if fit.schedulable and run.never_fits:
+            run.never_fits = False
+            self._to_claim[run.uid] = run.claim  # queued at the scheduler's next turn
+            run.message = "waiting for capacity"
+            self._emit(run.uid, RunState.PENDING, "Pending", run.message)
+        elif not fit.schedulable and not run.never_fits:
+            if self._to_claim.pop(run.uid, None) is None:
+                self._to_release.add(run.uid)
+            run.never_fits = True
+            hint = _hint(run.requirements, self.node, fit.message, self.settings.spot)
+            run.message = f"{fit.message} This run can never start here: {hint}."
+            self._emit(run.uid, RunState.PENDING, "Unschedulable", run.message)
+
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
         """Run a serving function's replicas here, behind one port (:mod:`.serving`)."""
         from runplane.runtimes.local import serving
 
         return serving.deploy(self.settings, manifests)
+
+    def deployments(self) -> list[dict[str, Any]]:
+        from runplane.runtimes.local import serving
+
+        return serving.list_deployments(self.settings)
+
+    def delete_deployment(self, project: str, name: str) -> str:
+        from runplane.runtimes.local import serving
+
+        return serving.delete(self.settings, name, project)
+
+    def invoke(self, project: str, name: str, call: Call) -> Answer:
+        from runplane.runtimes.local import serving
+
+        return serving.forward(self.settings, project, name, call)
 
     def existing(self) -> dict[str, list[str]]:
         with self._lock:

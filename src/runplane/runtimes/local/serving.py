@@ -22,12 +22,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
 from runplane import names
 from runplane.config import Settings
 from runplane.errors import ConflictError, InvalidValueError, NotFoundError, RunplaneError
 from runplane.placement import evaluate
+from runplane.runtimes.contract import Answer, Call
 from runplane.runtimes.local.launch import INHERITED, plan
 from runplane.runtimes.local.node import local_node
 from runplane.runtimes.local.replicas import replica_request
@@ -231,8 +233,34 @@ def list_deployments(settings: Settings) -> list[dict[str, Any]]:
             continue
         if not _alive(status):
             status = {**status, "state": "stopped", "replicas": []}
-        found.append(status)
+        found.append({**status, "owner": _owner(status_file.parent)})
     return found
+
+
+def _owner(directory: Path) -> str:
+    """Who deployed it through the service (the Deployment's annotation), else ``""``."""
+    try:
+        manifests = json.loads((directory / "manifests.json").read_text(encoding="utf-8"))
+        annotations = _deployment(manifests)["metadata"].get("annotations") or {}
+    except (OSError, ValueError, KeyError, ConflictError, InvalidValueError):
+        return ""
+    return str(annotations.get(names.DEPLOYED_BY, ""))
+
+
+def forward(settings: Settings, project: str, name: str, call: Call) -> Answer:
+    """``call`` sent to the deployment's port; its answer, or ``502`` when none comes."""
+    url = address(settings, project, name) + "/" + call.path.lstrip("/")
+    try:
+        answer = httpx.request(
+            call.method,
+            url,
+            content=call.body or None,
+            headers=dict(call.headers),
+            timeout=call.timeout,
+        )
+    except httpx.HTTPError as error:
+        return Answer(502, "text/plain", f"no answer from {project}/{name}: {error}".encode())
+    return Answer(answer.status_code, answer.headers.get("content-type", ""), answer.content)
 
 
 def _matching(settings: Settings, name: str, project: str | None) -> list[Path]:

@@ -189,3 +189,20 @@ class ServiceSetting(Base):
     value: Mapped[dict[str, Any]] = mapped_column(JSON)
     updated_at: Mapped[float] = mapped_column(Float)
     updated_by: Mapped[str] = mapped_column(String(253), default="")
+
+
+class Project(Base):
+    """A project's own record: who made it, what it is for, the parameters and default image
+    its runs get. Runs, functions and schedules name their project by its name; a name with
+    runs but no record is still a project (one made before records existed, or by a run)."""
+
+    __tablename__ = "projects"
+
+    name: Mapped[str] = mapped_column(String(63), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(253))
+    description: Mapped[str] = mapped_column(Text, default="")
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    default_image: Mapped[str] = mapped_column(String(512), default="")
+    labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)

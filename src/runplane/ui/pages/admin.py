@@ -1,5 +1,5 @@
-"""**Common Parameters** (User jobs defaults and the policies), **Cluster** and
-**Schedules**.
+"""**Common Parameters** (User jobs defaults and the policies), **Cluster** (with node
+labelling) and **Schedules**.
 
 Defaults are read by everyone and changed by admins only, through
 :meth:`~runplane.service.server.Server.update_defaults`, the validation ``PATCH
@@ -13,15 +13,18 @@ import dataclasses
 import time
 from collections import defaultdict
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from runplane import names
 from runplane.errors import RunplaneError
 from runplane.runs import RunState
 from runplane.service.access import admin_only, check_owner
 from runplane.service.schedules import next_fires
+from runplane.ui import policyform
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
 
@@ -31,6 +34,7 @@ DEFAULT_FIELDS = {
     "mem_limit": (("resources", "limits", "memory"), "Memory limit"),
     "cpu_request": (("resources", "requests", "cpu"), "CPU request"),
     "cpu_limit": (("resources", "limits", "cpu"), "CPU limit"),
+    "gpu_limit": (("resources", "limits", names.GPU), "GPU limit"),
 }
 
 
@@ -61,6 +65,10 @@ def router(ui: UI) -> APIRouter:
     routes = APIRouter()
     LoggedIn = Annotated[Session, Depends(ui.session)]
 
+    def configured_classes() -> list[str]:
+        """The classes the service is configured with: the policies choose among them."""
+        return list(ui.server.base_settings.priority_classes.valid)
+
     def settings_page(
         request: Request,
         session: Session,
@@ -68,14 +76,19 @@ def router(ui: UI) -> APIRouter:
         message: str = "",
         error: str = "",
         status_code: int = 200,
+        policies: policyform.PolicyForm | None = None,
     ) -> Response:
         settings = ui.server.settings
         defaults = settings.function_defaults.model_dump(mode="json")
+        configured = configured_classes()
         context = {
             "nav": "settings",
             "values": values or defaults_values(defaults),
             "fields": {name: label for name, (_, label) in DEFAULT_FIELDS.items()},
             "classes": settings.priority_classes,
+            "configured_classes": configured,
+            "policy": policies or policyform.current(settings, configured),
+            "role_choices": policyform.ROLE_CHOICES,
             "modes": ["prevent", "allow", "constrain", "none"],
             "reserved": settings.reserved_node_groups,
             "thresholds": defaults.get("state_thresholds", {}),
@@ -97,22 +110,70 @@ def router(ui: UI) -> APIRouter:
             key: str(data.get(key) or "").strip()
             for key in [*DEFAULT_FIELDS, "priority_class", "preemption_mode"]
         }
+        policies = policyform.submitted(data, data.getlist, configured_classes())
         if not session.who.admin:
             return settings_page(
-                request, session, values, error=admin_only(session.who), status_code=403
+                request,
+                session,
+                values,
+                error=admin_only(session.who),
+                status_code=403,
+                policies=policies,
             )
         try:
-            await run_in_threadpool(
-                ui.server.update_defaults, defaults_patch(values), session.who.user
-            )
+            patch = defaults_patch(values)
+            change = policyform.patch(policies, ui.server.settings, configured_classes())
+            if change:
+                patch["policies"] = change
+            await run_in_threadpool(ui.server.update_defaults, patch, session.who.user)
         except RunplaneError as error:
             return settings_page(
-                request, session, values, error=str(error), status_code=error.http_status
+                request,
+                session,
+                values,
+                error=str(error),
+                status_code=error.http_status,
+                policies=policies,
             )
         return RedirectResponse(f"{ROOT}/settings?saved=1", status_code=303)
 
     @routes.get("/cluster", response_class=HTMLResponse)
-    def cluster(request: Request, session: LoggedIn) -> Response:
+    def cluster(
+        request: Request,
+        session: LoggedIn,
+        labelled: Annotated[str, Query(max_length=320)] = "",
+    ) -> Response:
+        saved = f"Labels of {labelled} saved." if labelled else ""
+        return cluster_page(request, session, message=saved)
+
+    @routes.post("/cluster/nodes/{name}/labels", response_class=HTMLResponse)
+    async def label_node(request: Request, session: LoggedIn, name: str) -> Response:
+        """Set one label (Key, Value) or remove one (``remove``), as ``PATCH
+        /api/v1/cluster/nodes/{name}`` does: admins only, the same checks and messages."""
+        data = await ui.form(request, session)
+        remove = str(data.get("remove") or "")
+        key = remove or str(data.get("key") or "").strip()
+        value = None if remove else str(data.get("value") or "").strip()
+        form = {"node": name, "key": "" if remove else key, "value": value or ""}
+        if not session.who.admin:
+            refusal = f"user {session.who.user!r} may not label nodes; only admins may"
+            return cluster_page(request, session, form, error=refusal, status_code=403)
+        try:
+            await run_in_threadpool(ui.server.label_node, name, {key: value})
+        except RunplaneError as error:
+            return cluster_page(
+                request, session, form, error=str(error), status_code=error.http_status
+            )
+        return RedirectResponse(f"{ROOT}/cluster?{urlencode({'labelled': name})}", status_code=303)
+
+    def cluster_page(
+        request: Request,
+        session: Session,
+        form: dict[str, str] | None = None,
+        message: str = "",
+        error: str = "",
+        status_code: int = 200,
+    ) -> Response:
         runtime = ui.server.runs.runtime
         nodes = ui.server.nodes()
         running = ui.server.runs.list_runs(
@@ -132,8 +193,12 @@ def router(ui: UI) -> APIRouter:
             "nodes": nodes,
             "running": where,
             "ready": sum(1 for node in nodes if node.ready),
+            "can_label": session.who.admin and runtime.capabilities.node_labels,
+            "form": form or {},
+            "message": message,
+            "error": error,
         }
-        return ui.page(request, "cluster.html", session, context)
+        return ui.page(request, "cluster.html", session, context, status_code)
 
     @routes.get("/projects/{project}/schedules", response_class=HTMLResponse)
     def schedules(

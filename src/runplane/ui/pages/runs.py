@@ -17,11 +17,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from runplane.errors import RunplaneError
+from runplane.errors import NotFoundError, RunplaneError
 from runplane.rendering import RunRef, render
 from runplane.rendering.text import manifests_yaml
 from runplane.runs import RunRecord, RunState
 from runplane.service.access import check_owner
+from runplane.service.projects import ProjectRecord
 from runplane.spec.function import Function
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
@@ -67,6 +68,15 @@ def runs_page(ui: UI, session: Session, project: str, state: str, page: int) -> 
         brief=True,
     )
     return RunsPage(project, state, page, pages, total, runs, since)
+
+
+def project_record(ui: UI, project: str) -> ProjectRecord | None:
+    """The project's record, shown above its jobs; ``None`` for a project without one."""
+    try:
+        record = ui.server.projects.get(project)
+    except NotFoundError:
+        return None
+    return record if record.recorded else None
 
 
 def visible_run(ui: UI, session: Session, uid: str) -> RunRecord:
@@ -118,7 +128,8 @@ def router(ui: UI) -> APIRouter:
 
     @routes.get("/", response_class=HTMLResponse)
     def projects(request: Request, session: LoggedIn) -> Response:
-        return ui.page(request, "projects.html", session, {"nav": "projects"})
+        records = {record.name: record for record in ui.server.projects.list_projects()}
+        return ui.page(request, "projects.html", session, {"nav": "projects", "records": records})
 
     @routes.get("/projects/{project}")
     def project_home(project: str, _: LoggedIn) -> Response:
@@ -133,7 +144,13 @@ def router(ui: UI) -> APIRouter:
         page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     ) -> Response:
         listing = runs_page(ui, session, project, state, page)
-        context = {"listing": listing, "project": project, "nav": "jobs", "states": list(RunState)}
+        context = {
+            "listing": listing,
+            "project": project,
+            "nav": "jobs",
+            "states": list(RunState),
+            "record": project_record(ui, project),
+        }
         template = "jobs_table.html" if "hx-request" in request.headers else "jobs.html"
         return ui.page(request, template, session, context)
 

@@ -1,0 +1,141 @@
+"""The dask-kubernetes operator's own controller, run as a process against the testbed.
+
+The controller is the one the ``dask-kubernetes`` package ships (``dask_kubernetes.operator.
+controller``, kopf-based), watching only the tests' namespace, with the package's CRDs (kept in
+``testbed/crds``) installed first. Tests use ``running()`` and await pods with ``Operator.pods``;
+a wait fails at once, with the controller's log, if the process died.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from testbed import kube
+from testbed.pytest_plugin import TestbedCluster
+
+CRDS = Path(__file__).parent / "crds"
+INSTALLED = (
+    "kubernetes.dask.org_daskclusters.yaml",
+    "kubernetes.dask.org_daskworkergroups.yaml",
+    "kubernetes.dask.org_daskautoscalers.yaml",
+)
+GROUP, VERSION = "kubernetes.dask.org", "v1"
+
+
+@dataclass
+class Operator:
+    """The controller's process and the testbed it runs against."""
+
+    tb: TestbedCluster
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def check(self) -> None:
+        if self.process.poll() is not None:
+            tail = self.log.read_text(errors="replace")[-4000:]
+            raise AssertionError(f"the dask operator exited {self.process.returncode}:\n{tail}")
+
+    def pods(
+        self, selector: str, test: Callable[[list[client.V1Pod]], bool], timeout: float = 60
+    ) -> list[client.V1Pod]:
+        """The pods matching ``selector`` once ``test`` holds for them, awaited on a watch."""
+        core = self.tb.core
+        ns = self.tb.namespace
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check()
+            listed = core.list_namespaced_pod(ns, label_selector=selector)
+            pods = {p.metadata.name: p for p in listed.items if p.metadata}
+            if test(list(pods.values())):
+                return list(pods.values())
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                shown = yaml.safe_dump(kube.plain(self.tb.api, list(pods.values())))
+                tail = self.log.read_text(errors="replace")[-3000:]
+                raise AssertionError(f"pods {selector}:\n{shown}\noperator log:\n{tail}")
+            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                core.list_namespaced_pod,
+                ns,
+                label_selector=selector,
+                resource_version=listed.metadata.resource_version if listed.metadata else None,
+                timeout_seconds=max(1, min(5, int(remaining))),
+            )
+            for event in stream:
+                pod = event["object"]
+                if event["type"] == "DELETED":
+                    pods.pop(pod.metadata.name, None)
+                else:
+                    pods[pod.metadata.name] = pod
+                if test(list(pods.values())):
+                    return list(pods.values())
+
+
+def install_crds(tb: TestbedCluster, timeout: float = 60) -> None:
+    """Create the operator's CRDs (an existing one is kept) and wait until each is served."""
+    extensions = client.ApiextensionsV1Api(tb.api)
+    installed = []
+    for file in INSTALLED:
+        crd = yaml.safe_load((CRDS / file).read_text())
+        try:
+            extensions.create_custom_resource_definition(crd)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+        installed.append(crd["metadata"]["name"])
+    deadline = time.monotonic() + timeout
+    for name in installed:
+        while True:
+            status = extensions.read_custom_resource_definition(name).status
+            conditions = {c.type: c.status for c in (status.conditions or [])} if status else {}
+            if conditions.get("Established") == "True":
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"CRD {name} not established after {timeout:.0f}s")
+            time.sleep(0.2)
+
+
+@contextmanager
+def running(tb: TestbedCluster, tag: str) -> Iterator[Operator]:
+    """The CRDs installed and the controller running for the block; its log is
+    ``<run dir>/logs/dask-operator-<tag>.log``."""
+    install_crds(tb)
+    log = tb.run_dir / "logs" / f"dask-operator-{tag}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kopf",
+                "run",
+                "--standalone",
+                "--namespace",
+                tb.namespace,
+                "-m",
+                "dask_kubernetes.operator.controller",
+            ],
+            env={**os.environ, "KUBECONFIG": str(tb.kubeconfig)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield Operator(tb, process, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
