@@ -709,3 +709,4 @@ class RunService:
                     len(requeued),
                     len(aborted),
                 )
+        self.store.close()

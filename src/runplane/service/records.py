@@ -167,7 +167,13 @@ def recordable_results(results: Mapping[str, Any]) -> tuple[dict[str, Any], list
 
 class RunStore:
     def __init__(self, engine: Engine) -> None:
+        self._engine = engine
         self._sessions = session_factory(engine)
+
+    def close(self) -> None:
+        """Close the pooled connections: a closed service holds none of the database's (a
+        PostgreSQL server has a fixed number to share); a later call opens one again."""
+        self._engine.dispose()
 
     def create(
         self,
