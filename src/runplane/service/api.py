@@ -413,11 +413,6 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     def delete_deployment(project: PathName, name: PathName, who: User) -> dict[str, str]:
         return {"deleted": server.delete_deployment(project, name, who)}
 
-    @app.api_route(
-        f"{API}/deployments/{{project}}/{{name}}/invoke/{{path:path}}",
-        methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-        response_class=Response,
-    )
     async def invoke_deployment(
         project: PathName, name: PathName, path: str, request: Request, who: User
     ) -> Response:
@@ -446,6 +441,16 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
             answer.body,
             media_type=answer.content_type or None,
             headers={FUNCTION_STATUS: str(answer.status)},
+        )
+
+    # One route per method, each with its own operation id in the OpenAPI document.
+    for method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+        app.add_api_route(
+            f"{API}/deployments/{{project}}/{{name}}/invoke/{{path:path}}",
+            invoke_deployment,
+            methods=[method],
+            response_class=Response,
+            operation_id=f"invoke_deployment_{method.lower()}",
         )
 
     @app.post(f"{API}/schedules", status_code=201)
