@@ -81,11 +81,14 @@ class Operator:
                     return list(pods.values())
 
 
-def install_crds(tb: TestbedCluster, timeout: float = 60) -> None:
-    """Create the operator's CRDs (an existing one is kept) and wait until each is served."""
+def install_crds(
+    tb: TestbedCluster, files: tuple[str, ...] = INSTALLED, timeout: float = 60
+) -> None:
+    """Create operators' CRDs from ``testbed/crds`` (an existing one is kept) and wait until
+    each is served."""
     extensions = client.ApiextensionsV1Api(tb.api)
     installed = []
-    for file in INSTALLED:
+    for file in files:
         crd = yaml.safe_load((CRDS / file).read_text())
         try:
             extensions.create_custom_resource_definition(crd)

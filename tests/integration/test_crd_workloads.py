@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -29,11 +28,11 @@ from runplane.runtimes.events import RunEvent
 from runplane.runtimes.kubernetes import KubernetesRuntime
 from runplane.runtimes.request import build_request
 from testbed import kube, topology
+from testbed.dask_operator import install_crds
 from testbed.pytest_plugin import TestbedCluster
 
 pytestmark = pytest.mark.testbed
 
-CRDS = Path(__file__).parents[2] / "testbed" / "crds"
 INSTALLED = (
     "kubeflow.org_mpijobs.v2beta1.yaml",
     "sparkoperator.k8s.io_sparkapplications.yaml",
@@ -46,25 +45,7 @@ TEST = f"crd-{uuid.uuid4().hex[:8]}"
 
 @pytest.fixture(scope="module")
 def crds(testbed_cluster: TestbedCluster) -> Iterator[TestbedCluster]:
-    extensions = client.ApiextensionsV1Api(testbed_cluster.api)
-    installed = []
-    for file in INSTALLED:
-        crd = yaml.safe_load((CRDS / file).read_text())
-        try:
-            extensions.create_custom_resource_definition(crd)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-        installed.append(crd["metadata"]["name"])
-    deadline = time.monotonic() + 60
-    for name in installed:
-        while True:
-            status = extensions.read_custom_resource_definition(name).status
-            conditions = {c.type: c.status for c in (status.conditions or [])} if status else {}
-            if conditions.get("Established") == "True":
-                break
-            assert time.monotonic() < deadline, f"CRD {name} not established"
-            time.sleep(0.2)
+    install_crds(testbed_cluster, INSTALLED)
     yield testbed_cluster
     core = testbed_cluster.core
     core.delete_collection_namespaced_pod(
