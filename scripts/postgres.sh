@@ -2,7 +2,9 @@
 # A throwaway PostgreSQL server on loopback for the service tests.
 #   eval "$(bash scripts/postgres.sh start)"   # exports RUNPLANE_TEST_POSTGRES_URL
 #   bash scripts/postgres.sh stop
-# Installs Debian's postgresql package when the server binaries are missing.
+# Installs Debian's postgresql package when the server binaries are missing. The suite starts
+# hundreds of services, each with a connection pool, so the server takes more clients than the
+# default 100.
 set -euo pipefail
 
 data=${RUNPLANE_PG_DATA:-/tmp/runplane-pg}
@@ -27,7 +29,7 @@ case "${1:-}" in
     [ "$(id -u)" = 0 ] && chown postgres "$data"
     as_postgres "$bin/initdb -D $data -A trust -U runplane" >/dev/null
     as_postgres "$bin/pg_ctl -D $data -l $data/server.log -w \
-      -o '-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off' start" >&2
+      -o '-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400' start" >&2
     echo "export RUNPLANE_TEST_POSTGRES_URL=postgresql+psycopg://runplane@127.0.0.1:$port/postgres"
     ;;
   stop)
