@@ -20,5 +20,10 @@ bash scripts/ui-deps.sh
 eval "$(bash scripts/postgres.sh start)"
 trap 'bash scripts/postgres.sh stop' EXIT
 # With coverage of runplane in this process and in every process the tests start (runs, the
-# CLI, runplane serve), and its floor; both set in pyproject.toml.
-.venv/bin/pytest --cov "$@"
+# CLI, runplane serve, the warm launcher and its forks), and its floor (pyproject.toml). The
+# source is named by its absolute directory, so the scripts runs start (child.py, the fork
+# server) are measured from any working directory; the data goes to one directory any run's
+# user may write to (sticky, like /tmp), which the runs inherit as COVERAGE_FILE.
+rm -rf .coverage-data && mkdir -m 1777 .coverage-data
+export COVERAGE_FILE="$PWD/.coverage-data/.coverage"
+.venv/bin/pytest --cov="$PWD/src/runplane" "$@"

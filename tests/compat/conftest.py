@@ -21,7 +21,9 @@ def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Pa
     monkeypatch.setenv("RUNPLANE_LOCAL__CPU", "2")
     monkeypatch.setenv("RUNPLANE_LOCAL__MEMORY", "4Gi")
     monkeypatch.setenv("RUNPLANE_LOCAL__GPUS", "0")
-    monkeypatch.setenv("RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG"]')
+    monkeypatch.setenv(
+        "RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG", "COVERAGE_FILE"]'
+    )
     monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)
     work = tmp_path / "work"
     work.mkdir()

@@ -32,7 +32,9 @@ def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("RUNPLANE_LOCAL__GPUS", "0")
     # Runs inherit only what they are granted; coverage's own variable lets the suite measure
     # the runs' processes too.
-    monkeypatch.setenv("RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG"]')
+    monkeypatch.setenv(
+        "RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG", "COVERAGE_FILE"]'
+    )
     monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)
     # Runs are held in cgroups, as on any machine where one is writable (this one, as root):
     # named, so that a machine where none is fails these tests instead of falling back.

@@ -78,7 +78,9 @@ def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database: str) -> It
     monkeypatch.setenv("RUNPLANE_LOCAL__GPUS", "0")
     # Runs inherit only what they are granted; coverage's own variable lets the suite measure
     # the runs' processes too.
-    monkeypatch.setenv("RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG"]')
+    monkeypatch.setenv(
+        "RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG", "COVERAGE_FILE"]'
+    )
     monkeypatch.setenv("RUNPLANE_SERVICE__TOKENS", TOKENS)
     monkeypatch.setenv("RUNPLANE_SERVICE__DATABASE_URL", database)
     monkeypatch.setenv("RUNPLANE_SERVICE__SCHEDULE_INTERVAL", "0.2")

@@ -68,7 +68,7 @@ def service(tmp_path_factory: pytest.TempPathFactory, volume_dir: Path) -> Itera
             "RUNPLANE_LOCAL__CPU": "2",
             "RUNPLANE_LOCAL__MEMORY": "4Gi",
             "RUNPLANE_LOCAL__GPUS": "0",
-            "RUNPLANE_LOCAL__INHERIT_ENV": '["COVERAGE_PROCESS_CONFIG"]',
+            "RUNPLANE_LOCAL__INHERIT_ENV": '["COVERAGE_PROCESS_CONFIG", "COVERAGE_FILE"]',
             "RUNPLANE_LOCAL__VOLUMES": f'{{"data-claim": {{"path": "{volume_dir}"}}}}',
             "RUNPLANE_SERVICE__TOKENS": TOKENS,
             "RUNPLANE_SERVICE__SCHEDULE_INTERVAL": "0.5",
