@@ -515,6 +515,7 @@ class RunService:
                 self._apply_alone(event, decided.get(index)) for index, event in enumerate(events)
             ]
         with self._condition:
+            deadline = self._next_deadline()
             for index, (event, recorded) in enumerate(zip(events, applied, strict=True)):
                 if recorded is None:
                     continue
@@ -527,7 +528,9 @@ class RunService:
                     finished = self._finished.pop(event.uid, None)
                     if finished is not None:
                         finished.set()
-            self._condition.notify()
+            sooner = self._next_deadline()
+            if sooner is not None and (deadline is None or sooner < deadline):
+                self._condition.notify()  # the monitor sleeps until the deadline it knew
         self.feed.publish(
             event.uid for event, recorded in zip(events, applied, strict=True) if recorded
         )
@@ -561,18 +564,9 @@ class RunService:
                     _, uid, attempt = heapq.heappop(self._due)
                     due.append((uid, attempt))
                 if not (breaches or spot_waits or due):
-                    deadlines = [
-                        d
-                        for d in (
-                            self._clocks.next_deadline(),
-                            self._spot_clocks.next_deadline(),
-                            self._due[0][0] if self._due else None,
-                        )
-                        if d is not None
-                    ]
                     timeout = _ABORT_POLL
-                    if deadlines:
-                        timeout = min(timeout, max(min(deadlines) - now, 0.0))
+                    if (deadline := self._next_deadline()) is not None:
+                        timeout = min(timeout, max(deadline - now, 0.0))
                     self._condition.wait(timeout)
             # Aborts on a cluster are API calls; breaches due together are aborted together.
             for breach in breaches:
@@ -589,6 +583,20 @@ class RunService:
                 next_poll = time.monotonic() + _ABORT_POLL
                 for uid in self.store.abort_requests(self.executor[0]):
                     self._stop(uid)
+
+    def _next_deadline(self) -> float | None:
+        """When the monitor next has something to do: a threshold, a spot wait or a retry
+        due (called holding the condition)."""
+        deadlines = [
+            d
+            for d in (
+                self._clocks.next_deadline(),
+                self._spot_clocks.next_deadline(),
+                self._due[0][0] if self._due else None,
+            )
+            if d is not None
+        ]
+        return min(deadlines, default=None)
 
     def _stop(self, uid: str) -> bool:
         """Abort a run a person asked to stop: its attempt through the runtime, or, between

@@ -2,29 +2,21 @@
 aborts and recovery.
 
 A record is written in the same transaction as its first transition, so a run is either fully
-recorded or not at all. Which changes an event may make is the run model's rule
-(:meth:`RunState.may_become`), applied here to every event.
+recorded or not at all. Events are applied by :mod:`runplane.service.recording`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Engine, Select, func, select, update
+from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import defer, load_only, selectinload
+from sqlalchemy.orm import Session, defer, selectinload
 
-from runplane.bootstrap import RESULTS_LIMIT
-from runplane.errors import (
-    AmbiguousError,
-    InvalidValueError,
-    NotFoundError,
-    RunExistsError,
-    RunFinishedError,
-)
+from runplane.errors import AmbiguousError, NotFoundError, RunExistsError, RunFinishedError
 from runplane.runs import (
     TERMINAL,
     AttemptRecord,
@@ -36,24 +28,12 @@ from runplane.runs import (
     classify,
 )
 from runplane.runtimes.events import RunEvent
-from runplane.service.db import session_factory
-from runplane.service.db.models import Artifact, Attempt, Run, Transition
+from runplane.service.db import READ_ONLY, session_factory
+from runplane.service.db.models import Attempt, Run, Transition
+from runplane.service.recording import ARTIFACTS, ATTEMPTS, RUNS, TRANSITIONS, apply_burst
 from runplane.service.retries import RetryDecision
-from runplane.spec.bounds import check_json
 
 TERMINAL_STATES = [state.value for state in TERMINAL]
-#: What recording an event reads of a run: not its function snapshot or parameters.
-_EVENT_COLUMNS = load_only(
-    Run.state,
-    Run.results,
-    Run.started_at,
-    Run.state_since,
-    Run.attempt,
-    Run.retry_at,
-    Run.abort_requested,
-    Run.peak_memory_bytes,
-    Run.cpu_seconds,
-)
 
 
 def attempt_of(a: Attempt) -> AttemptRecord:
@@ -83,6 +63,20 @@ def attempt_of(a: Attempt) -> AttemptRecord:
 def record_of(run: Run, brief: bool = False) -> RunRecord:
     """The run model's record of a row and its children; ``brief`` leaves out the function
     snapshot, transitions and artifacts (see :meth:`RunStore.list_runs`)."""
+    if brief:
+        return _record(run, [], run.attempts, [], brief=True)
+    return _record(run, run.transitions, run.attempts, run.artifacts)
+
+
+def _record(
+    run: Any,
+    transitions: Iterable[Any],
+    attempts: Iterable[Any],
+    artifacts: Iterable[Any],
+    brief: bool = False,
+) -> RunRecord:
+    """The record of a run's row and its children's, read as ORM objects or as rows (the
+    same names either way)."""
     return RunRecord(
         uid=run.uid,
         project=run.project,
@@ -108,17 +102,43 @@ def record_of(run: Run, brief: bool = False) -> RunRecord:
         owner=run.owner,
         isolation=run.isolation,
         function={} if brief else run.function,
-        transitions=[]
-        if brief
-        else [
-            TransitionRecord(RunState(t.state), t.reason, t.message, t.at) for t in run.transitions
+        transitions=[
+            TransitionRecord(RunState(t.state), t.reason, t.message, t.at) for t in transitions
         ],
-        attempts=[attempt_of(a) for a in run.attempts],
-        artifacts=[]
-        if brief
-        else [{"key": a.key, "path": a.path, "size": a.size} for a in run.artifacts],
+        attempts=[attempt_of(a) for a in attempts],
+        artifacts=[{"key": a.key, "path": a.path, "size": a.size} for a in artifacts],
         attempt=run.attempt or 1,
         retry_at=run.retry_at,
+    )
+
+
+#: A run's whole record in four statements, each built once (a statement object keeps its
+#: compiled form's cache key): its row, transitions, attempts and artifacts.
+_READ = (
+    select(RUNS).where(RUNS.c.uid == bindparam("uid")),
+    *(
+        select(table).where(table.c.run_uid == bindparam("uid")).order_by(order)
+        for table, order in (
+            (TRANSITIONS, TRANSITIONS.c.id),
+            (ATTEMPTS, ATTEMPTS.c.number),
+            (ARTIFACTS, ARTIFACTS.c.id),
+        )
+    ),
+)
+_INSERTS = insert(RUNS), insert(TRANSITIONS), insert(ATTEMPTS)
+
+
+def _read(connection: Connection, uid: str) -> RunRecord:
+    """A run's whole record without the ORM's identity map: the waiter of every run reads it."""
+    run_row, transitions, attempts, artifacts = _READ
+    run = connection.execute(run_row, {"uid": uid}).one_or_none()
+    if run is None:
+        raise NotFoundError(f"run {uid!r} does not exist (list runs with `runplane runs`)")
+    return _record(
+        run,
+        connection.execute(transitions, {"uid": uid}),
+        connection.execute(attempts, {"uid": uid}),
+        connection.execute(artifacts, {"uid": uid}),
     )
 
 
@@ -141,34 +161,14 @@ def _filtered(
     return query
 
 
-def recordable_results(results: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The results a run reported that its record can hold, and why each other one is left
-    out: a run's own code wrote them, so they are held to the bounds of what users send
-    (nesting, finite numbers, size); one beyond them would break every answer that shows it.
-    """
-    kept: dict[str, Any] = {}
-    refused: list[str] = []
-    for key, value in results.items():
-        try:
-            check_json(f"result {key!r}", value, RESULTS_LIMIT, "context.log_artifact(...)")
-        except InvalidValueError as error:
-            refused.append(f"result {str(key)[:64]!r} not recorded: {error.allowed}")
-            continue
-        kept[str(key)] = value
-    try:
-        check_json("results", kept, RESULTS_LIMIT, "context.log_artifact(...)")
-    except InvalidValueError as error:
-        return {}, [
-            *refused,
-            f"results not recorded: {error.allowed}; log large values as artifacts",
-        ]
-    return kept, refused
-
-
 class RunStore:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._sessions = session_factory(engine)
+        #: Reads: on SQLite they see a snapshot beside a writer instead of taking the write
+        #: lock (see :mod:`runplane.service.db`).
+        self._reader = engine.execution_options(**READ_ONLY)
+        self._reads = session_factory(self._reader)
 
     def close(self) -> None:
         """Close the pooled connections: a closed service holds none of the database's (a
@@ -198,58 +198,75 @@ class RunStore:
         """Record a new run and its first attempt; returns its record (built here, not read
         back)."""
         now = time.time()
+        row: dict[str, Any] = {
+            "uid": uid,
+            "project": project,
+            "name": name,
+            "runtime": runtime,
+            "state": RunState.CREATED.value,
+            "reason": "",
+            "status_text": "",
+            "function": function,
+            "params": params,
+            "inputs": inputs,
+            "thresholds": thresholds,
+            "priority_class": priority_class,
+            "requests": requests,
+            "limits": limits,
+            "results": {},
+            "peak_memory_bytes": 0,
+            "cpu_seconds": 0.0,
+            "created_at": now,
+            "updated_at": now,
+            "state_since": now,
+            "started_at": None,
+            "ended_at": None,
+            "executor_pid": executor[0] if executor else None,
+            "executor_started": executor[1] if executor else None,
+            "abort_requested": False,
+            "owner": owner,
+            "source_dir": source_dir,
+            "requeue": requeue,
+            "isolation": "",
+            "attempt": 1,
+            "retry_at": None,
+        }
+        transition: dict[str, Any] = {"run_uid": uid, "state": RunState.CREATED.value}
+        transition |= {"reason": "", "message": "", "at": now}
+        attempt: dict[str, Any] = {
+            "run_uid": uid,
+            "number": 1,
+            "node": "",
+            "process_id": None,
+            "started_at": None,
+            "ended_at": None,
+            "exit_code": None,
+            "reason": "",
+            "failure": "",
+            "message": "",
+            "node_group": "",
+            "spot": None,
+            "due_at": now,
+            "launched_at": now,  # the caller launches it next
+            "requests": requests,
+            "limits": limits,
+            "preemption_mode": preemption_mode,
+            "adjustments": "",
+            "peak_memory_bytes": 0,
+            "cpu_seconds": 0.0,
+        }
         try:
-            with self._sessions.begin() as session:
-                session.add(
-                    run := Run(
-                        uid=uid,
-                        project=project,
-                        name=name,
-                        runtime=runtime,
-                        state=RunState.CREATED.value,
-                        reason="",
-                        status_text="",
-                        function=function,
-                        params=params,
-                        inputs=inputs,
-                        thresholds=thresholds,
-                        priority_class=priority_class,
-                        requests=requests,
-                        limits=limits,
-                        results={},
-                        peak_memory_bytes=0,
-                        cpu_seconds=0.0,
-                        created_at=now,
-                        updated_at=now,
-                        state_since=now,
-                        executor_pid=executor[0] if executor else None,
-                        executor_started=executor[1] if executor else None,
-                        abort_requested=False,
-                        owner=owner,
-                        source_dir=source_dir,
-                        requeue=requeue,
-                        attempt=1,
-                        transitions=[
-                            Transition(state=RunState.CREATED.value, reason="", message="", at=now)
-                        ],
-                        attempts=[
-                            Attempt(
-                                number=1,
-                                node="",
-                                reason="",
-                                due_at=now,
-                                launched_at=now,  # the caller launches it next
-                                requests=requests,
-                                limits=limits,
-                                preemption_mode=preemption_mode,
-                            )
-                        ],
-                        artifacts=[],
-                    )
-                )
+            with self._engine.begin() as connection:
+                for statement, values in zip(_INSERTS, (row, transition, attempt), strict=True):
+                    connection.execute(statement, values)
         except IntegrityError:
             raise RunExistsError(f"run {uid} is already recorded") from None
-        return record_of(run)
+        return _record(
+            SimpleNamespace(**row),
+            [SimpleNamespace(**transition)],
+            [SimpleNamespace(**attempt)],
+            [],
+        )
 
     def _load(self, session: Any, uid: str) -> Run:
         run = session.get(
@@ -270,15 +287,15 @@ class RunStore:
 
     def state_of(self, uid: str) -> RunState | None:
         """The run's state; ``None`` if there is no such run (one column of one row)."""
-        with self._sessions() as session:
+        with self._reads() as session:
             state = session.scalar(select(Run.state).where(Run.uid == uid))
         return None if state is None else RunState(state)
 
     def get(self, uid: str) -> RunRecord:
-        with self._sessions() as session:
-            return record_of(self._load(session, self._resolve(session, uid)))
+        with self._reader.begin() as connection:
+            return _read(connection, self._resolve(connection, uid))
 
-    def _resolve(self, session: Any, uid: str) -> str:
+    def _resolve(self, session: Session | Connection, uid: str) -> str:
         """Full uids pass through; a unique prefix of at least 6 characters is accepted too."""
         if len(check_uid(uid)) == 32:
             return uid
@@ -323,7 +340,7 @@ class RunStore:
             .limit(limit)
             .options(*children)
         )
-        with self._sessions() as session:
+        with self._reads() as session:
             return [record_of(run, brief) for run in session.scalars(query)]
 
     def count_runs(
@@ -331,7 +348,7 @@ class RunStore:
     ) -> int:
         """How many runs :meth:`list_runs` would find without a limit (for pages)."""
         query = _filtered(select(func.count()).select_from(Run), project, states, owner, None)
-        with self._sessions() as session:
+        with self._reads() as session:
             return int(session.scalar(query) or 0)
 
     def apply(self, event: RunEvent, retry: RetryDecision | None = None) -> RunEvent | None:
@@ -354,173 +371,8 @@ class RunStore:
         Transitions, attempts and artifacts are written as rows of their own, and of the run
         only the columns an event changes are loaded: this is on the path of every event.
         """
-        applied = []
-        retries = retries or {}
-        with self._sessions.begin() as session:
-            # One query loads every run of the burst into the session; each event then finds
-            # its run there instead of querying again.
-            session.scalars(
-                select(Run)
-                .options(_EVENT_COLUMNS)
-                .where(Run.uid.in_({event.uid for event in events}))
-            ).all()
-            for index, event in enumerate(events):
-                applied.append(self._apply(session, event, retries.get(index)))
-        return applied
-
-    def _apply(self, session: Any, event: RunEvent, retry: RetryDecision | None) -> RunEvent | None:
-        run = session.get(Run, event.uid, options=[_EVENT_COLUMNS])
-        if run is None or event.attempt != (run.attempt or 1):
-            return None  # an earlier attempt's news (its pod lingers), or nothing known
-        current = RunState(run.state)
-        if (
-            retry is not None
-            and event.state.terminal
-            and current.may_retry
-            and not run.abort_requested
-            and retry.attempt == event.attempt + 1
-        ):
-            return self._retry(session, run, event, retry)
-        if not current.may_become(event.state):
-            return None
-        # A cluster stamps its times in whole seconds: never let a run end before it began, nor
-        # a change happen after the service learnt of it.
-        at = min(event.at, time.time())
-        if run.state_since is not None:
-            at = max(at, run.state_since)
-        if at != event.at:
-            event = replace(event, at=at)
-        state = event.state.value
-        entered = state != run.state
-        if entered:
-            session.add(
-                Transition(
-                    run_uid=run.uid,
-                    state=state,
-                    reason=event.reason,
-                    message=event.message,
-                    at=event.at,
-                )
-            )
-            run.state = state
-            run.state_since = event.at
-        run.reason = event.reason
-        run.status_text = event.message
-        if event.state.terminal:
-            results, refused = recordable_results(event.results)
-            if refused:
-                run.status_text = "; ".join(filter(None, [event.message, *refused]))
-            event = replace(event, results=results)
-        run.updated_at = time.time()  # when the service learnt it (event.at is the source's)
-        if event.state is RunState.RUNNING and entered:
-            run.started_at = run.started_at or event.at
-            if event.isolation:
-                run.isolation = event.isolation
-            self._started(session, run, event)
-        if event.state.terminal:
-            run.ended_at = event.at
-            run.retry_at = None
-            run.results = {**run.results, **event.results}
-            session.add_all(
-                Artifact(run_uid=run.uid, key=a["key"], path=a["path"], size=a["size"])
-                for a in event.artifacts
-            )
-            self._ended(session, run, event)
-        return event
-
-    def _started(self, session: Any, run: Run, event: RunEvent) -> None:
-        """The attempt has a node and a process: its row (recorded when it was decided) says
-        so; a run recorded before attempts were gets its row now."""
-        values = {
-            "node": event.node,
-            "node_group": event.node_group,
-            "spot": event.spot,
-            "process_id": event.process_id,
-            "started_at": event.at,
-        }
-        session.flush()
-        changed = session.execute(
-            update(Attempt)
-            .where(Attempt.run_uid == run.uid, Attempt.number == event.attempt)
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        ).rowcount
-        if not changed:
-            session.add(Attempt(run_uid=run.uid, number=event.attempt, reason="", **values))
-
-    def _ended(self, session: Any, run: Run, event: RunEvent) -> None:
-        """The attempt's end, class and usage; the run's usage is its attempts' (the highest
-        peak, the sum of CPU time)."""
-        usage = event.usage
-        if usage is not None:
-            run.peak_memory_bytes = max(run.peak_memory_bytes or 0, usage.peak_memory_bytes)
-            run.cpu_seconds = (run.cpu_seconds or 0.0) + usage.cpu_seconds
-        failure = classify(event.state, event.reason, event.message)
-        values: dict[str, Any] = {
-            "ended_at": event.at,
-            "exit_code": event.exit_code,
-            "reason": event.reason,
-            "failure": failure.value if failure else "",
-            "message": event.message,
-        }
-        if usage is not None:
-            values |= {
-                "peak_memory_bytes": usage.peak_memory_bytes,
-                "cpu_seconds": usage.cpu_seconds,
-            }
-        session.flush()
-        session.execute(
-            update(Attempt)
-            .where(
-                Attempt.run_uid == run.uid,
-                Attempt.number == event.attempt,
-                Attempt.ended_at.is_(None),
-            )
-            .values(**values)
-            .execution_options(synchronize_session=False)
-        )
-
-    def _retry(self, session: Any, run: Run, event: RunEvent, retry: RetryDecision) -> RunEvent:
-        """End the attempt, record the next one and when it is due, and put the run back to
-        ``pending`` saying so; returns the event that says it."""
-        at = max(min(event.at, time.time()), run.state_since or 0.0)
-        self._ended(session, run, replace(event, at=at))
-        session.add(
-            Attempt(
-                run_uid=run.uid,
-                number=retry.attempt,
-                node="",
-                reason="",
-                due_at=retry.due_at,
-                requests=retry.requests,
-                limits=retry.limits,
-                preemption_mode=retry.preemption_mode,
-                adjustments=retry.adjustments,
-            )
-        )
-        session.add(
-            Transition(
-                run_uid=run.uid,
-                state=RunState.PENDING.value,
-                reason=Reason.RETRYING,
-                message=retry.message,
-                at=at,
-            )
-        )
-        run.state = RunState.PENDING.value
-        run.state_since = at
-        run.reason, run.status_text = Reason.RETRYING, retry.message
-        run.updated_at = time.time()
-        run.attempt, run.retry_at = retry.attempt, retry.due_at
-        run.results = {**run.results, **event.results}
-        return RunEvent(
-            uid=run.uid,
-            state=RunState.PENDING,
-            reason=Reason.RETRYING,
-            message=retry.message,
-            attempt=retry.attempt,
-            at=at,
-        )
+        with self._engine.begin() as connection:
+            return apply_burst(connection, events, retries or {})
 
     def attempt_launched(self, uid: str, attempt: int) -> None:
         """The runtime has the attempt: the run no longer waits for it (a restart before this
@@ -548,7 +400,7 @@ class RunStore:
         )
         if executor_pid is not None:
             query = query.where(Run.executor_pid == executor_pid)
-        with self._sessions() as session:
+        with self._reads() as session:
             rows = session.execute(query).all()
         return [(uid, attempt, due) for uid, attempt, due in rows if due is not None]
 
@@ -568,11 +420,11 @@ class RunStore:
         query = select(Run.uid).where(
             Run.abort_requested, Run.executor_pid == executor_pid, Run.state.not_in(TERMINAL_STATES)
         )
-        with self._sessions() as session:
+        with self._reads() as session:
             return list(session.scalars(query))
 
     def owner(self, uid: str) -> tuple[int | None, float | None]:
-        with self._sessions() as session:
+        with self._reads() as session:
             run = self._load(session, uid)
             return run.executor_pid, run.executor_started
 
@@ -657,7 +509,7 @@ class RunStore:
         return requeued, aborted
 
     def source_dir(self, uid: str) -> str:
-        with self._sessions() as session:
+        with self._reads() as session:
             return str(session.scalar(select(Run.source_dir).where(Run.uid == uid)) or "")
 
     @staticmethod

@@ -8,6 +8,7 @@ parameter is refused before anything runs.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -92,8 +93,10 @@ def _reads_params(tree: ast.Module) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=128)
 def read_signature(code: str, handler: str, filename: str = "<code>") -> Signature:
-    """The signature of top-level function ``handler`` in ``code``."""
+    """The signature of top-level function ``handler`` in ``code``; remembered, since a
+    function is often run many times over (parsing its code is most of a submit's cost)."""
     tree = parse_code(code, filename)
     functions = {
         node.name: node

@@ -6,7 +6,6 @@ query and imports Alembic only when an upgrade is due, so a warm start stays fas
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import threading
@@ -43,6 +42,12 @@ def _sqlite_pragmas(connection: object, _record: object) -> None:
     cursor.close()
 
 
+_READ_ONLY, _LOCKED = "runplane_read_only", "runplane_write_locked"
+#: Execution options of an engine (``engine.execution_options(**READ_ONLY)``) whose
+#: transactions only read: on SQLite they take no write lock.
+READ_ONLY = {_READ_ONLY: True}
+
+
 class _Writers:
     """Take SQLite's write lock when a transaction starts, not at its first write, and let the
     threads of this process queue for it on a lock of their own.
@@ -59,15 +64,21 @@ class _Writers:
         self._lock = threading.RLock()
 
     def begin(self, connection: Any) -> None:
+        if connection.get_execution_options().get(_READ_ONLY):
+            # A deferred transaction: a snapshot of the database as of its first read, taken
+            # beside any writer (WAL), holding no lock a writer waits for.
+            connection.exec_driver_sql("BEGIN")
+            return
         self._lock.acquire()
         try:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         except BaseException:
             self._lock.release()
             raise
+        connection.info[_LOCKED] = True
 
-    def end(self, _connection: Any) -> None:
-        with contextlib.suppress(RuntimeError):  # a transaction that never began
+    def end(self, connection: Any) -> None:
+        if connection.info.pop(_LOCKED, False):
             self._lock.release()
 
 
@@ -202,4 +213,4 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
-__all__ = ["HEAD", "Base", "connect", "session_factory", "sqlite_url", "upgrade"]
+__all__ = ["HEAD", "READ_ONLY", "Base", "connect", "session_factory", "sqlite_url", "upgrade"]
