@@ -76,9 +76,9 @@ def test_sigterm_calls_the_preemption_callbacks_first(tmp_path):
         "    @context.on_preemption\n"
         "    def last():\n"
         "        context.save_checkpoint('last', str(step['n']) + ' ' + str(context.preempted))\n"
-        f"    pathlib.Path({str(tmp_path / 'ready')!r}).touch()\n"
         "    while True:\n"
         "        step['n'] += 1\n"
+        f"        pathlib.Path({str(tmp_path / 'ready')!r}).touch()  # past a first step\n"
         "        time.sleep(0.01)\n"
     )
     checkpoints = tmp_path / "ckpt"
