@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, insert, select, update
 from sqlalchemy.sql.dml import Insert, Update
@@ -22,14 +22,9 @@ from runplane.bootstrap import RESULTS_LIMIT
 from runplane.errors import InvalidValueError
 from runplane.runs import Reason, RunState, classify
 from runplane.runtimes.events import RunEvent
-from runplane.service.db.models import Artifact, Attempt, Run, Transition
+from runplane.service.db.models import ARTIFACTS, ATTEMPTS, RUNS, TRANSITIONS
 from runplane.service.retries import RetryDecision
 from runplane.spec.bounds import check_json
-
-RUNS = cast(Table, Run.__table__)
-TRANSITIONS = cast(Table, Transition.__table__)
-ATTEMPTS = cast(Table, Attempt.__table__)
-ARTIFACTS = cast(Table, Artifact.__table__)
 
 #: What an event reads and may change of its run (never its function snapshot or parameters).
 _RUN_COLUMNS = (

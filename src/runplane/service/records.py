@@ -29,8 +29,16 @@ from runplane.runs import (
 )
 from runplane.runtimes.events import RunEvent
 from runplane.service.db import READ_ONLY, session_factory
-from runplane.service.db.models import Attempt, Run, Transition
-from runplane.service.recording import ARTIFACTS, ATTEMPTS, RUNS, TRANSITIONS, apply_burst
+from runplane.service.db.models import (
+    ARTIFACTS,
+    ATTEMPTS,
+    RUNS,
+    TRANSITIONS,
+    Attempt,
+    Run,
+    Transition,
+)
+from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
 
 TERMINAL_STATES = [state.value for state in TERMINAL]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Table, Text
 from sqlalchemy import false as sa_false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -206,3 +206,11 @@ class Project(Base):
     labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+#: The run tables as SQL Core sees them, for the statements on the path of every run (its
+#: record, its events, its waiter's read), which skip the ORM's per-object bookkeeping.
+RUNS = cast(Table, Run.__table__)
+TRANSITIONS = cast(Table, Transition.__table__)
+ATTEMPTS = cast(Table, Attempt.__table__)
+ARTIFACTS = cast(Table, Artifact.__table__)
