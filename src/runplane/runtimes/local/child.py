@@ -17,16 +17,23 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 _HERE = Path(__file__).resolve().parent
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 
 
-def _prctl(option: int, value: int) -> None:
-    if sys.platform.startswith("linux"):
-        import ctypes
+_libc: Any = None
 
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+def _prctl(option: int, value: int) -> None:
+    global _libc
+    if sys.platform.startswith("linux"):
+        if _libc is None:  # loaded once: the warm launcher's children find it loaded
+            import ctypes
+
+            _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.prctl(option, value, 0, 0, 0)
 
 
 def _die_with_executor(expected_parent: int) -> None:
@@ -54,11 +61,13 @@ def _bootstrap() -> ModuleType:
     return bootstrap
 
 
-def main(run_dir: Path, parent: int | None = None) -> int:
+def main(run_dir: Path, parent: int | None = None, spec: dict[str, Any] | None = None) -> int:
     """Run the run of ``run_dir``; ``parent`` is the process whose end ends it (the executor's,
-    or the warm launcher's server, :mod:`forkserver`)."""
+    or the warm launcher's server, :mod:`forkserver`, which hands over the ``spec`` it was
+    sent instead of ``RUN_DIR/spec.json``)."""
     os.umask(0o077)  # what the run writes (results, artifacts, files) is its owner's only
-    spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+    if spec is None:
+        spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
     _die_with_executor(spec["executor_pid"] if parent is None else parent)
     if spec.get("no_new_privileges"):
         _prctl(_PR_SET_NO_NEW_PRIVS, 1)

@@ -87,7 +87,7 @@ def serve(connection: socket.socket) -> dict[str, Any] | None:
         os.set_blocking(fd, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    pending = b""
+    pending = bytearray()
     while True:
         ready, _, _ = select.select([connection.fileno(), wake_read], [], [])
         if wake_read in ready:
@@ -104,7 +104,10 @@ def serve(connection: socket.socket) -> dict[str, Any] | None:
         if not data:
             return None
         pending += data
-        *lines, pending = pending.split(b"\n")
+        if b"\n" not in data:
+            continue  # the rest of a long request is on its way
+        *lines, rest = pending.split(b"\n")
+        pending = bytearray(rest)
         for line in lines:
             request = json.loads(line)
             gate_read, gate_write = os.pipe()
@@ -179,15 +182,20 @@ def run(request: dict[str, Any], child: ModuleType, server: int) -> int:
         sys.stderr.write(f"runplane: the run's process could not be prepared: {error}\n")
         return 125
     env: dict[str, str] = request["env"]
-    os.environ.clear()
-    os.environ.update(env)
-    if hasattr(time, "tzset"):
+    zone = os.environ.get("TZ")
+    # The server's environment is what every run inherits: only what differs is changed.
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+    if hasattr(time, "tzset") and os.environ.get("TZ") != zone:
         time.tzset()
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[0:0] = extra
     _become(request.get("uid"), request.get("gid"), child)
     sys.argv = [str(_HERE / "child.py"), str(run_dir)]
-    code: int = child.main(run_dir, parent=server)
+    code: int = child.main(run_dir, parent=server, spec=request["spec"])
     return code
 
 

@@ -305,6 +305,13 @@ def server_environment(settings: Settings) -> dict[str, str]:
     }
 
 
+def _own_dir(path: Path) -> Path:
+    """A directory of the run's own (0700) in its directory, made by its first attempt."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    return path
+
+
 def _private_file(path: Path, append: bool = True) -> int:
     """A descriptor of ``path`` for writing, created readable by its owner only."""
     mode = os.O_APPEND if append else os.O_TRUNC
@@ -356,9 +363,8 @@ def spawn(
     confines it to the cores of its grant (the watchdog's CPU limit; a cgroup has a quota).
     """
     request = run.request
-    private_dir(run.run_dir.parent)
     private_dir(run.run_dir)
-    own = [private_dir(run.run_dir / name) for name in ("work", "home", "tmp")]
+    own = [_own_dir(run.run_dir / name) for name in ("work", "home", "tmp")]
     work = own[0]
     spec = {
         "invocation": request.invocation.to_json(),
@@ -368,21 +374,20 @@ def spawn(
         "executor_pid": os.getpid(),
         "no_new_privileges": user is not None,
     }
-    with os.fdopen(_private_file(run.run_dir / "spec.json", append=False), "w") as file:
-        file.write(json.dumps(spec))
     for mount_path, local in run.mounts.items():
         link = work / mount_path.lstrip("/")
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists():
             link.symlink_to(local)
-    RunUsers.hand_over(run.run_dir, user, [*own, run.run_dir / "spec.json"])
+    RunUsers.hand_over(run.run_dir, user, own)
     env = environment(run, grant, settings)
     why_fresh = needs_fresh(run, env)
     if warm is not None and not why_fresh:
-        try:
+        try:  # the spec travels with the request: a forked process needs no file to read
             return warm.start(
                 {
                     "run_dir": str(run.run_dir),
+                    "spec": spec,
                     "join": group.joins() if group is not None else [],
                     "env": env,
                     "uid": None if user is None else user.uid,
@@ -392,6 +397,9 @@ def spawn(
         except LauncherUnavailable as error:
             log.warning("run %s starts fresh: %s", run.uid, error)
             why_fresh = str(error)
+    with os.fdopen(_private_file(run.run_dir / "spec.json", append=False), "w") as file:
+        file.write(json.dumps(spec))
+    RunUsers.hand_over(run.run_dir, user, [run.run_dir / "spec.json"])
     run.fresh = why_fresh if warm is not None else ""  # what kept the warm launcher from it
     python = str(settings.local.python or sys.executable)
     log_fd = _private_file(run.run_dir / OUTPUT)

@@ -114,7 +114,7 @@ class Supervisor:
         )
         group = run.group = hierarchy.create(f"run-{run.uid}", limits)
         process: RunProcess | None = None
-        emptied = False
+        counters: Counters | None = None
         try:
             process = run.process = spawn(
                 run, grant, self.settings, pin=False, user=user, group=group, warm=self.warm
@@ -122,19 +122,23 @@ class Supervisor:
             self._started(run, process)
             returncode = self._await_exit(run, process, group)
             group.kill()  # whatever the run left behind ends with it, as with a pod
-            emptied = True
             counters = group.counters()
         finally:
-            run.usage_so_far = Usage(*_usage(group))
+            run.usage_so_far = (
+                Usage(counters.peak_memory, counters.cpu_seconds)
+                if counters is not None
+                else Usage(*_usage(group))
+            )
             run.group = None
             if process is not None:
                 process.close()
             try:
-                if not emptied:
+                if counters is None:  # not emptied: the start or the wait failed
                     group.kill()
                 group.remove()
             except OSError as error:  # the group stays; the next runplane here removes it
                 log.warning("could not remove the cgroup %s: %s", group.path, error)
+        assert counters is not None  # the wait completed: the group was emptied and counted
         usage = Usage(counters.peak_memory, counters.cpu_seconds)
         if run.abort is not None:
             self._aborted(run, usage)

@@ -15,6 +15,7 @@ from runplane.runtimes.local.cgroups.files import (
     number,
     processes_in,
     read,
+    remove_group,
     rmdir_if_empty,
     rmdir_tree,
     sigkill,
@@ -24,7 +25,6 @@ from runplane.runtimes.local.cgroups.files import (
 )
 from runplane.runtimes.local.cgroups.model import (
     KILL_TIMEOUT,
-    PERIOD_US,
     Counters,
     Hierarchy,
     Limits,
@@ -74,6 +74,8 @@ class V1Group(RunGroup):
         )
 
     def kill(self) -> None:
+        if number(self._dirs["pids"] / "pids.current") == 0:
+            return  # the count covers the groups beneath: no process is left anywhere
         deadline = time.monotonic() + KILL_TIMEOUT
         groups = [group for top in self._dirs.values() for group in tree(top)]
         while processes_in(groups) and time.monotonic() < deadline:
@@ -84,7 +86,7 @@ class V1Group(RunGroup):
 
     def remove(self) -> None:
         for directory in self._dirs.values():
-            rmdir_tree(directory)
+            remove_group(directory)
 
 
 class V1(Hierarchy):
@@ -95,6 +97,7 @@ class V1(Hierarchy):
         self.where = own["memory"]
         name = executor_name()
         self._groups: dict[str, Path] = {}
+        self._memsw = False
         try:
             for controller, base in bases.items():
                 if not os.access(base, os.W_OK):
@@ -103,6 +106,8 @@ class V1(Hierarchy):
                 group.mkdir(exist_ok=True)
                 self._groups[controller] = group
             write(self._groups["cpu"] / "cpu.shares", cpu_shares(node_millicores))
+            # Whether swap is accounted (``memsw`` files): then the limit covers swap too.
+            self._memsw = (self._groups["memory"] / "memory.memsw.limit_in_bytes").exists()
         except OSError as error:
             self.close()
             raise Unavailable(f"cannot create a cgroup under {base}: {error.strerror}") from None
@@ -122,26 +127,33 @@ class V1(Hierarchy):
 
     def create(self, name: str, limits: Limits) -> RunGroup:
         dirs = {controller: group / name for controller, group in self._groups.items()}
-        if dirs["freezer"].exists():  # left by an earlier attempt whose removal failed
+        try:
+            dirs["freezer"].mkdir()
+        except FileExistsError:  # left by an earlier attempt whose removal failed
             stale = V1Group(dirs)
             stale.kill()
             stale.remove()
+            dirs["freezer"].mkdir()
         try:
-            for directory in dirs.values():
-                directory.mkdir()
+            for controller, directory in dirs.items():
+                if controller != "freezer":
+                    directory.mkdir()
             memory = dirs["memory"]
             if limits.memory is not None:
                 write(memory / "memory.limit_in_bytes", limits.memory)
-                if (memory / "memory.memsw.limit_in_bytes").exists():  # swap accounting on
+                if self._memsw:
                     write(memory / "memory.memsw.limit_in_bytes", limits.memory)
                 else:
                     with contextlib.suppress(OSError):
                         write(memory / "memory.swappiness", 0)
             cpu = dirs["cpu"]
+            # A new group starts with the default period and no quota, and without a pids
+            # limit: only what differs is written.
             write(cpu / "cpu.shares", cpu_shares(limits.cpu_request))
-            write(cpu / "cpu.cfs_period_us", PERIOD_US)
-            write(cpu / "cpu.cfs_quota_us", -1 if limits.cpu is None else cfs_quota(limits.cpu))
-            write(dirs["pids"] / "pids.max", "max" if limits.pids is None else limits.pids)
+            if limits.cpu is not None:
+                write(cpu / "cpu.cfs_quota_us", cfs_quota(limits.cpu))
+            if limits.pids is not None:
+                write(dirs["pids"] / "pids.max", limits.pids)
         except OSError:
             group = V1Group(dirs)
             group.remove()

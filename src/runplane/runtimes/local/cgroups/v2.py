@@ -16,6 +16,7 @@ from runplane.runtimes.local.cgroups.files import (
     number,
     processes_in,
     read,
+    remove_group,
     rmdir_if_empty,
     rmdir_tree,
     sigkill,
@@ -80,7 +81,7 @@ class V2Group(RunGroup):
             wait_until(lambda: not self._populated(), min(0.5, max(deadline - time.monotonic(), 0)))
 
     def remove(self) -> None:
-        rmdir_tree(self._dir)
+        remove_group(self._dir)
 
 
 class V2(Hierarchy):
@@ -157,21 +158,25 @@ class V2(Hierarchy):
 
     def create(self, name: str, limits: Limits) -> RunGroup:
         directory = self._group / name
-        if directory.exists():  # left by an earlier attempt whose removal failed
+        try:
+            directory.mkdir()
+        except FileExistsError:  # left by an earlier attempt whose removal failed
             V2Group(directory).kill()
             rmdir_tree(directory)
-        directory.mkdir()
+            directory.mkdir()
         try:
+            # A new group starts unlimited, with the default period: only what differs is
+            # written.
             if limits.memory is not None:
                 write(directory / "memory.max", limits.memory)
                 with contextlib.suppress(FileNotFoundError):  # no swap controller
                     write(directory / "memory.swap.max", 0)
             if "cpu" in self._controllers:
                 write(directory / "cpu.weight", cpu_weight(cpu_shares(limits.cpu_request)))
-                quota = "max" if limits.cpu is None else cfs_quota(limits.cpu)
-                write(directory / "cpu.max", f"{quota} {PERIOD_US}")
-            if "pids" in self._controllers:
-                write(directory / "pids.max", "max" if limits.pids is None else limits.pids)
+                if limits.cpu is not None:
+                    write(directory / "cpu.max", f"{cfs_quota(limits.cpu)} {PERIOD_US}")
+            if "pids" in self._controllers and limits.pids is not None:
+                write(directory / "pids.max", limits.pids)
         except OSError:
             rmdir_tree(directory)
             raise
