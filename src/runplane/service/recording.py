@@ -42,8 +42,16 @@ _RUN_COLUMNS = (
     "peak_memory_bytes",
     "cpu_seconds",
 )
-_SELECT_RUNS = select(RUNS.c.uid, RUNS.c.abort_requested, *(RUNS.c[n] for n in _RUN_COLUMNS))
-_SELECT_ATTEMPTS = select(ATTEMPTS.c.run_uid, ATTEMPTS.c.number, ATTEMPTS.c.ended_at)
+#: A burst's runs and attempts, by the list of their uids. Built once, with the list as an
+#: expanding parameter: a statement made per burst costs four times its execution here.
+_SELECT_RUNS = (
+    select(RUNS.c.uid, RUNS.c.abort_requested, *(RUNS.c[n] for n in _RUN_COLUMNS))
+    .where(RUNS.c.uid.in_(bindparam("uids", expanding=True)))
+    .with_for_update()
+)
+_SELECT_ATTEMPTS = select(ATTEMPTS.c.run_uid, ATTEMPTS.c.number, ATTEMPTS.c.ended_at).where(
+    ATTEMPTS.c.run_uid.in_(bindparam("uids", expanding=True))
+)
 #: Each statement built once: a statement object keeps its compiled form's cache key.
 _STATEMENTS: dict[tuple[str, tuple[str, ...]], Insert | Update] = {}
 
@@ -94,9 +102,10 @@ class _Burst:
         self._connection = connection
         # FOR UPDATE holds the rows on PostgreSQL until the burst is written (SQLite's write
         # lock, taken as the transaction began, already does).
-        rows = connection.execute(_SELECT_RUNS.where(RUNS.c.uid.in_(uids)).with_for_update())
+        keys = {"uids": sorted(uids)}
+        rows = connection.execute(_SELECT_RUNS, keys)
         self._runs: dict[str, dict[str, Any]] = {row.uid: row._asdict() for row in rows}
-        attempts = connection.execute(_SELECT_ATTEMPTS.where(ATTEMPTS.c.run_uid.in_(uids)))
+        attempts = connection.execute(_SELECT_ATTEMPTS, keys)
         #: (run, number) → whether that attempt has ended, of every attempt recorded.
         self._ended = {(a.run_uid, a.number): a.ended_at is not None for a in attempts}
         self._changed: set[str] = set()
