@@ -219,7 +219,7 @@ def _practise(bootstrap: ModuleType) -> None:
             if context._events is not None:
                 context._events.close()
             signal.signal(signal.SIGTERM, terminate)
-            bootstrap._current = None
+            vars(bootstrap)["_current"] = None
             sys.modules.pop(invocation.module_name, None)
 
 
