@@ -316,3 +316,47 @@ def test_a_group_left_by_a_killed_runplane_is_removed_by_the_next(tmp_path):
             assert not (own_group(controller) / left).exists()
     finally:
         hierarchy.close()
+
+
+def test_groups_a_run_made_beneath_its_own_are_killed_and_removed(tmp_path):
+    """A run that runs as root may make groups beneath its own and move a daemon there: the
+    end still finds the daemon (v1's pids count covers the groups beneath, so the group is not
+    taken for empty) and removes every group, deepest first."""
+    hierarchy = cgroups.open_hierarchy(1000)
+    group = hierarchy.create("run-nested-test", cgroups.Limits())
+    inner = [
+        own_group(controller) / cgroups.executor_name() / "run-nested-test" / "inner"
+        for controller in ("memory", "pids", "freezer")
+    ]
+    pidfile = tmp_path / "daemon.pid"
+    code = textwrap.dedent(f"""
+        import os, time
+        for directory in {[str(d) for d in inner]!r}:
+            os.mkdir(directory)
+        if os.fork() == 0:
+            os.setsid()
+            for directory in {[str(d) for d in inner]!r}:
+                open(os.path.join(directory, "cgroup.procs"), "w").write(str(os.getpid()))
+            open({str(pidfile)!r}, "w").write(str(os.getpid()))
+            time.sleep(600)
+    """)
+    gate = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", gate, sys.executable, "-c", code], stdin=subprocess.PIPE
+    )
+    try:
+        group.add(process.pid)
+        assert process.stdin is not None
+        process.stdin.write(b"go\n")
+        process.stdin.close()
+        assert process.wait(timeout=30) == 0
+        daemon = read_pid(pidfile)
+        assert "/run-nested-test/inner" in Path(f"/proc/{daemon}/cgroup").read_text()
+        group.kill()
+        await_exit(daemon, timeout=1.0)
+        group.remove()
+        assert not any(directory.parent.exists() for directory in inner)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        hierarchy.close()
