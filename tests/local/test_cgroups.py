@@ -18,6 +18,7 @@ import pytest
 
 from runplane.config import load_settings
 from runplane.runtimes.local import cgroups
+from runplane.runtimes.local.cgroups import steps
 from runplane.service.embedded import EmbeddedService
 
 from .test_lifecycle import DAEMON, read_pid
@@ -359,4 +360,49 @@ def test_groups_a_run_made_beneath_its_own_are_killed_and_removed(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+        hierarchy.close()
+
+
+def test_a_groups_steps_make_count_and_remove_it_only_once_it_is_empty():
+    """What the warm launcher's server carries out for each run it forks: the group made with
+    its limits, refused as unfinished while a process runs in it, then counted and removed."""
+    hierarchy = cgroups.open_hierarchy(1000)
+    group = hierarchy.group("run-steps-test", cgroups.Limits(memory=64 * MiB, pids=16))
+    made = [Path(directory) for directory in group.steps["dirs"]]
+    try:
+        steps.make(group.steps)
+        assert all(directory.is_dir() for directory in made)
+        assert (own_group("memory") / cgroups.executor_name() / "run-steps-test").is_dir()
+        with pytest.raises(FileExistsError):  # made once: a second make refuses, leaving it
+            steps.make(group.steps)
+        assert all(directory.is_dir() for directory in made)
+        gate = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
+        code = "import sys, time; held = bytearray(8 << 20); print(flush=True); time.sleep(600)"
+        sleeper = subprocess.Popen(
+            ["/bin/sh", "-c", gate, sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        try:
+            steps.join(group.steps, sleeper.pid)  # before it runs anything
+            assert sleeper.stdin is not None
+            assert sleeper.stdout is not None
+            sleeper.stdin.write(b"go\n")
+            sleeper.stdin.close()
+            sleeper.stdout.readline()  # it has started and holds its 8 MiB
+            assert steps.finish(group.steps) is None  # something runs there: runplane's to end
+            assert all(directory.is_dir() for directory in made)
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+        finished = steps.finish(group.steps)
+        assert finished is not None
+        assert finished["removed"]
+        counted = group.counted(finished["counters"])
+        assert counted.cpu_seconds > 0  # its interpreter's start, counted by the kernel
+        assert counted.peak_memory > 8 * MiB
+        assert not any(directory.exists() for directory in made)
+    finally:
+        group.kill()
+        group.remove()
         hierarchy.close()

@@ -45,9 +45,9 @@ _HERE = Path(__file__).resolve().parent
 _PR_SET_DUMPABLE = 4
 
 
-def _load_child() -> ModuleType:
-    """``child.py``, by its path: this program runs as a script in any Python 3.9+."""
-    spec = importlib.util.spec_from_file_location("runplane_local_child", _HERE / "child.py")
+def _load(name: str, path: Path) -> ModuleType:
+    """A module of runplane's by its path: this program runs as a script in any Python 3.9+."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -56,12 +56,22 @@ def _load_child() -> ModuleType:
     return module
 
 
+def _load_child() -> ModuleType:
+    return _load("runplane_local_child", _HERE / "child.py")
+
+
+#: How a run's cgroup is made, joined, counted and removed (``cgroups/steps.py``).
+_steps = _load("runplane_local_cgroup_steps", _HERE / "cgroups" / "steps.py")
+
+
 def _send(connection: socket.socket, message: dict[str, Any]) -> None:
     connection.sendall(json.dumps(message).encode() + b"\n")
 
 
-def _reap(connection: socket.socket) -> None:
-    """Report every child that has exited: pid, wait status, CPU seconds and peak RSS."""
+def _reap(connection: socket.socket, groups: dict[int, Any]) -> None:
+    """Report every child that has exited: pid, wait status, CPU seconds and peak RSS, and,
+    when nothing is left running in its run's cgroup, the group's counters, the group removed
+    (what is left running, runplane kills)."""
     while True:
         try:
             pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -69,6 +79,7 @@ def _reap(connection: socket.socket) -> None:
             return
         if pid == 0:
             return
+        steps = groups.pop(pid, None)
         _send(
             connection,
             {
@@ -76,6 +87,7 @@ def _reap(connection: socket.socket) -> None:
                 "status": status,
                 "cpu": usage.ru_utime + usage.ru_stime,
                 "rss": usage.ru_maxrss * 1024,
+                "group": None if steps is None else _steps.finish(steps),
             },
         )
 
@@ -89,6 +101,7 @@ def serve(connection: socket.socket) -> dict[str, Any] | None:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     pending = bytearray()
+    groups: dict[int, Any] = {}  # each running child's group steps, by pid
     while True:
         ready, _, _ = select.select([connection.fileno(), wake_read], [], [])
         if wake_read in ready:
@@ -98,7 +111,7 @@ def serve(connection: socket.socket) -> dict[str, Any] | None:
                         break
                 except BlockingIOError:
                     break
-            _reap(connection)
+            _reap(connection, groups)
         if connection.fileno() not in ready:
             continue
         data = connection.recv(1 << 16)
@@ -111,6 +124,13 @@ def serve(connection: socket.socket) -> dict[str, Any] | None:
         pending = bytearray(rest)
         for line in lines:
             request = json.loads(line)
+            steps = request.get("group")
+            if steps is not None:
+                try:
+                    _steps.make(steps)
+                except OSError as error:
+                    _send(connection, {"id": request["id"], "error": f"make its cgroup: {error}"})
+                    continue
             gate_read, gate_write = os.pipe()
             pid = os.fork()
             if pid == 0:
@@ -127,22 +147,19 @@ def serve(connection: socket.socket) -> dict[str, Any] | None:
                 return dict(request)
             os.close(gate_read)
             try:
-                _join(request["join"], pid)
+                if steps is not None:
+                    _steps.join(steps, pid)
             except OSError as error:
                 os.kill(pid, signal.SIGKILL)
-                _send(connection, {"id": request["id"], "error": f"into its cgroup: {error}"})
+                error_text = f"move it into its cgroup: {error}"
+                _send(connection, {"id": request["id"], "error": error_text})
             else:
+                if steps is not None:
+                    groups[pid] = steps
                 os.write(gate_write, b"g")
                 _send(connection, {"id": request["id"], "pid": pid})
             finally:
                 os.close(gate_write)
-
-
-def _join(files: list[str], pid: int) -> None:
-    """Move ``pid`` into the run's cgroup (each controller's, on v1)."""
-    for name in files:
-        with open(name, "w", encoding="utf-8") as file:
-            file.write(str(pid))
 
 
 def _output(run_dir: Path) -> None:

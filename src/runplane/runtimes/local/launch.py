@@ -356,7 +356,8 @@ def spawn(
     """Start the run's process, in ``group`` (when given) before it runs anything, in its own
     session, as ``user`` (runplane's own when ``None``), output to ``output.log`` in its
     directory: forked by ``warm``'s server when given and the run allows it, else a fresh
-    interpreter held at a gate until it is in its group.
+    interpreter held at a gate until it is in its group. The group is made by whichever
+    starts the process: the server, from the group's steps, or here.
 
     The run's directory and what runplane writes there are its owner's only (0700, 0600),
     and the run's process starts with umask 077 so that its own files are too. ``pin``
@@ -388,7 +389,7 @@ def spawn(
                 {
                     "run_dir": str(run.run_dir),
                     "spec": spec,
-                    "join": group.joins() if group is not None else [],
+                    "group": group.steps if group is not None else None,
                     "env": env,
                     "uid": None if user is None else user.uid,
                     "gid": None if user is None else user.gid,
@@ -401,6 +402,8 @@ def spawn(
         file.write(json.dumps(spec))
     RunUsers.hand_over(run.run_dir, user, [run.run_dir / "spec.json"])
     run.fresh = why_fresh if warm is not None else ""  # what kept the warm launcher from it
+    if group is not None:
+        group.make()
     python = str(settings.local.python or sys.executable)
     log_fd = _private_file(run.run_dir / OUTPUT)
     try:

@@ -12,7 +12,7 @@ import os
 import select
 import subprocess
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +23,10 @@ class Exit:
     returncode: int
     cpu_seconds: float = 0.0
     peak_memory: int = 0
+    #: What the warm launcher's server found of the run's cgroup as it reaped the process:
+    #: nothing left running, so its counters' texts, and whether it removed it (``None``:
+    #: something still runs there, or the group is runplane's own to finish).
+    group: dict[str, Any] | None = None
 
 
 class RunProcess(Protocol):

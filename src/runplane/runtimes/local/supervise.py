@@ -26,7 +26,7 @@ from runplane.runs import RunState, Usage
 from runplane.runtimes.local.cgroups import Counters, Hierarchy, Limits, RunGroup
 from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
-from runplane.runtimes.local.process import RunProcess
+from runplane.runtimes.local.process import Exit, RunProcess
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable, started_at
@@ -112,17 +112,25 @@ class Supervisor:
             cpu_request=run.cpu_request,
             pids=self.settings.local.pids_limit,
         )
-        group = run.group = hierarchy.create(f"run-{run.uid}", limits)
+        # Made by whichever starts the run's process (spawn): the warm launcher's server, which
+        # also counts and removes it when the process ends with nothing left running there.
+        group = run.group = hierarchy.group(f"run-{run.uid}", limits)
         process: RunProcess | None = None
         counters: Counters | None = None
+        removed = False
         try:
             process = run.process = spawn(
                 run, grant, self.settings, pin=False, user=user, group=group, warm=self.warm
             )
             self._started(run, process)
-            returncode = self._await_exit(run, process, group)
-            group.kill()  # whatever the run left behind ends with it, as with a pod
-            counters = group.counters()
+            exit = self._await_exit(run, process, group)
+            returncode = exit.returncode
+            if exit.group is not None:  # found empty, counted (and removed) by the server
+                counters = group.counted(exit.group["counters"])
+                removed = exit.group["removed"]
+            else:
+                group.kill()  # whatever the run left behind ends with it, as with a pod
+                counters = group.counters()
         finally:
             run.usage_so_far = (
                 Usage(counters.peak_memory, counters.cpu_seconds)
@@ -135,7 +143,8 @@ class Supervisor:
             try:
                 if counters is None:  # not emptied: the start or the wait failed
                     group.kill()
-                group.remove()
+                if not removed:
+                    group.remove()
             except OSError as error:  # the group stays; the next runplane here removes it
                 log.warning("could not remove the cgroup %s: %s", group.path, error)
         assert counters is not None  # the wait completed: the group was emptied and counted
@@ -145,9 +154,9 @@ class Supervisor:
             return
         self._ended(run, process.pid, returncode, usage, _verdict(run, returncode, counters))
 
-    def _await_exit(self, run: LocalRun, process: RunProcess, group: RunGroup) -> int:
+    def _await_exit(self, run: LocalRun, process: RunProcess, group: RunGroup) -> Exit:
         """Sleep until the run's first process exits, killing the group if an abort comes
-        first; returns the process's return code (negative: killed by that signal)."""
+        first; returns how it exited."""
         wake = run.open_wake()
         exited = process.fileno()
         poller = select.poll()
@@ -163,7 +172,7 @@ class Supervisor:
                 break
             with contextlib.suppress(BlockingIOError):
                 os.eventfd_read(wake)
-        return process.wait().returncode
+        return process.wait()
 
     # -- under the watchdog ---------------------------------------------------------------
 

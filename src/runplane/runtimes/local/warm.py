@@ -180,7 +180,8 @@ class WarmLauncher:
                 process = self._requested.pop(message["id"])
                 if "error" in message:
                     process._error = (
-                        f"the fork server could not move the run's process {message['error']}"
+                        f"the fork server could not start the run's process: "
+                        f"it could not {message['error']}"
                     )
                 else:
                     process.pid = message["pid"]
@@ -195,6 +196,7 @@ class WarmLauncher:
                     os.waitstatus_to_exitcode(message["status"]),
                     message["cpu"],
                     message["rss"],
+                    message.get("group"),
                 )
             )
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runplane.runtimes.local.cgroups.model import KILL_TIMEOUT
+from runplane.runtimes.local.cgroups.steps import read
 
 _EXECUTOR = re.compile(r"runplane-(\d+)-(\d+)(-self)?")
 
@@ -64,40 +65,29 @@ def inside(mount: Mount, path: str) -> Path | None:
     return mount.point / path[len(root) :].lstrip("/")
 
 
-def read(path: Path) -> str:
-    """A control file's text. Plain descriptors, not text files: a run's start and end read and
-    write a dozen of these, and a buffered text wrapper costs more than the system calls."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8").strip()
-
-
-def write(path: Path, value: str | int) -> None:
-    """Write a control file in one system call, as the kernel expects a value."""
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, str(value).encode("utf-8"))
-    finally:
-        os.close(fd)
-
-
 def keyed(path: Path) -> dict[str, int]:
     """A flat keyed file (``memory.events``, ``cpu.stat``, ``pids.events``), 0 if missing."""
     try:
-        text = read(path)
+        return keyed_text(read(path))
     except OSError:
         return {}
+
+
+def keyed_text(text: str) -> dict[str, int]:
+    """The values of a flat keyed file's text (``key value`` lines)."""
     values = {}
     for line in text.splitlines():
         key, _, value = line.partition(" ")
         with contextlib.suppress(ValueError):
             values[key] = int(value)
     return values
+
+
+def number_text(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0
 
 
 def number(path: Path) -> int:

@@ -4,7 +4,11 @@ v2; CPU quantities converted as the kubelet converts them."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from runplane.runtimes.local.cgroups import steps as on_files
+from runplane.runtimes.local.cgroups.steps import Steps
 
 PERIOD_US = 100_000
 #: The kubelet's bounds on CPU shares and the shortest quota it sets.
@@ -59,28 +63,46 @@ class Unavailable(Exception):
 
 
 class RunGroup(ABC):
-    """One run's cgroup."""
+    """One run's cgroup: its :mod:`steps <.steps>`, and what runplane does to it."""
 
     #: The group's path in its hierarchy (the memory controller's, on v1), for messages.
     path: str
+    #: How the group is made, joined, counted and removed, as data another process can carry
+    #: out (the warm launcher's server does, for the runs it forks).
+    steps: Steps
 
-    @abstractmethod
+    def make(self) -> None:
+        """Make the group with its limits (one left by an earlier attempt whose removal failed
+        is killed and removed first)."""
+        try:
+            on_files.make(self.steps)
+        except FileExistsError:
+            self.kill()
+            self.remove()
+            on_files.make(self.steps)
+
     def add(self, pid: int) -> None:
         """Move ``pid`` (the run's first process, before it runs anything) into the group."""
+        on_files.join(self.steps, pid)
 
-    @abstractmethod
-    def joins(self) -> list[str]:
-        """The files a process writes its own pid to, to move itself into the group (a run's
-        process forked by the warm launcher does, before it runs anything)."""
-
-    @abstractmethod
     def counters(self) -> Counters:
         """The kernel's counters for the group so far."""
+        texts = {}
+        for name in self.steps["counters"]:
+            try:
+                texts[name] = on_files.read(name)
+            except OSError:
+                texts[name] = ""
+        return self.counted(texts)
+
+    @abstractmethod
+    def counted(self, texts: Mapping[str, str]) -> Counters:
+        """The counters in the texts of the files ``steps["counters"]`` names."""
 
     @abstractmethod
     def kill(self) -> None:
         """Kill every process in the group and wait (at most :data:`KILL_TIMEOUT`) until none
-        is left."""
+        is left; a group that is gone has none."""
 
     @abstractmethod
     def remove(self) -> None:
@@ -96,8 +118,15 @@ class Hierarchy(ABC):
     where: str
 
     @abstractmethod
+    def group(self, name: str, limits: Limits) -> RunGroup:
+        """The group of one run, with its limits: worked out, not made yet (see
+        :meth:`RunGroup.make`)."""
+
     def create(self, name: str, limits: Limits) -> RunGroup:
-        """A new group for one run, with its limits set and no process in it yet."""
+        """A new group for one run, made, with its limits set and no process in it yet."""
+        group = self.group(name, limits)
+        group.make()
+        return group
 
     @abstractmethod
     def close(self) -> None:

@@ -6,22 +6,22 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runplane.runtimes.local.cgroups.files import (
     executor_name,
-    keyed,
+    keyed_text,
     left_behind,
     number,
+    number_text,
     processes_in,
-    read,
     remove_group,
     rmdir_if_empty,
     rmdir_tree,
     sigkill,
     tree,
     wait_until,
-    write,
 )
 from runplane.runtimes.local.cgroups.model import (
     KILL_TIMEOUT,
@@ -33,6 +33,7 @@ from runplane.runtimes.local.cgroups.model import (
     cfs_quota,
     cpu_shares,
 )
+from runplane.runtimes.local.cgroups.steps import read, write
 
 #: The controllers a run's group needs.
 CONTROLLERS = ("memory", "cpu", "cpuacct", "pids", "freezer")
@@ -53,36 +54,48 @@ def freeze_and_kill(freezer: Path, timeout: float) -> None:
 
 
 class V1Group(RunGroup):
-    def __init__(self, dirs: dict[str, Path]) -> None:
+    def __init__(
+        self, dirs: dict[str, Path], writes: Sequence[tuple[str, str | int, bool]] = ()
+    ) -> None:
         self._dirs = dirs
         self.path = str(dirs["memory"])
+        memory, cpuacct, pids = dirs["memory"], dirs["cpuacct"], dirs["pids"]
+        self._peak = str(memory / "memory.max_usage_in_bytes")
+        self._cpu = str(cpuacct / "cpuacct.usage")
+        self._oom = str(memory / "memory.oom_control")
+        self._refused = str(pids / "pids.events")
+        self.steps = {
+            "dirs": [str(directory) for directory in dirs.values()],
+            "writes": list(writes),
+            "joins": [str(directory / "cgroup.procs") for directory in dirs.values()],
+            # pids.current counts the groups beneath too: 0, and no process is left anywhere.
+            "empty": [str(pids / "pids.current"), "0"],
+            "counters": [self._peak, self._cpu, self._oom, self._refused],
+            "removes": [str(directory) for directory in dirs.values()],
+        }
 
-    def add(self, pid: int) -> None:
-        for directory in self._dirs.values():
-            write(directory / "cgroup.procs", pid)
-
-    def joins(self) -> list[str]:
-        return [str(directory / "cgroup.procs") for directory in self._dirs.values()]
-
-    def counters(self) -> Counters:
-        memory, cpuacct, pids = self._dirs["memory"], self._dirs["cpuacct"], self._dirs["pids"]
+    def counted(self, texts: Mapping[str, str]) -> Counters:
         return Counters(
-            peak_memory=number(memory / "memory.max_usage_in_bytes"),
-            cpu_seconds=number(cpuacct / "cpuacct.usage") / 1e9,
-            oom_kills=keyed(memory / "memory.oom_control").get("oom_kill", 0),
-            pids_refused=keyed(pids / "pids.events").get("max", 0),
+            peak_memory=number_text(texts.get(self._peak, "")),
+            cpu_seconds=number_text(texts.get(self._cpu, "")) / 1e9,
+            oom_kills=keyed_text(texts.get(self._oom, "")).get("oom_kill", 0),
+            pids_refused=keyed_text(texts.get(self._refused, "")).get("max", 0),
         )
 
     def kill(self) -> None:
         if number(self._dirs["pids"] / "pids.current") == 0:
-            return  # the count covers the groups beneath: no process is left anywhere
+            return  # no process is left anywhere beneath (or the group is gone)
         deadline = time.monotonic() + KILL_TIMEOUT
         groups = [group for top in self._dirs.values() for group in tree(top)]
-        while processes_in(groups) and time.monotonic() < deadline:
-            freeze_and_kill(self._dirs["freezer"], deadline - time.monotonic())
-            wait_until(
-                lambda: not processes_in(groups), min(0.5, max(deadline - time.monotonic(), 0))
-            )
+        try:
+            while processes_in(groups) and time.monotonic() < deadline:
+                freeze_and_kill(self._dirs["freezer"], deadline - time.monotonic())
+                wait_until(
+                    lambda: not processes_in(groups),
+                    min(0.5, max(deadline - time.monotonic(), 0)),
+                )
+        except FileNotFoundError:
+            pass  # removed meanwhile, which only an empty group is
 
     def remove(self) -> None:
         for directory in self._dirs.values():
@@ -125,40 +138,24 @@ class V1(Hierarchy):
                 for base in self._bases.values():
                     rmdir_tree(base / name)
 
-    def create(self, name: str, limits: Limits) -> RunGroup:
+    def group(self, name: str, limits: Limits) -> RunGroup:
         dirs = {controller: group / name for controller, group in self._groups.items()}
-        try:
-            dirs["freezer"].mkdir()
-        except FileExistsError:  # left by an earlier attempt whose removal failed
-            stale = V1Group(dirs)
-            stale.kill()
-            stale.remove()
-            dirs["freezer"].mkdir()
-        try:
-            for controller, directory in dirs.items():
-                if controller != "freezer":
-                    directory.mkdir()
-            memory = dirs["memory"]
-            if limits.memory is not None:
-                write(memory / "memory.limit_in_bytes", limits.memory)
-                if self._memsw:
-                    write(memory / "memory.memsw.limit_in_bytes", limits.memory)
-                else:
-                    with contextlib.suppress(OSError):
-                        write(memory / "memory.swappiness", 0)
-            cpu = dirs["cpu"]
-            # A new group starts with the default period and no quota, and without a pids
-            # limit: only what differs is written.
-            write(cpu / "cpu.shares", cpu_shares(limits.cpu_request))
-            if limits.cpu is not None:
-                write(cpu / "cpu.cfs_quota_us", cfs_quota(limits.cpu))
-            if limits.pids is not None:
-                write(dirs["pids"] / "pids.max", limits.pids)
-        except OSError:
-            group = V1Group(dirs)
-            group.remove()
-            raise
-        return V1Group(dirs)
+        memory, cpu = dirs["memory"], dirs["cpu"]
+        writes: list[tuple[str, str | int, bool]] = []
+        if limits.memory is not None:
+            writes.append((str(memory / "memory.limit_in_bytes"), limits.memory, False))
+            if self._memsw:  # the limit covers swap too
+                writes.append((str(memory / "memory.memsw.limit_in_bytes"), limits.memory, False))
+            else:
+                writes.append((str(memory / "memory.swappiness"), 0, True))
+        # A new group starts with the default period and no quota, and without a pids limit:
+        # only what differs is written.
+        writes.append((str(cpu / "cpu.shares"), cpu_shares(limits.cpu_request), False))
+        if limits.cpu is not None:
+            writes.append((str(cpu / "cpu.cfs_quota_us"), cfs_quota(limits.cpu), False))
+        if limits.pids is not None:
+            writes.append((str(dirs["pids"] / "pids.max"), limits.pids, False))
+        return V1Group(dirs, writes)
 
     def close(self) -> None:
         for group in self._groups.values():

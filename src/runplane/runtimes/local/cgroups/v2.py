@@ -7,22 +7,22 @@ import contextlib
 import errno
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from runplane.runtimes.local.cgroups.files import (
     executor_name,
     keyed,
+    keyed_text,
     left_behind,
-    number,
+    number_text,
     processes_in,
-    read,
     remove_group,
     rmdir_if_empty,
     rmdir_tree,
     sigkill,
     tree,
     wait_until,
-    write,
 )
 from runplane.runtimes.local.cgroups.model import (
     KILL_TIMEOUT,
@@ -36,34 +36,45 @@ from runplane.runtimes.local.cgroups.model import (
     cpu_shares,
     cpu_weight,
 )
+from runplane.runtimes.local.cgroups.steps import read, write
 
 #: The controllers runs' groups are given.
 CONTROLLERS = ("memory", "cpu", "pids")
 
 
 class V2Group(RunGroup):
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, writes: Sequence[tuple[str, str | int, bool]] = ()) -> None:
         self._dir = directory
         self.path = str(directory)
+        self._peak = str(directory / "memory.peak")
+        self._cpu = str(directory / "cpu.stat")
+        self._oom = str(directory / "memory.events")
+        self._refused = str(directory / "pids.events")
+        self.steps = {
+            "dirs": [str(directory)],
+            "writes": list(writes),
+            "joins": [str(directory / "cgroup.procs")],
+            "empty": [str(directory / "cgroup.events"), "populated 0"],
+            "counters": [self._peak, self._cpu, self._oom, self._refused],
+            "removes": [str(directory)],
+        }
 
-    def add(self, pid: int) -> None:
-        write(self._dir / "cgroup.procs", pid)
-
-    def joins(self) -> list[str]:
-        return [str(self._dir / "cgroup.procs")]
-
-    def counters(self) -> Counters:
+    def counted(self, texts: Mapping[str, str]) -> Counters:
         return Counters(
-            peak_memory=number(self._dir / "memory.peak"),
-            cpu_seconds=keyed(self._dir / "cpu.stat").get("usage_usec", 0) / 1e6,
-            oom_kills=keyed(self._dir / "memory.events").get("oom_kill", 0),
-            pids_refused=keyed(self._dir / "pids.events").get("max", 0),
+            peak_memory=number_text(texts.get(self._peak, "")),
+            cpu_seconds=keyed_text(texts.get(self._cpu, "")).get("usage_usec", 0) / 1e6,
+            oom_kills=keyed_text(texts.get(self._oom, "")).get("oom_kill", 0),
+            pids_refused=keyed_text(texts.get(self._refused, "")).get("max", 0),
         )
 
     def _populated(self) -> bool:
         return keyed(self._dir / "cgroup.events").get("populated", 0) == 1
 
     def kill(self) -> None:
+        with contextlib.suppress(FileNotFoundError):  # removed: only an empty group is
+            self._kill()
+
+    def _kill(self) -> None:
         deadline = time.monotonic() + KILL_TIMEOUT
         while self._populated() and time.monotonic() < deadline:
             if (self._dir / "cgroup.kill").exists():  # Linux 5.14
@@ -156,31 +167,22 @@ class V2(Hierarchy):
                 V2Group(self._base / name).kill()
                 rmdir_tree(self._base / name)
 
-    def create(self, name: str, limits: Limits) -> RunGroup:
+    def group(self, name: str, limits: Limits) -> RunGroup:
         directory = self._group / name
-        try:
-            directory.mkdir()
-        except FileExistsError:  # left by an earlier attempt whose removal failed
-            V2Group(directory).kill()
-            rmdir_tree(directory)
-            directory.mkdir()
-        try:
-            # A new group starts unlimited, with the default period: only what differs is
-            # written.
-            if limits.memory is not None:
-                write(directory / "memory.max", limits.memory)
-                with contextlib.suppress(FileNotFoundError):  # no swap controller
-                    write(directory / "memory.swap.max", 0)
-            if "cpu" in self._controllers:
-                write(directory / "cpu.weight", cpu_weight(cpu_shares(limits.cpu_request)))
-                if limits.cpu is not None:
-                    write(directory / "cpu.max", f"{cfs_quota(limits.cpu)} {PERIOD_US}")
-            if "pids" in self._controllers and limits.pids is not None:
-                write(directory / "pids.max", limits.pids)
-        except OSError:
-            rmdir_tree(directory)
-            raise
-        return V2Group(directory)
+        writes: list[tuple[str, str | int, bool]] = []
+        # A new group starts unlimited, with the default period: only what differs is written.
+        if limits.memory is not None:
+            writes.append((str(directory / "memory.max"), limits.memory, False))
+            writes.append((str(directory / "memory.swap.max"), 0, True))  # no swap controller
+        if "cpu" in self._controllers:
+            weight = cpu_weight(cpu_shares(limits.cpu_request))
+            writes.append((str(directory / "cpu.weight"), weight, False))
+            if limits.cpu is not None:
+                quota = f"{cfs_quota(limits.cpu)} {PERIOD_US}"
+                writes.append((str(directory / "cpu.max"), quota, False))
+        if "pids" in self._controllers and limits.pids is not None:
+            writes.append((str(directory / "pids.max"), limits.pids, False))
+        return V2Group(directory, writes)
 
     def close(self) -> None:
         rmdir_if_empty(self._group)
