@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,6 +56,23 @@ def own_group(controller: str) -> Path:
         if controller in line.split(":")[1].split(",")
     )
     return Path("/sys/fs/cgroup", controller, own.lstrip("/"))
+
+
+#: A process waits at this gate until it is in its group, then becomes its program.
+GATE = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
+
+
+def start_in(group: cgroups.RunGroup, code: str, **popen: Any) -> subprocess.Popen[bytes]:
+    """``python -c code`` started in ``group`` before it runs anything, as runplane starts a
+    run's first process."""
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", GATE, sys.executable, "-c", code], stdin=subprocess.PIPE, **popen
+    )
+    group.add(process.pid)
+    assert process.stdin is not None
+    process.stdin.write(b"go\n")
+    process.stdin.close()
+    return process
 
 
 def run_groups(controller: str = "memory") -> list[Path]:
@@ -250,15 +268,8 @@ def test_cgroup_v2_holds_and_kills_a_daemon(tmp_path):
         while time.time() < end:
             pass
     """)
-    gate = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
-    process = subprocess.Popen(
-        ["/bin/sh", "-c", gate, sys.executable, "-c", code], stdin=subprocess.PIPE
-    )
+    process = start_in(group, code)
     try:
-        group.add(process.pid)
-        assert process.stdin is not None
-        process.stdin.write(b"go\n")
-        process.stdin.close()
         assert process.wait(timeout=30) == 0
         daemon = read_pid(pidfile)
         assert group.counters().cpu_seconds > 0.05  # its own CPU time, counted by v2
@@ -341,15 +352,8 @@ def test_groups_a_run_made_beneath_its_own_are_killed_and_removed(tmp_path):
             open({str(pidfile)!r}, "w").write(str(os.getpid()))
             time.sleep(600)
     """)
-    gate = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
-    process = subprocess.Popen(
-        ["/bin/sh", "-c", gate, sys.executable, "-c", code], stdin=subprocess.PIPE
-    )
+    process = start_in(group, code)
     try:
-        group.add(process.pid)
-        assert process.stdin is not None
-        process.stdin.write(b"go\n")
-        process.stdin.close()
         assert process.wait(timeout=30) == 0
         daemon = read_pid(pidfile)
         assert "/run-nested-test/inner" in Path(f"/proc/{daemon}/cgroup").read_text()
@@ -376,19 +380,10 @@ def test_a_groups_steps_make_count_and_remove_it_only_once_it_is_empty():
         with pytest.raises(FileExistsError):  # made once: a second make refuses, leaving it
             steps.make(group.steps)
         assert all(directory.is_dir() for directory in made)
-        gate = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
         code = "import sys, time; held = bytearray(8 << 20); print(flush=True); time.sleep(600)"
-        sleeper = subprocess.Popen(
-            ["/bin/sh", "-c", gate, sys.executable, "-c", code],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
+        sleeper = start_in(group, code, stdout=subprocess.PIPE)
         try:
-            steps.join(group.steps, sleeper.pid)  # before it runs anything
-            assert sleeper.stdin is not None
             assert sleeper.stdout is not None
-            sleeper.stdin.write(b"go\n")
-            sleeper.stdin.close()
             sleeper.stdout.readline()  # it has started and holds its 8 MiB
             assert steps.finish(group.steps) is None  # something runs there: runplane's to end
             assert all(directory.is_dir() for directory in made)
