@@ -87,13 +87,7 @@ class RunGroup(ABC):
 
     def counters(self) -> Counters:
         """The kernel's counters for the group so far."""
-        texts = {}
-        for name in self.steps["counters"]:
-            try:
-                texts[name] = on_files.read(name)
-            except OSError:
-                texts[name] = ""
-        return self.counted(texts)
+        return self.counted(on_files.counter_texts(self.steps))
 
     @abstractmethod
     def counted(self, texts: Mapping[str, str]) -> Counters:

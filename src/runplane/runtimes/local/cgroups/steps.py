@@ -74,6 +74,17 @@ def join(steps: Steps, pid: int) -> None:
         write(path, pid)
 
 
+def counter_texts(steps: Steps) -> dict[str, str]:
+    """The texts of the group's counter files ("" for one that cannot be read)."""
+    texts = {}
+    for name in steps["counters"]:
+        try:
+            texts[name] = read(name)
+        except OSError:
+            texts[name] = ""
+    return texts
+
+
 def finish(steps: Steps) -> dict[str, Any] | None:
     """If no process is left in the group: its counters' texts and whether it was removed;
     ``None`` while something still runs in it (runplane then kills what is left)."""
@@ -83,12 +94,7 @@ def finish(steps: Steps) -> dict[str, Any] | None:
             return None
     except OSError:
         return None
-    counters = {}
-    for name in steps["counters"]:
-        try:
-            counters[name] = read(name)
-        except OSError:
-            counters[name] = ""
+    counters = counter_texts(steps)
     removed = True
     for directory in steps["removes"]:
         try:
