@@ -401,3 +401,35 @@ def test_a_groups_steps_make_count_and_remove_it_only_once_it_is_empty():
         group.kill()
         group.remove()
         hierarchy.close()
+
+
+def test_a_v2_groups_steps_remove_it_only_once_it_is_not_populated():
+    """The same steps on cgroup v2 (this machine's unified hierarchy): its emptiness is
+    ``cgroup.events``' ``populated 0``."""
+    found = cgroups.unified_mount()
+    assert found is not None, "no cgroup2 hierarchy is mounted"
+    hierarchy = cgroups.open_v2(*found, controllers=())
+    group = hierarchy.group("run-v2-steps-test", cgroups.Limits())
+    made = Path(group.steps["dirs"][0])
+    try:
+        steps.make(group.steps)
+        assert made.is_dir()
+        code = "import time; print(flush=True); time.sleep(600)"
+        sleeper = start_in(group, code, stdout=subprocess.PIPE)
+        try:
+            assert sleeper.stdout is not None
+            sleeper.stdout.readline()
+            assert steps.finish(group.steps) is None
+            assert made.is_dir()
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+        finished = steps.finish(group.steps)
+        assert finished is not None
+        assert finished["removed"]
+        assert group.counted(finished["counters"]).cpu_seconds > 0
+        assert not made.exists()
+    finally:
+        group.kill()
+        group.remove()
+        hierarchy.close()
