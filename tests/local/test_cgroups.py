@@ -367,6 +367,24 @@ def test_groups_a_run_made_beneath_its_own_are_killed_and_removed(tmp_path):
         hierarchy.close()
 
 
+def finish_once_emptied(group: cgroups.RunGroup, code: str) -> dict[str, Any]:
+    """Run ``python -c code`` (which prints a line once it has done its work, then sleeps) in
+    ``group``; the group's steps must refuse to finish it while the process runs, and finish
+    it once the process is killed. Returns what finishing found."""
+    sleeper = start_in(group, code, stdout=subprocess.PIPE)
+    try:
+        assert sleeper.stdout is not None
+        sleeper.stdout.readline()
+        assert steps.finish(group.steps) is None  # something runs there: runplane's to end
+        assert all(Path(directory).is_dir() for directory in group.steps["dirs"])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    finished = steps.finish(group.steps)
+    assert finished is not None
+    return finished
+
+
 def test_a_groups_steps_make_count_and_remove_it_only_once_it_is_empty():
     """What the warm launcher's server carries out for each run it forks: the group made with
     its limits, refused as unfinished while a process runs in it, then counted and removed."""
@@ -381,17 +399,7 @@ def test_a_groups_steps_make_count_and_remove_it_only_once_it_is_empty():
             steps.make(group.steps)
         assert all(directory.is_dir() for directory in made)
         code = "import sys, time; held = bytearray(8 << 20); print(flush=True); time.sleep(600)"
-        sleeper = start_in(group, code, stdout=subprocess.PIPE)
-        try:
-            assert sleeper.stdout is not None
-            sleeper.stdout.readline()  # it has started and holds its 8 MiB
-            assert steps.finish(group.steps) is None  # something runs there: runplane's to end
-            assert all(directory.is_dir() for directory in made)
-        finally:
-            sleeper.kill()
-            sleeper.wait()
-        finished = steps.finish(group.steps)
-        assert finished is not None
+        finished = finish_once_emptied(group, code)  # it held its 8 MiB
         assert finished["removed"]
         counted = group.counted(finished["counters"])
         assert counted.cpu_seconds > 0  # its interpreter's start, counted by the kernel
@@ -414,18 +422,7 @@ def test_a_v2_groups_steps_remove_it_only_once_it_is_not_populated():
     try:
         steps.make(group.steps)
         assert made.is_dir()
-        code = "import time; print(flush=True); time.sleep(600)"
-        sleeper = start_in(group, code, stdout=subprocess.PIPE)
-        try:
-            assert sleeper.stdout is not None
-            sleeper.stdout.readline()
-            assert steps.finish(group.steps) is None
-            assert made.is_dir()
-        finally:
-            sleeper.kill()
-            sleeper.wait()
-        finished = steps.finish(group.steps)
-        assert finished is not None
+        finished = finish_once_emptied(group, "import time; print(flush=True); time.sleep(600)")
         assert finished["removed"]
         assert group.counted(finished["counters"]).cpu_seconds > 0
         assert not made.exists()

@@ -232,6 +232,7 @@ def _practise(bootstrap: ModuleType) -> None:
 def _call_noop(bootstrap: ModuleType) -> None:
     code = "def handler(context, x: int = 1):\n    return x\n"
     invocation = bootstrap.Invocation("practice", "", "practice", "handler", code, "practice.py")
+    # Through JSON and back, as a request's spec travels: the decoder is warmed up too.
     sent = json.loads(json.dumps({"spec": {"invocation": invocation.to_json()}}))
     invocation = bootstrap.Invocation.from_json(sent["spec"]["invocation"])
     terminate = signal.getsignal(signal.SIGTERM)
