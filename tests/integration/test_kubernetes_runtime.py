@@ -143,7 +143,7 @@ def request(
         code="",
         filename="job.py",
     )
-    return RunRequest(invocation, out.manifests, priority=0, submitted=time.time())
+    return RunRequest(invocation, out.manifests, out.resources, submitted=time.time())
 
 
 def pod_names(tb: TestbedCluster, uid: str) -> list[str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from runplane.spec import quantity
+
 if TYPE_CHECKING:
     from runplane.runs import AttemptRecord, RunRecord
 
@@ -24,7 +26,7 @@ def span(seconds: float | None) -> str:
 
 
 def mebibytes(amount: int) -> str:
-    return f"{amount / 2**20:.0f}Mi" if amount else "-"
+    return quantity.mebibytes(amount) if amount else "-"
 
 
 def _pairs(values: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from runplane.cli.runs import _service, get_group, terminal
+from runplane.spec.quantity import mebibytes
 
 
 @get_group.command("function")
@@ -37,7 +38,7 @@ def get_function(name: str, project: str, suggest: bool, limit: int) -> None:
     else:
         table.add_row(
             "observed",
-            f"peak memory {proposal.peak_memory_bytes / 2**20:.0f}Mi, peak average cpu "
+            f"peak memory {mebibytes(proposal.peak_memory_bytes)}, peak average cpu "
             f"{proposal.peak_cores:.2f} cores, over {proposal.attempts} attempts",
         )
         if suggest:

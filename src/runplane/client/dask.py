@@ -18,8 +18,8 @@ from typing import Any
 
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
-from runplane.rendering import effective_resources
-from runplane.rendering.dask import resource_amount, worker_threads
+from runplane.rendering import Quantities, effective_resources
+from runplane.rendering.dask import worker_threads
 from runplane.spec.function import Function, FunctionKind
 
 _clusters: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -60,7 +60,7 @@ def dask_client(fn: Function, settings: Settings) -> Any:
             ) from None
         _, limits, _ = effective_resources(fn, settings, "worker")
         spec = fn.spec
-        memory = resource_amount("memory", limits["memory"]) if "memory" in limits else 0
+        memory = Quantities.of(limits).memory or 0
         start = spec.replicas if spec.replicas is not None else (spec.min_replicas or 1)
         if spec.max_replicas is not None:
             start = min(max(start, spec.min_replicas or 1), spec.max_replicas)

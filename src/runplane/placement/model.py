@@ -11,19 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runplane import names
-from runplane.spec.quantity import millicores, parse_quantity, whole_bytes
+from runplane.spec.quantity import resource_amount
 
 #: Pods per node when a node does not say (the kubelet's default ``maxPods``).
 DEFAULT_MAX_PODS = 110
-
-
-def resource_amount(name: str, value: Any) -> int:
-    """A quantity in the integer unit placement uses for resource ``name``."""
-    if name == "cpu":
-        return millicores(parse_quantity(name, value, "cpu"))
-    if name == "memory" or name.startswith(("hugepages-", "ephemeral-storage")):
-        return whole_bytes(parse_quantity(name, value, "memory"))
-    return int(parse_quantity(name, value, "memory"))
 
 
 def amounts(resources: Mapping[str, Any]) -> dict[str, int]:

@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from runplane import names
-from runplane.spec.quantity import parse_quantity
+from runplane.spec.quantity import resource_amount
 
 #: The image dask pods run when the function names none: dask's own.
 DASK_IMAGE = "ghcr.io/dask/dask:latest"
@@ -125,10 +125,3 @@ def render_autoscaler(metadata: dict[str, Any], minimum: int, maximum: int) -> d
         "metadata": copy.deepcopy(metadata),
         "spec": {"cluster": metadata["name"], "minimum": minimum, "maximum": maximum},
     }
-
-
-def resource_amount(name: str, value: Any) -> int:
-    """Millicores for ``cpu``, bytes for ``memory``, as whole numbers."""
-    if name == "cpu":
-        return math.ceil(parse_quantity(name, value, "cpu") * 1000)
-    return math.ceil(parse_quantity(name, value, "memory"))

@@ -27,11 +27,17 @@ from runplane.rendering.lints import Effective, Lint, lint
 from runplane.rendering.mpijob import render_mpijob
 from runplane.rendering.policy import check_priority_class, check_reserved_groups
 from runplane.rendering.preemption import apply_preemption_mode
+from runplane.rendering.resources import (
+    EffectiveResources,
+    Quantities,
+    effective_mode,
+    effective_resources,
+)
 from runplane.rendering.spark import SPARK_IMAGE, render_sparkapplication
 from runplane.rendering.spark import local_pod as spark_local_pod
 from runplane.rendering.workloads import main_pod_spec, pod_specs
 from runplane.spec.function import Function, FunctionKind, FunctionSpec
-from runplane.spec.quantity import format_quantity, parse_quantity
+from runplane.spec.quantity import format_quantity
 from runplane.spec.resources import COMPUTE, QoSClass, gpu_entries, qos_class
 
 #: What a run's container runs: runplane's bootstrap, shipped in a ConfigMap, with the image's
@@ -79,11 +85,15 @@ class RunRef:
 class Rendered:
     manifests: list[dict[str, Any]]
     qos: QoSClass
+    #: The main part's effective resources, mode and priority: what the run is recorded with.
+    resources: EffectiveResources
     lints: list[Lint] = field(default_factory=list)
     #: What a run of a multi-pod workload is on one machine, for runtimes that run it as
-    #: processes: the pod spec of one process tree, and how many of it start together (an
-    #: mpijob's ranks). ``None``: the workload's own main pod.
+    #: processes: the pod spec of one process tree, what that process tree is given (a spark
+    #: application's driver with its executors' resources added), and how many of it start
+    #: together (an mpijob's ranks). ``None``: the workload's own main pod and resources.
     local_pod: dict[str, Any] | None = None
+    local_resources: EffectiveResources | None = None
     replicas: int = 1
 
     @property
@@ -107,46 +117,6 @@ def _copy(value: Any) -> Any:
     """
     copied: Any = pickle.loads(pickle.dumps(value, pickle.HIGHEST_PROTOCOL))
     return copied
-
-
-def effective_resources(
-    function: Function, settings: Settings, part: str | None = None
-) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """Requests and limits after service defaults fill the keys the function left unset.
-
-    For a ``part`` (dask's ``worker``/``scheduler``, spark's ``driver``/``executor``) the
-    part's own resources come first, then the function's, then the defaults. A default GPU
-    limit (User jobs defaults) applies to a function's own pods only, and only where the
-    function names no GPU at all: ``with_limits(gpus=0)`` opts out, and dask and spark roles
-    ask for GPUs themselves.
-    """
-    defaults = settings.function_defaults.resources
-    own_requests = dict(function.spec.resources.requests)
-    own_limits = dict(function.spec.resources.limits)
-    if part is not None:
-        role = getattr(function.spec, f"{part}_resources")
-        own_requests |= role.requests
-        if gpu_entries(role.limits):  # the part's GPUs replace the function's
-            own_limits = {k: v for k, v in own_limits.items() if k in COMPUTE}
-        own_limits |= role.limits
-    requests = {k: v for k, v in defaults.requests.items() if k in COMPUTE} | own_requests
-    limits = {k: v for k, v in defaults.limits.items() if k in COMPUTE} | own_limits
-    where = f"{part}_resources" if part else "resources"
-    call = f"with_{part}_limits" if part else "with_limits"
-    for key in COMPUTE:
-        if key in requests and key in limits:
-            kind = "cpu" if key == "cpu" else "memory"
-            if parse_quantity(key, requests[key], kind) > parse_quantity(key, limits[key], kind):
-                origin = ("the service default " if key not in own_limits else "") + "limit"
-                raise ConflictError(
-                    f"{where}.requests.{key}",
-                    f"request {requests[key]!r} is above {origin} {limits[key]!r}; set "
-                    f"{call}({'cpu' if key == 'cpu' else 'mem'}=...) at or above the request",
-                )
-    if part is None and not gpu_entries(own_limits):
-        limits |= gpu_entries(defaults.limits)
-    gpus = sum(gpu_entries(limits).values())
-    return requests, limits, gpus
 
 
 def _selector(function: Function, settings: Settings) -> dict[str, str]:
@@ -460,7 +430,7 @@ def render(
     kind = function.kind
     _check_replicas(function)
     requests, limits, gpus = effective_resources(function, settings, main_part(kind))
-    mode = spec.preemption_mode or settings.function_defaults.preemption_mode
+    mode = effective_mode(function, settings)
     pod = _pod_spec(function, settings, requests, limits, mode, role)
     labels = _labels(function, run)
     local_pod: dict[str, Any] | None = None
@@ -543,11 +513,25 @@ def render(
     ):
         manifests.append(bootstrap_configmap(settings.namespace))
     effective = Effective(function=function, requests=requests, limits=limits, gpus=gpus, mode=mode)
+    priority_class = pod["priorityClassName"]
+    resources = EffectiveResources(
+        Quantities.of(requests),
+        Quantities.of(limits),
+        mode,
+        priority_class,
+        settings.priority_classes.value_of(priority_class),
+    )
+    local_resources = None
+    if local_pod is not None:
+        container = local_pod["containers"][0]
+        local_resources = EffectiveResources.of_container(container, settings, priority_class)
     return Rendered(
         manifests=manifests,
         qos=qos_class(requests, limits),
+        resources=resources,
         lints=list(lint(effective)),
         local_pod=local_pod,
+        local_resources=local_resources,
         replicas=replicas,
     )
 

@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from runplane import names
-from runplane.rendering.dask import resource_amount
+from runplane.spec.quantity import MEBIBYTE, resource_amount
 
 #: The image spark pods run when the function names none: Spark's own, with Python.
 SPARK_IMAGE = "spark:3.5.3-python3"
@@ -37,7 +37,7 @@ def _cores(resources: dict[str, Any]) -> int:
 
 
 def _jvm_memory(amount: int) -> str:
-    return f"{max(amount // 2**20, 1)}m"
+    return f"{max(amount // MEBIBYTE, 1)}m"
 
 
 def _role(pod: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from runplane.bootstrap import Invocation
 from runplane.placement import NodeSummary
+from runplane.rendering.resources import EffectiveResources
 from runplane.rendering.workloads import main_pod_spec
 from runplane.runs import Usage
 from runplane.runtimes.events import RunEvent
@@ -33,16 +34,17 @@ class RunRequest:
 
     invocation: Invocation
     manifests: list[dict[str, Any]]
-    priority: int
+    #: The effective requests, limits, preemption mode and priority, as rendering decided.
+    resources: EffectiveResources
     submitted: float
     #: The caller's directory, importable by the handler when it runs on the caller's machine.
     source_dir: str = ""
-    requests: dict[str, Any] = field(default_factory=dict)
-    limits: dict[str, Any] = field(default_factory=dict)
     #: For a workload of several pods, the pod spec one process tree of it gets on a machine
-    #: (an mpijob's worker, a spark application's driver with its executors' resources), and
-    #: how many such processes start together (an mpijob's ranks).
+    #: (an mpijob's worker, a spark application's driver with its executors' resources), what
+    #: that process tree is given, and how many such processes start together (an mpijob's
+    #: ranks).
     local_pod: dict[str, Any] | None = None
+    local_resources: EffectiveResources | None = None
     replicas: int = 1
 
     @property
@@ -52,6 +54,15 @@ class RunRequest:
     @property
     def attempt(self) -> int:
         return self.invocation.attempt
+
+    @property
+    def priority(self) -> int:
+        return self.resources.priority
+
+    @property
+    def process_resources(self) -> EffectiveResources:
+        """What the run's process tree on one machine is given (see ``local_pod``)."""
+        return self.local_resources or self.resources
 
     @property
     def pod(self) -> dict[str, Any]:

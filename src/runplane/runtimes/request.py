@@ -15,7 +15,7 @@ from typing import Any
 from runplane.bootstrap import Invocation
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
-from runplane.rendering import RunRef, effective_resources, main_part, render
+from runplane.rendering import RunRef, render
 from runplane.rendering.workloads import pod_specs
 from runplane.runtimes.contract import RunRequest
 from runplane.spec.bounds import MAX_PARAMS_BYTES, check_json
@@ -94,17 +94,14 @@ def build_request(
     for part in ("driver", "executor"):  # a SparkApplication's roles hold their own env
         if part in manifests[0]["spec"]:
             _carry(manifests[0]["spec"][part], carried)
-    requests, limits, _ = effective_resources(fn, settings, main_part(fn.kind))
-    priority_class = rendered.pod_spec["priorityClassName"]
     return RunRequest(
         invocation=invocation,
         manifests=manifests,
-        priority=settings.priority_classes.value_of(priority_class),
+        resources=rendered.resources,
         submitted=time.time(),
         source_dir=source_dir,
-        requests={key: str(value) for key, value in requests.items()},
-        limits={key: str(value) for key, value in limits.items()},
         local_pod=rendered.local_pod,
+        local_resources=rendered.local_resources,
         replicas=rendered.replicas,
     )
 

@@ -238,14 +238,14 @@ class RunService:
             params=request.invocation.params,
             inputs=request.invocation.inputs,
             thresholds=thresholds,
-            priority_class=request.pod_spec["priorityClassName"],
-            requests=request.requests,
-            limits=request.limits,
+            priority_class=request.resources.priority_class,
+            requests=dict(request.resources.requests.written),
+            limits=dict(request.resources.limits.written),
             executor=self.executor,
             owner=self.default_owner if owner is None else owner,
             source_dir=source_dir,
             requeue=self.service and self.executor is not None,
-            preemption_mode=retries.effective_mode(fn, self.settings),
+            preemption_mode=request.resources.mode.value if request.resources.mode else "",
         )
         with self._condition:
             self._clocks.track(uid, threshold_seconds(thresholds))

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from runplane.config import NodeGroupPrice, Settings
+from runplane.rendering.resources import Quantities
 from runplane.runs import AttemptRecord, RunRecord
-from runplane.spec.quantity import parse_quantity
+from runplane.spec.quantity import resource_amount
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +59,13 @@ def money(amount: float) -> str:
 
 
 def _share(requests: Mapping[str, Any], price: NodeGroupPrice) -> float:
+    asked = Quantities.of({k: v for k, v in requests.items() if k in ("cpu", "memory")})
     shares = []
     for resource, size in (("cpu", price.cpu), ("memory", price.memory)):
-        if size and resource in requests:
-            asked = parse_quantity(resource, requests[resource], resource)
-            total = parse_quantity(resource, size, resource)
-            shares.append(float(asked / total) if total else 1.0)
+        amount = asked.amounts.get(resource)
+        if size and amount is not None:
+            total = resource_amount(resource, size)
+            shares.append(amount / total if total else 1.0)
     return min(max(shares), 1.0) if shares else 1.0
 
 

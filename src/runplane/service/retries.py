@@ -19,17 +19,17 @@ from typing import Any
 from runplane.config import Settings
 from runplane.errors import RunplaneError
 from runplane.rendering.preemption import check_selector_conflict
+from runplane.rendering.resources import Quantities, effective_mode
 from runplane.runs import AttemptRecord, FailureClass, Reason, RunRecord, RunState, classify
 from runplane.spec.durations import NEVER, parse_duration
 from runplane.spec.function import Function
-from runplane.spec.quantity import parse_quantity
+from runplane.spec.quantity import MEBIBYTE, mebibytes, parse_quantity, whole_bytes
 from runplane.spec.retries import RetryPolicy, check_delay, overlay
 from runplane.spec.scheduling import PreemptionMode
 
 #: Classes that count as a preemption for the spot fallback.
 PREEMPTIONS = frozenset({FailureClass.PREEMPTED, FailureClass.NODE_LOST})
 _SPOT_MODES = frozenset({PreemptionMode.ALLOW.value, PreemptionMode.CONSTRAIN.value})
-_MI = 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +70,7 @@ def resolve(function: Function, settings: Settings) -> Policy:
     fallback = policy.spot_fallback
     minimum = check_delay("retry_limits.min_backoff", limits.min_backoff)
     max_memory = (
-        math.ceil(parse_quantity("retry_limits.max_memory", limits.max_memory, "memory"))
+        whole_bytes(parse_quantity("retry_limits.max_memory", limits.max_memory, "memory"))
         if limits.max_memory
         else None
     )
@@ -92,11 +92,6 @@ def resolve(function: Function, settings: Settings) -> Policy:
         fallback_pending=_span(fallback.pending) if fallback else None,
         max_memory=max_memory,
     )
-
-
-def effective_mode(function: Function, settings: Settings) -> str:
-    """The preemption mode a function renders with (its own, else the service's default)."""
-    return (function.spec.preemption_mode or settings.function_defaults.preemption_mode).value
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,14 +151,6 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
-def _bytes(value: Any) -> int:
-    return math.ceil(parse_quantity("memory", value, "memory"))
-
-
-def _mebibytes(amount: int) -> str:
-    return f"{math.ceil(amount / _MI)}Mi"
-
-
 def _grow_memory(
     requests: dict[str, Any],
     limits: dict[str, Any],
@@ -181,20 +168,20 @@ def _grow_memory(
         ("limit", limits, grown_limits),
         ("request", requests, grown_requests),
     ):
-        if "memory" not in values:
+        before = Quantities.of(values).memory
+        if before is None:
             continue
-        before = _bytes(values["memory"])
-        after = math.ceil(before * policy.memory_factor / _MI) * _MI
+        after = math.ceil(before * policy.memory_factor / MEBIBYTE) * MEBIBYTE
         if cap is not None:
             after = min(after, cap)
         if name == "limit" and after <= before:
+            most = mebibytes(cap or before, up=True)
             return (
                 f"its memory limit {values['memory']} is already the most an attempt may get "
-                f"({_mebibytes(cap or before)}: the largest node's allocatable or retry_limits."
-                "max_memory)"
+                f"({most}: the largest node's allocatable or retry_limits.max_memory)"
             )
         if after > before:
-            grown["memory"] = _mebibytes(after)
+            grown["memory"] = mebibytes(after, up=True)
             changes.append(f"memory {name} {values['memory']} -> {grown['memory']}")
     if not changes:
         return requests, limits, ""
@@ -281,7 +268,7 @@ def decide(
     limits = dict(current.limits if current and current.limits else record.limits)
     mode = current.preemption_mode if current and current.preemption_mode else ""
     mode, placement = _fallback(
-        record, failure, reason, mode or effective_mode(function, settings), policy, settings
+        record, failure, reason, mode or effective_mode(function, settings).value, policy, settings
     )
     adjustments = [placement] if placement else []
     if failure is FailureClass.OOM:

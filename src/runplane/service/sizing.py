@@ -12,14 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from runplane.rendering.resources import Quantities
 from runplane.runs import RunRecord
-from runplane.spec.quantity import parse_quantity
+from runplane.spec.quantity import mebibytes
 
 #: Suggested = observed peak x this: room for the run that uses a little more.
 HEADROOM = 1.2
 #: A request above this many times the observed peak is reported as oversized.
 OVERSIZED = 4.0
-_MI = 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +44,6 @@ class Suggestion:
 
 def _arg(resource: str) -> str:
     return "mem" if resource == "memory" else resource
-
-
-def _mebibytes(amount: float) -> str:
-    return f"{max(math.ceil(amount / _MI), 1)}Mi"
 
 
 def _millicores(cores: float) -> str:
@@ -77,7 +73,7 @@ def suggest(
         attempt.cpu_seconds / max((attempt.ended_at or 0) - (attempt.started_at or 0), 1e-3)
         for attempt in measured
     )
-    memory = _mebibytes(peak * HEADROOM)
+    memory = mebibytes(max(peak * HEADROOM, 1), up=True)
     warnings = [text for text in oversized(current or {}, peak, cores) if text]
     return Suggestion(
         attempts=len(measured),
@@ -93,18 +89,15 @@ def oversized(requests: Mapping[str, Any], peak_memory: int, peak_cores: float) 
     """Warnings for requests above :data:`OVERSIZED` times what was observed: the scheduler
     reserves what is asked for, so the rest of the node stays idle."""
     found = []
-    if "memory" in requests and peak_memory:
-        asked = parse_quantity("requests.memory", requests["memory"], "memory")
-        if asked > OVERSIZED * peak_memory:
-            found.append(
-                f"oversized-request (memory): requests {requests['memory']}, more than "
-                f"{OVERSIZED:g}x the observed peak {_mebibytes(peak_memory)}"
-            )
-    if "cpu" in requests and peak_cores:
-        asked_cores = float(parse_quantity("requests.cpu", requests["cpu"], "cpu"))
-        if asked_cores > OVERSIZED * peak_cores:
-            found.append(
-                f"oversized-request (cpu): requests {requests['cpu']}, more than "
-                f"{OVERSIZED:g}x the observed average use {peak_cores:.2f} cores"
-            )
+    asked = Quantities.of({k: v for k, v in requests.items() if k in ("cpu", "memory")})
+    if asked.memory is not None and peak_memory and asked.memory > OVERSIZED * peak_memory:
+        found.append(
+            f"oversized-request (memory): requests {requests['memory']}, more than "
+            f"{OVERSIZED:g}x the observed peak {mebibytes(peak_memory, up=True)}"
+        )
+    if asked.cpu is not None and peak_cores and asked.cpu / 1000 > OVERSIZED * peak_cores:
+        found.append(
+            f"oversized-request (cpu): requests {requests['cpu']}, more than "
+            f"{OVERSIZED:g}x the observed average use {peak_cores:.2f} cores"
+        )
     return found

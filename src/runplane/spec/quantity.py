@@ -5,6 +5,10 @@ typo for ``1G`` or ``1Gi``, not a gigabyte, so it is refused at the call instead
 API server minutes later. Values are kept as written for display and normalised to
 :class:`~fractions.Fraction` for comparisons, fit checks and QoS.
 
+Everything that needs a quantity as a number (placement, a local run's cgroup, OOM growth,
+sizing, cost) takes it from :func:`resource_amount`, in the units placement uses, and writes
+memory back with :func:`mebibytes`; nothing else converts quantities.
+
 Parsing is linear in the text and bounded: a quantity is at most :data:`MAX_LENGTH` characters
 and at most :data:`MAX_VALUE` (what Kubernetes can hold, 2^63 - 1) in its base unit; exponents
 are checked before any arithmetic, so ``1e10000003`` is refused at once instead of computed.
@@ -16,6 +20,7 @@ import math
 import re
 from fractions import Fraction
 from functools import lru_cache
+from typing import Any
 
 from runplane.errors import InvalidValueError
 
@@ -25,6 +30,8 @@ QuantityInput = int | float | str
 MAX_VALUE = 2**63 - 1
 #: Longer texts are no quantities Kubernetes would keep.
 MAX_LENGTH = 64
+#: Bytes in a mebibyte, the unit memory is written back in (``512Mi``).
+MEBIBYTE = 2**20
 #: Values below this round up to it, as Kubernetes rounds to its smallest unit (1n).
 _SMALLEST = Fraction(1, 10**9)
 
@@ -139,3 +146,22 @@ def millicores(value: Fraction) -> int:
 def whole_bytes(value: Fraction) -> int:
     """Memory in bytes, rounded up (a fractional byte still needs a byte)."""
     return math.ceil(value)
+
+
+def resource_amount(name: str, value: Any) -> int:
+    """A quantity of resource ``name`` as a whole number in placement's unit: millicores for
+    ``cpu`` and bytes for memory-like resources (``memory``, ``hugepages-*``,
+    ``ephemeral-storage``), both rounded up; a count of devices (GPUs, ``pods``), rounded down,
+    for everything else."""
+    if name == "cpu":
+        return millicores(parse_quantity(name, value, "cpu"))
+    if name == "memory" or name.startswith(("hugepages-", "ephemeral-storage")):
+        return whole_bytes(parse_quantity(name, value, "memory"))
+    return int(parse_quantity(name, value, "memory"))
+
+
+def mebibytes(amount: float, *, up: bool = False) -> str:
+    """Bytes as a quantity in ``Mi``: rounded to the nearest mebibyte for display, or ``up``
+    for a quantity a run is given (it must hold ``amount``)."""
+    count = math.ceil(amount / MEBIBYTE) if up else round(amount / MEBIBYTE)
+    return f"{count}Mi"

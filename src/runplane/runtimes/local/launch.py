@@ -1,9 +1,10 @@
 """A rendered pod as a process on this machine: what it needs, and how it is started.
 
-:func:`plan` reads the pod spec as the kubelet would (resources, environment, volumes) and maps
-each part to this machine: secrets to the local secret store, volumes to configured
-directories. It raises the user errors a run can hit before it starts. :func:`spawn` starts the
-run's own process (``runplane.runtimes.local.child``) with what the plan and the grant give it.
+:func:`plan` reads the pod spec as the kubelet would (requests, environment, volumes), takes
+the limits rendering decided from the request, and maps each part to this machine: secrets to
+the local secret store, volumes to configured directories. It raises the user errors a run can
+hit before it starts. :func:`spawn` starts the run's own process (``runplane.runtimes.local.child``)
+with what the plan and the grant give it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from runplane import names
 from runplane.config import Settings
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.placement import PodRequirements
-from runplane.placement.model import resource_amount
 from runplane.runs import Usage
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.local.cgroups import RunGroup
@@ -132,9 +132,8 @@ def plan(request: RunRequest, settings: Settings, node_name: str) -> LocalRun:
             f"this machine offers cpu, memory and {names.GPU}",
             "with_limits(gpus=1)",
         )
-    limits = container.get("resources", {}).get("limits", {})
-    memory_limit = resource_amount("memory", limits["memory"]) if "memory" in limits else None
-    cpu_limit = resource_amount("cpu", limits["cpu"]) if "cpu" in limits else None
+    limits = request.process_resources.limits
+    memory_limit, cpu_limit = limits.memory, limits.cpu
     cores = math.ceil(cpu_limit / 1000) if cpu_limit is not None else 0
     return LocalRun(
         request=request,

@@ -27,8 +27,9 @@ from runplane import names
 from runplane.config import Settings
 from runplane.errors import ConfigError
 from runplane.placement import Node
-from runplane.placement.model import DEFAULT_MAX_PODS, resource_amount
+from runplane.placement.model import DEFAULT_MAX_PODS
 from runplane.runtimes.labelling import relabelled
+from runplane.spec.quantity import resource_amount
 
 #: Linux reports "no limit" as a huge number; anything above this is no limit.
 _UNLIMITED = 1 << 60

@@ -36,6 +36,7 @@ from runplane import names
 from runplane.bootstrap import Invocation
 from runplane.config import Settings
 from runplane.placement import evaluate
+from runplane.rendering.resources import EffectiveResources
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.local.autoscale import Autoscaler
 from runplane.runtimes.local.launch import LocalRun, environment, plan
@@ -66,10 +67,14 @@ def replica_request(manifests: list[dict[str, Any]], settings: Settings, index: 
         "metadata": {"name": f"{name}-{index}", "labels": dict(template["metadata"]["labels"])},
         "spec": template["spec"],
     }
+    spec = template["spec"]
+    resources = EffectiveResources.of_container(
+        spec["containers"][0], settings, spec["priorityClassName"]
+    )
     return RunRequest(
         invocation=Invocation(f"serving-{project}-{name}-{index}", project, name, "", "", ""),
         manifests=[pod],
-        priority=settings.priority_classes.value_of(template["spec"]["priorityClassName"]),
+        resources=resources,
         submitted=time.time(),
     )
 

@@ -30,6 +30,7 @@ from runplane.runtimes.local.process import Exit, RunProcess
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable, started_at
+from runplane.spec.quantity import mebibytes
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +200,8 @@ class Supervisor:
                 self.processes.kill(process.pid, run.uid, since, owner)
                 reason = "OOMKilled"
                 message = (
-                    f"memory use {_mebibytes(rss)} exceeded the limit "
-                    f"{_mebibytes(run.memory_limit)}; the run was killed"
+                    f"memory use {mebibytes(rss)} exceeded the limit "
+                    f"{mebibytes(run.memory_limit)}; the run was killed"
                 )
             elif run.abort is not None and not reason:
                 self.processes.kill(process.pid, run.uid, since, owner)
@@ -285,8 +286,8 @@ def _verdict(run: LocalRun, returncode: int, counters: Counters) -> tuple[str, s
         if run.memory_limit is None:
             return "OOMKilled", f"the machine ran out of memory and the kernel killed {victim}"
         return "OOMKilled", (
-            f"the run reached its memory limit {_mebibytes(run.memory_limit)} and the kernel "
-            f"killed {victim} (peak {_mebibytes(counters.peak_memory)}; nothing is swapped)"
+            f"the run reached its memory limit {mebibytes(run.memory_limit)} and the kernel "
+            f"killed {victim} (peak {mebibytes(counters.peak_memory)}; nothing is swapped)"
         )
     if counters.pids_refused:
         return "PidsLimit", (
@@ -299,10 +300,6 @@ def _verdict(run: LocalRun, returncode: int, counters: Counters) -> tuple[str, s
 def _exit_code(returncode: int) -> int:
     """A process killed by signal N exits as 128 + N, as a container's does."""
     return 128 - returncode if returncode < 0 else returncode
-
-
-def _mebibytes(amount: int) -> str:
-    return f"{amount / 2**20:.0f}Mi"
 
 
 def read_events(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
