@@ -185,6 +185,12 @@ def test_a_spark_function_renders_a_valid_sparkapplication(code):
     # Here: one driver process whose local mode holds both executors.
     local = request.pod_spec["containers"][0]
     assert local["resources"]["limits"] == {"memory": str(4 * 2**30), "cpu": "5000m"}
+    # What the run is recorded with is the executors' part; its process gets the total.
+    assert request.resources.limits.written == {"memory": "1Gi", "cpu": "2", "nvidia.com/gpu": "1"}
+    assert (request.process_resources.limits.memory, request.process_resources.limits.cpu) == (
+        4 * 2**30,
+        5000,
+    )
     env = {e["name"]: e["value"] for e in local["env"]}
     assert env["PYSPARK_SUBMIT_ARGS"] == (
         "--master local[2] --driver-memory 2457m --conf spark.executor.instances=2 "

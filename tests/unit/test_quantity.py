@@ -3,7 +3,15 @@ from fractions import Fraction
 import pytest
 
 from runplane.errors import InvalidValueError
-from runplane.spec.quantity import format_quantity, millicores, parse_quantity, whole_bytes
+from runplane.spec.quantity import (
+    format_quantity,
+    mebibytes,
+    millicores,
+    parse_quantity,
+    resource_amount,
+    unit_of,
+    whole_bytes,
+)
 
 
 @pytest.mark.parametrize(
@@ -63,6 +71,42 @@ def test_units_used_for_fit_round_up():
     assert millicores(parse_quantity("cpu", "0.0001")) == 1
     assert millicores(parse_quantity("cpu", "1.5")) == 1500
     assert whole_bytes(parse_quantity("memory", "1.5")) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "amount"),
+    [
+        ("cpu", "0.0001", 1),
+        ("cpu", "1.5", 1500),
+        ("cpu", 0.25, 250),
+        ("memory", "1.5", 2),
+        ("memory", "1Gi", 2**30),
+        ("hugepages-2Mi", "0.5", 1),
+        ("ephemeral-storage", "1.5", 2),
+        ("nvidia.com/gpu", "1.5", 1),
+        ("nvidia.com/gpu", 2, 2),
+        ("pods", "110", 110),
+    ],
+)
+def test_resource_amounts_round_up_cpu_and_bytes_and_down_devices(name, value, amount):
+    assert resource_amount(name, value) == amount
+
+
+def test_units_of_resources():
+    assert [unit_of(n) for n in ("cpu", "memory", "hugepages-1Gi", "nvidia.com/gpu")] == [
+        "millicores",
+        "bytes",
+        "bytes",
+        "devices",
+    ]
+
+
+def test_mebibytes_round_to_nearest_for_display_and_up_for_what_a_run_is_given():
+    assert mebibytes(512 * 2**20) == "512Mi"
+    assert mebibytes(2**20 + 1) == "1Mi"
+    assert mebibytes(2**20 + 1, up=True) == "2Mi"
+    assert mebibytes(0.5 * 2**20) == f"{0.5:.0f}Mi"
+    assert mebibytes(1, up=True) == "1Mi"
 
 
 def test_format_keeps_what_was_written():

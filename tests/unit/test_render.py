@@ -50,6 +50,27 @@ def test_rendering_is_deterministic_and_never_writes_back():
     assert fn.to_dict() == before
 
 
+def test_rendering_decides_the_runs_resources_once_as_written_and_as_numbers():
+    settings = load_settings(function_defaults={"resources": {"limits": {"memory": "2Gi"}}})
+    fn = runplane.new_function("training").with_requests(cpu="250m", mem="1Gi")
+    fn.with_limits(cpu=1.5, gpus=1).with_code(body="def handler():\n    pass\n")
+    fn.spec.handler = "handler"
+    request = build_request(fn, settings, uid="r" * 32)
+    resources = request.resources
+    assert resources.requests.written == {"cpu": "250m", "memory": "1Gi"}
+    assert resources.limits.written == {"memory": "2Gi", "cpu": "1.5", "nvidia.com/gpu": "1"}
+    assert (resources.requests.cpu, resources.requests.memory) == (250, 2**30)
+    assert (resources.limits.cpu, resources.limits.memory, resources.limits.gpus) == (
+        1500,
+        2 * 2**30,
+        1,
+    )
+    assert (resources.mode, resources.priority_class) == ("prevent", "medium")
+    assert resources.priority == settings.priority_classes.value_of("medium")
+    assert request.priority == resources.priority
+    assert request.process_resources is resources
+
+
 def test_gpus_are_requested_equal_to_their_limit():
     fn = runplane.new_function("training").with_limits(mem="2G", cpu=2, gpus=2)
     assert container(rendered(fn))["resources"] == {

@@ -148,14 +148,24 @@ def whole_bytes(value: Fraction) -> int:
     return math.ceil(value)
 
 
-def resource_amount(name: str, value: Any) -> int:
-    """A quantity of resource ``name`` as a whole number in placement's unit: millicores for
-    ``cpu`` and bytes for memory-like resources (``memory``, ``hugepages-*``,
-    ``ephemeral-storage``), both rounded up; a count of devices (GPUs, ``pods``), rounded down,
-    for everything else."""
+def unit_of(name: str) -> str:
+    """The unit placement counts resource ``name`` in: ``millicores`` for ``cpu``, ``bytes``
+    for memory-like resources (``memory``, ``hugepages-*``, ``ephemeral-storage``), ``devices``
+    for everything else (GPUs, ``pods``)."""
     if name == "cpu":
-        return millicores(parse_quantity(name, value, "cpu"))
+        return "millicores"
     if name == "memory" or name.startswith(("hugepages-", "ephemeral-storage")):
+        return "bytes"
+    return "devices"
+
+
+def resource_amount(name: str, value: Any) -> int:
+    """A quantity of resource ``name`` as a whole number in its :func:`unit_of`: millicores and
+    bytes rounded up, devices rounded down."""
+    unit = unit_of(name)
+    if unit == "millicores":
+        return millicores(parse_quantity(name, value, "cpu"))
+    if unit == "bytes":
         return whole_bytes(parse_quantity(name, value, "memory"))
     return int(parse_quantity(name, value, "memory"))
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from runplane.runs import RunRecord
+from runplane.spec.quantity import unit_of
 
 
 def when(epoch: float | None) -> str:
@@ -68,9 +69,10 @@ def millicores(amount: int | None) -> str:
 
 def resource(name: str, amount: int) -> str:
     """One of placement's integer amounts in its usual unit."""
-    if name == "cpu":
+    unit = unit_of(name)
+    if unit == "millicores":
         return millicores(amount)
-    if name == "memory" or name.startswith(("ephemeral-storage", "hugepages-")):
+    if unit == "bytes":
         return size(amount)
     return str(amount)
 
