@@ -11,6 +11,7 @@ from runplane.spec.quantity import (
     resource_amount,
     unit_of,
     whole_bytes,
+    whole_cores,
 )
 
 
@@ -90,6 +91,10 @@ def test_units_used_for_fit_round_up():
 )
 def test_resource_amounts_round_up_cpu_and_bytes_and_down_devices(name, value, amount):
     assert resource_amount(name, value) == amount
+
+
+def test_whole_cores_round_up():
+    assert [whole_cores(m) for m in (0, 1, 1000, 1001, 2500)] == [0, 1, 1, 2, 3]
 
 
 def test_units_of_resources():

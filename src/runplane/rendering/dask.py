@@ -12,11 +12,10 @@ memory limit is dask's ``--memory-limit`` and ``spec.nthreads`` its ``--nthreads
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
 from runplane import names
-from runplane.spec.quantity import resource_amount
+from runplane.spec.quantity import resource_amount, whole_cores
 
 #: The image dask pods run when the function names none: dask's own.
 DASK_IMAGE = "ghcr.io/dask/dask:latest"
@@ -49,7 +48,7 @@ def worker_threads(nthreads: int | None, limits: dict[str, Any]) -> int:
     if nthreads:
         return nthreads
     if "cpu" in limits:
-        return max(1, math.ceil(resource_amount("cpu", limits["cpu"]) / 1000))
+        return max(1, whole_cores(resource_amount("cpu", limits["cpu"])))
     return 1
 
 

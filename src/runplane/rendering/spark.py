@@ -14,11 +14,10 @@ driver's process is given (``PYSPARK_SUBMIT_ARGS``), so the handler's session ge
 from __future__ import annotations
 
 import copy
-import math
 from typing import Any
 
 from runplane import names
-from runplane.spec.quantity import MEBIBYTE, resource_amount
+from runplane.spec.quantity import MEBIBYTE, resource_amount, whole_cores
 
 #: The image spark pods run when the function names none: Spark's own, with Python.
 SPARK_IMAGE = "spark:3.5.3-python3"
@@ -32,7 +31,7 @@ def _cores(resources: dict[str, Any]) -> int:
     """Whole cores for Spark's ``cores``: the request (else the limit) rounded up, at least 1."""
     for part in ("requests", "limits"):
         if "cpu" in resources.get(part, {}):
-            return max(1, math.ceil(resource_amount("cpu", resources[part]["cpu"]) / 1000))
+            return max(1, whole_cores(resource_amount("cpu", resources[part]["cpu"])))
     return 1
 
 

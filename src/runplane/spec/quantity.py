@@ -143,6 +143,12 @@ def millicores(value: Fraction) -> int:
     return math.ceil(value * 1000)
 
 
+def whole_cores(amount: int) -> int:
+    """Millicores as whole cores, rounded up: threads, pinned cores and Spark's ``cores``
+    come in whole cores, and a part of one still needs one."""
+    return math.ceil(amount / 1000)
+
+
 def whole_bytes(value: Fraction) -> int:
     """Memory in bytes, rounded up (a fractional byte still needs a byte)."""
     return math.ceil(value)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import LauncherUnavailable, WarmLauncher
 from runplane.runtimes.output import OUTPUT, private_dir, run_dir
 from runplane.spec.bounds import MAX_ENV_VALUE_BYTES
+from runplane.spec.quantity import whole_cores
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def plan(request: RunRequest, settings: Settings, node_name: str) -> LocalRun:
         )
     limits = request.process_resources.limits
     memory_limit, cpu_limit = limits.memory, limits.cpu
-    cores = math.ceil(cpu_limit / 1000) if cpu_limit is not None else 0
+    cores = whole_cores(cpu_limit) if cpu_limit is not None else 0
     return LocalRun(
         request=request,
         requirements=requirements,

@@ -14,7 +14,6 @@ restart keeps them.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import socket
@@ -29,7 +28,7 @@ from runplane.errors import ConfigError
 from runplane.placement import Node
 from runplane.placement.model import DEFAULT_MAX_PODS
 from runplane.runtimes.labelling import relabelled
-from runplane.spec.quantity import resource_amount
+from runplane.spec.quantity import resource_amount, whole_cores
 
 #: Linux reports "no limit" as a huge number; anything above this is no limit.
 _UNLIMITED = 1 << 60
@@ -112,7 +111,7 @@ def detect_capacity(settings: Settings) -> LocalCapacity:
     else:
         gpu_ids = detect_gpus()
     # Cores that runs can be pinned to: as many as the capacity covers.
-    usable = max(1, min(len(cpu_ids), math.ceil(millicores / 1000)))
+    usable = max(1, min(len(cpu_ids), whole_cores(millicores)))
     return LocalCapacity(cpu_ids[:usable], millicores, memory, gpu_ids)
 
 
