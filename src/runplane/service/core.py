@@ -33,7 +33,6 @@ from runplane.runs import (
     RunState,
     Usage,
     check_limit,
-    classify,
 )
 from runplane.runtimes.contract import RunRequest, Runtime
 from runplane.runtimes.events import RunEvent
@@ -50,7 +49,6 @@ from runplane.spec.thresholds import check_thresholds, threshold_seconds
 log = logging.getLogger(__name__)
 
 _ABORT_POLL = 0.2
-LAUNCH_FAILED = "LaunchFailed"
 #: Events written in one transaction at most.
 _BATCH = 256
 
@@ -270,13 +268,13 @@ class RunService:
             failed = RunEvent(
                 request.uid,
                 RunState.ERROR,
-                reason=LAUNCH_FAILED,
+                reason=Reason.LAUNCH_FAILED,
                 message=message,
                 attempt=request.attempt,
             )
             self._write([failed])
             try:
-                self.runtime.abort(request.uid, LAUNCH_FAILED, message)
+                self.runtime.abort(request.uid, Reason.LAUNCH_FAILED, message)
             except Exception:
                 log.warning(
                     "run %s: stopping what its launch left failed", request.uid, exc_info=True
@@ -305,7 +303,7 @@ class RunService:
                         RunEvent(
                             uid,
                             RunState.ERROR,
-                            reason=LAUNCH_FAILED,
+                            reason=Reason.LAUNCH_FAILED,
                             message=message,
                             attempt=record.attempt,
                         )
@@ -383,7 +381,7 @@ class RunService:
                         RunEvent(
                             uid,
                             RunState.ERROR,
-                            reason=LAUNCH_FAILED,
+                            reason=Reason.LAUNCH_FAILED,
                             message=message,
                             attempt=attempt,
                         )
@@ -406,8 +404,7 @@ class RunService:
         decided: dict[int, RetryDecision] = {}
         out = list(events)
         for index, event in enumerate(events):
-            failure = classify(event.state, event.reason, event.message)
-            if failure not in RETRYABLE:
+            if event.failure not in RETRYABLE:
                 continue
             try:
                 record = self.store.get(event.uid)
@@ -417,13 +414,7 @@ class RunService:
                 continue
             try:
                 decision, why = retries.decide(
-                    record,
-                    event.state,
-                    event.reason,
-                    event.message,
-                    self.settings,
-                    time.time(),
-                    self._largest_memory,
+                    record, event, self.settings, time.time(), self._largest_memory
                 )
             except Exception:  # a bad policy must not keep the run from ending
                 log.exception("run %s: the retry decision failed", event.uid)
@@ -510,7 +501,7 @@ class RunService:
                 " - deleting" if delete else "",
             )
             if delete:
-                self.runtime.abort(uid, "Orphan", "a pod of a run unknown to the service")
+                self.runtime.abort(uid, Reason.ORPHAN, "a pod of a run unknown to the service")
         return Reconciliation(self._relaunch(never_launched), lost, orphans)
 
     # -- events and thresholds ------------------------------------------------------------
@@ -525,8 +516,13 @@ class RunService:
 
     def _write(self, events: list[RunEvent]) -> None:
         """Record events (with the retry decisions of failed attempts), then start or stop
-        their threshold clocks, schedule decided attempts and wake waiters."""
-        events, decided = self._decisions(events)
+        their threshold clocks, schedule decided attempts and wake waiters.
+
+        Every event of the runtime, and every end the service itself decides, enters here
+        and is classified here, once (a run's executor that is gone is settled by the store,
+        which classifies its end the same way).
+        """
+        events, decided = self._decisions([event.classified() for event in events])
         try:
             applied = self.store.apply_many(events, decided)
         except Exception:  # keep recording; a broken burst is retried one event at a time
@@ -563,7 +559,7 @@ class RunService:
             if self.store.state_of(uid) in TERMINAL:
                 # Something of a run that has ended says it is alive (a pod made by a launch
                 # that timed out after the API server took it): it goes, as the record says.
-                self._aborts.submit(self.runtime.abort, uid, "Ended", "the run had ended")
+                self._aborts.submit(self.runtime.abort, uid, Reason.ENDED, "the run had ended")
 
     def _apply_alone(self, event: RunEvent, retry: RetryDecision | None) -> RunEvent | None:
         try:
