@@ -265,14 +265,7 @@ class RunService:
         except Exception as error:
             message = f"the {self.runtime.name} runtime could not start the run: {error}"
             log.warning("run %s: %s", request.uid, message)
-            failed = RunEvent(
-                request.uid,
-                RunState.ERROR,
-                reason=Reason.LAUNCH_FAILED,
-                message=message,
-                attempt=request.attempt,
-            )
-            self._write([failed])
+            self._launch_failed(request.uid, request.attempt, message)
             try:
                 self.runtime.abort(request.uid, Reason.LAUNCH_FAILED, message)
             except Exception:
@@ -280,6 +273,12 @@ class RunService:
                     "run %s: stopping what its launch left failed", request.uid, exc_info=True
                 )
             return False
+
+    def _launch_failed(self, uid: str, attempt: int, message: str) -> None:
+        """End an attempt that could not be launched: ``error``, for the reason that says so."""
+        reason = Reason.LAUNCH_FAILED
+        failed = RunEvent(uid, RunState.ERROR, reason=reason, message=message, attempt=attempt)
+        self._write([failed])
 
     def _relaunch(self, uids: list[str]) -> list[str]:
         """Launch again runs recorded but never started (same uid and attempt: a runtime with
@@ -298,17 +297,7 @@ class RunService:
                 self.runtime.check(request)
             except Exception as error:
                 message = f"the run could not be queued again: {error}"
-                self._write(
-                    [
-                        RunEvent(
-                            uid,
-                            RunState.ERROR,
-                            reason=Reason.LAUNCH_FAILED,
-                            message=message,
-                            attempt=record.attempt,
-                        )
-                    ]
-                )
+                self._launch_failed(uid, record.attempt, message)
                 continue
             self._arm_spot_wait(record)
             if self._launch(request):
@@ -376,17 +365,7 @@ class RunService:
                 self.runtime.check(request)
             except Exception as error:
                 message = f"attempt {attempt} could not be prepared: {error}"
-                self._write(
-                    [
-                        RunEvent(
-                            uid,
-                            RunState.ERROR,
-                            reason=Reason.LAUNCH_FAILED,
-                            message=message,
-                            attempt=attempt,
-                        )
-                    ]
-                )
+                self._launch_failed(uid, attempt, message)
                 return
             self._arm_spot_wait(record)
             if self._launch(request):
