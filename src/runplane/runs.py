@@ -177,28 +177,56 @@ class FailureClass(StrEnum):
 RETRYABLE = frozenset(FailureClass) - {FailureClass.ABORTED}
 
 
-class Reason:
-    """Reason words of runs' ends that the failure taxonomy reads, whoever writes them."""
+class Reason(StrEnum):
+    """The short words that say why a run is where it is, whoever writes them: runtimes in their
+    events, the service in the ends and waits it records. Stored and shown as they are (the
+    values are what runs' records have always held); a runtime may also pass on a word of its
+    own (a container's reason, a signal's name), classed ``error`` when an attempt ends ``error``.
+    """
 
+    #: Waiting: for capacity or a node, for the scheduler's place to start, for the next
+    #: attempt, for the service's next start.
+    PENDING = "Pending"
+    UNSCHEDULABLE = "Unschedulable"
+    SCHEDULED = "Scheduled"
+    RETRYING = "Retrying"
+    REQUEUED = "Requeued"
+    STARTED = "Started"
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    #: The handler's process exited non-zero.
+    ERROR = "Error"
+    OOM_KILLED = "OOMKilled"
+    PIDS_LIMIT = "PidsLimit"
+    IMAGE_PULL_BACKOFF = "ImagePullBackOff"
+    ERR_IMAGE_PULL = "ErrImagePull"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    #: Stopped to make room or to leave (see :attr:`FailureClass.PREEMPTED`).
     PREEMPTED = "Preempted"
     POD_DELETED = "PodDeleted"
     EVICTED = "Evicted"
+    #: Its node, pod or executing process disappeared under it.
     NODE_LOST = "NodeLost"
     POD_LOST = "PodLost"
     EXECUTOR_LOST = "executor lost"
-    OOM_KILLED = "OOMKilled"
+    #: The runtime could not take the run, or failed while it held it.
+    LAUNCH_FAILED = "LaunchFailed"
+    EXECUTOR_ERROR = "ExecutorError"
+    #: Aborted: by a person, by a state threshold, or by the spot fallback after it waited
+    #: too long for a spot node.
     ABORTED = "Aborted"
     THRESHOLD = "ThresholdExceeded"
-    #: The spot fallback stopped an attempt that waited too long for a spot node.
     SPOT_UNAVAILABLE = "SpotUnavailable"
-    #: A run between attempts, waiting for the next one to be due.
-    RETRYING = "Retrying"
+    #: Why the service stops what a runtime still has: a run it does not know, or one that
+    #: has ended.
+    ORPHAN = "Orphan"
+    ENDED = "Ended"
 
 
 #: How a threshold's abort is worded; the condition follows it.
 THRESHOLD_TEXT = "Run aborted due to exceeded state threshold: "
 
-_BY_REASON = {
+_BY_REASON: dict[str, FailureClass] = {
     Reason.PREEMPTED: FailureClass.PREEMPTED,
     Reason.POD_DELETED: FailureClass.PREEMPTED,
     Reason.EVICTED: FailureClass.PREEMPTED,
@@ -206,16 +234,16 @@ _BY_REASON = {
     Reason.POD_LOST: FailureClass.NODE_LOST,
     Reason.EXECUTOR_LOST: FailureClass.NODE_LOST,
     Reason.OOM_KILLED: FailureClass.OOM,
-    "ImagePullBackOff": FailureClass.IMAGE_PULL,
-    "ErrImagePull": FailureClass.IMAGE_PULL,
-    "DeadlineExceeded": FailureClass.DEADLINE,
+    Reason.IMAGE_PULL_BACKOFF: FailureClass.IMAGE_PULL,
+    Reason.ERR_IMAGE_PULL: FailureClass.IMAGE_PULL,
+    Reason.DEADLINE_EXCEEDED: FailureClass.DEADLINE,
     Reason.SPOT_UNAVAILABLE: FailureClass.UNSCHEDULABLE,
 }
-_BY_CONDITION = {
-    "pending_scheduled": FailureClass.UNSCHEDULABLE,
-    "pending_not_scheduled": FailureClass.UNSCHEDULABLE,
-    "image_pull_backoff": FailureClass.IMAGE_PULL,
-    "running": FailureClass.DEADLINE,
+_BY_CONDITION: dict[str, FailureClass] = {
+    Condition.PENDING_SCHEDULED: FailureClass.UNSCHEDULABLE,
+    Condition.PENDING_NOT_SCHEDULED: FailureClass.UNSCHEDULABLE,
+    Condition.IMAGE_PULL_BACKOFF: FailureClass.IMAGE_PULL,
+    Condition.RUNNING: FailureClass.DEADLINE,
 }
 
 
@@ -223,7 +251,9 @@ def classify(state: RunState, reason: str, message: str = "") -> FailureClass | 
     """The class of an attempt that ended in ``state`` for ``reason``; ``None`` unless it failed.
 
     A threshold's abort is classed by the condition it watched (named in ``message``), the
-    spot fallback's by what it waited for; every other abort is a person's.
+    spot fallback's by what it waited for; every other abort is a person's. The service asks
+    once per event, as the event enters it (:meth:`RunEvent.classified
+    <runplane.runtimes.events.RunEvent.classified>`), and keeps the answer on the event.
     """
     if state not in (RunState.ERROR, RunState.ABORTED):
         return None

@@ -21,6 +21,7 @@ from runplane.runs import (
     RunState,
     classify,
 )
+from runplane.runtimes.events import RunEvent
 from runplane.service.retries import AttemptPlan, decide, resolve
 from runplane.spec.scheduling import PreemptionMode
 
@@ -170,6 +171,11 @@ def record(fn: runplane.Function, attempts: list[AttemptRecord], **fields: Any) 
     return RunRecord(**{**values, **fields})
 
 
+def ended(state: RunState, reason: str, message: str = "") -> RunEvent:
+    """An attempt's end as the service hands it to the decision: classified."""
+    return RunEvent("0" * 32, state, reason=reason, message=message).classified()
+
+
 def attempt(number: int, failure: str = "", **fields: Any) -> AttemptRecord:
     values: dict[str, Any] = {
         "number": number,
@@ -191,7 +197,10 @@ def attempt(number: int, failure: str = "", **fields: Any) -> AttemptRecord:
 def test_a_preempted_attempt_is_retried_after_its_back_off() -> None:
     fn = runplane.new_function("f").with_preemption_mode("constrain").with_retries(3, backoff="10s")
     decision, why = decide(
-        record(fn, [attempt(1)]), RunState.ERROR, "Preempted", "spot reclaim", Settings(), NOW
+        record(fn, [attempt(1)]),
+        ended(RunState.ERROR, "Preempted", "spot reclaim"),
+        Settings(),
+        NOW,
     )
     assert decision is not None, why
     assert (decision.attempt, decision.due_at) == (2, NOW + 10)
@@ -203,31 +212,32 @@ def test_a_preempted_attempt_is_retried_after_its_back_off() -> None:
 def test_what_is_not_retried_says_why() -> None:
     fn = runplane.new_function("f").with_retries(3, on=["preempted"], budgets={"preempted": 1})
     first = record(fn, [attempt(1)])
-    assert decide(first, RunState.ERROR, "Error", "exit 1", Settings(), NOW) == (
+    assert decide(first, ended(RunState.ERROR, "Error", "exit 1"), Settings(), NOW) == (
         None,
         "not retried: retry.on does not name error",
     )
-    assert decide(first, RunState.ABORTED, "Aborted", "by request", Settings(), NOW) == (None, "")
+    assert decide(first, ended(RunState.ABORTED, "Aborted", "by request"), Settings(), NOW) == (
+        None,
+        "",
+    )
     second = record(fn, [attempt(1, "preempted"), attempt(2)])
-    assert decide(second, RunState.ERROR, "Preempted", "", Settings(), NOW) == (
+    assert decide(second, ended(RunState.ERROR, "Preempted"), Settings(), NOW) == (
         None,
         "not retried: the retry budget for preempted (1) is spent",
     )
     last = record(fn, [attempt(1, "error"), attempt(2, "error"), attempt(3)])
-    assert decide(last, RunState.ERROR, "Preempted", "", Settings(), NOW)[1] == (
+    assert decide(last, ended(RunState.ERROR, "Preempted"), Settings(), NOW)[1] == (
         "attempt 3 of 3: no attempts left"
     )
     late = runplane.new_function("f").with_retries(3, deadline="1 minute", backoff="30s")
     assert (
-        decide(record(late, [attempt(1)]), RunState.ERROR, "NodeLost", "", Settings(), NOW)[1]
+        decide(record(late, [attempt(1)]), ended(RunState.ERROR, "NodeLost"), Settings(), NOW)[1]
         == "not retried: the next attempt would start after retry.deadline"
     )
     # With no retries asked for, a run ends as it always did, with nothing added.
     assert decide(
         record(runplane.new_function("f"), [attempt(1)]),
-        RunState.ERROR,
-        "Preempted",
-        "",
+        ended(RunState.ERROR, "Preempted"),
         Settings(),
         NOW,
     ) == (None, "")
@@ -236,14 +246,14 @@ def test_what_is_not_retried_says_why() -> None:
 def test_after_two_preemptions_on_spot_the_next_attempt_is_on_demand() -> None:
     fn = runplane.new_function("f").with_preemption_mode("constrain").with_retries(5, backoff=0)
     history = [attempt(1, "preempted"), attempt(2)]
-    decision, _ = decide(record(fn, history), RunState.ERROR, "NodeLost", "", Settings(), NOW)
+    decision, _ = decide(record(fn, history), ended(RunState.ERROR, "NodeLost"), Settings(), NOW)
     assert decision is not None
     assert decision.preemption_mode == "prevent"
     assert "on-demand nodes (mode prevent): preempted 2 times on spot" in decision.adjustments
     assert AttemptPlan(preemption_mode="prevent").apply(fn).spec.preemption_mode == "prevent"
     # A preemption on an on-demand node (a higher class took its place) is not spot's fault.
     on_demand = [attempt(1, "preempted", spot=False), attempt(2, spot=False)]
-    decision, _ = decide(record(fn, on_demand), RunState.ERROR, "Preempted", "", Settings(), NOW)
+    decision, _ = decide(record(fn, on_demand), ended(RunState.ERROR, "Preempted"), Settings(), NOW)
     assert decision is not None
     assert decision.preemption_mode == "constrain"
     # Modes that never use spot have nothing to fall back from.
@@ -251,7 +261,7 @@ def test_after_two_preemptions_on_spot_the_next_attempt_is_on_demand() -> None:
         attempt(1, "preempted", preemption_mode="prevent"),
         attempt(2, preemption_mode="prevent"),
     ]
-    decision, _ = decide(record(fn, prevent), RunState.ERROR, "Preempted", "", Settings(), NOW)
+    decision, _ = decide(record(fn, prevent), ended(RunState.ERROR, "Preempted"), Settings(), NOW)
     assert decision is not None
     assert decision.preemption_mode == "prevent"
     assert decision.adjustments == ""
@@ -261,12 +271,12 @@ def test_the_fallback_is_per_function_and_per_service() -> None:
     history = [attempt(1, "preempted"), attempt(2)]
     once = runplane.new_function("f").with_preemption_mode("allow").with_retries(5)
     once.with_spot_fallback(after_preemptions=3)
-    decision, _ = decide(record(once, history), RunState.ERROR, "Preempted", "", Settings(), NOW)
+    decision, _ = decide(record(once, history), ended(RunState.ERROR, "Preempted"), Settings(), NOW)
     assert decision is not None
     assert decision.preemption_mode == "constrain"
     never = Settings(function_defaults={"retry": {"spot_fallback": {"after_preemptions": 0}}})
     fn = runplane.new_function("f").with_retries(5)
-    decision, _ = decide(record(fn, history), RunState.ERROR, "Preempted", "", never, NOW)
+    decision, _ = decide(record(fn, history), ended(RunState.ERROR, "Preempted"), never, NOW)
     assert decision is not None
     assert decision.preemption_mode == "constrain"
 
@@ -275,7 +285,7 @@ def test_a_spot_wait_falls_back_whatever_the_classes_retried() -> None:
     fn = runplane.new_function("f").with_preemption_mode("constrain").with_retries(2, on=["oom"])
     history = [attempt(1, started_at=None, node="", spot=None)]
     decision, _ = decide(
-        record(fn, history), RunState.ABORTED, Reason.SPOT_UNAVAILABLE, "", Settings(), NOW
+        record(fn, history), ended(RunState.ABORTED, Reason.SPOT_UNAVAILABLE), Settings(), NOW
     )
     assert decision is not None
     assert decision.preemption_mode == "prevent"
@@ -289,7 +299,7 @@ def test_a_selector_that_asks_for_spot_keeps_the_run_on_spot() -> None:
         attempt(1, "preempted", preemption_mode="allow"),
         attempt(2, preemption_mode="allow"),
     ]
-    decision, _ = decide(record(fn, history), RunState.ERROR, "Preempted", "", Settings(), NOW)
+    decision, _ = decide(record(fn, history), ended(RunState.ERROR, "Preempted"), Settings(), NOW)
     assert decision is not None
     assert decision.preemption_mode == "allow"
     assert "its node selector asks for spot nodes" in decision.adjustments
@@ -298,7 +308,11 @@ def test_a_selector_that_asks_for_spot_keeps_the_run_on_spot() -> None:
 def test_an_oom_retry_gets_more_memory_up_to_the_caps() -> None:
     fn = runplane.new_function("f").with_retries(5, on=["oom"], backoff=0)
     decision, _ = decide(
-        record(fn, [attempt(1)]), RunState.ERROR, "OOMKilled", "", Settings(), NOW, lambda: 2**32
+        record(fn, [attempt(1)]),
+        ended(RunState.ERROR, "OOMKilled"),
+        Settings(),
+        NOW,
+        lambda: 2**32,
     )
     assert decision is not None
     assert (decision.requests["memory"], decision.limits["memory"]) == ("192Mi", "192Mi")
@@ -314,9 +328,7 @@ def test_an_oom_retry_gets_more_memory_up_to_the_caps() -> None:
     # The largest node caps it ...
     decision, _ = decide(
         record(fn, [attempt(1)]),
-        RunState.ERROR,
-        "OOMKilled",
-        "",
+        ended(RunState.ERROR, "OOMKilled"),
         Settings(),
         NOW,
         lambda: 150 * 2**20,
@@ -325,13 +337,13 @@ def test_an_oom_retry_gets_more_memory_up_to_the_caps() -> None:
     assert decision.limits["memory"] == "150Mi"
     # ... and so does the admin; an attempt already at the cap is not retried.
     capped = Settings(retry_limits={"max_memory": "128Mi"})
-    assert decide(record(fn, [attempt(1)]), RunState.ERROR, "OOMKilled", "", capped, NOW)[1] == (
+    assert decide(record(fn, [attempt(1)]), ended(RunState.ERROR, "OOMKilled"), capped, NOW)[1] == (
         "not retried: its memory limit 128Mi is already the most an attempt may get (128Mi: the "
         "largest node's allocatable or retry_limits.max_memory)"
     )
     factor = runplane.new_function("f").with_retries(5, on=["oom"], memory_factor=2)
     decision, _ = decide(
-        record(factor, [attempt(1)]), RunState.ERROR, "OOMKilled", "", Settings(), NOW
+        record(factor, [attempt(1)]), ended(RunState.ERROR, "OOMKilled"), Settings(), NOW
     )
     assert decision is not None
     assert decision.limits["memory"] == "256Mi"

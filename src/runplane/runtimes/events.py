@@ -13,18 +13,19 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from runplane.runs import Condition, RunState, Usage
+from runplane.runs import Condition, FailureClass, RunState, Usage, classify
 
 
 @dataclass(frozen=True, slots=True)
 class RunEvent:
     """A change in a run's life.
 
-    ``state`` is where the run is now; ``reason`` is a short machine word (``Unschedulable``,
-    ``OOMKilled``, ``Error``); ``message`` is the human text, e.g. the scheduler's
+    ``state`` is where the run is now; ``reason`` is a short machine word, a
+    :class:`~runplane.runs.Reason` (``Unschedulable``, ``OOMKilled``, ``Error``) or a word the
+    runtime passes on; ``message`` is the human text, e.g. the scheduler's
     ``0/1 nodes are available: ...``. ``condition`` is the finer state that state thresholds
     watch, when one applies. ``at`` is when the source says the change happened.
     """
@@ -48,6 +49,16 @@ class RunEvent:
     #: starts.
     isolation: str = ""
     at: float = field(default_factory=time.time)
+    #: Why the attempt failed, for an event that ends one in a failure: runtimes leave it
+    #: unset, and the service sets it once as the event enters it (:meth:`classified`), so
+    #: recording and the retry decision read one answer.
+    failure: FailureClass | None = None
+
+    def classified(self) -> RunEvent:
+        """This event with its failure class (see :func:`~runplane.runs.classify`): the first
+        thing the service does with every event it records, its own included."""
+        failure = classify(self.state, self.reason, self.message)
+        return self if failure is self.failure else replace(self, failure=failure)
 
 
 class EventChannel:

@@ -33,7 +33,6 @@ from runplane.runs import (
     RunState,
     Usage,
     check_limit,
-    classify,
 )
 from runplane.runtimes.contract import RunRequest, Runtime
 from runplane.runtimes.events import RunEvent
@@ -50,7 +49,6 @@ from runplane.spec.thresholds import check_thresholds, threshold_seconds
 log = logging.getLogger(__name__)
 
 _ABORT_POLL = 0.2
-LAUNCH_FAILED = "LaunchFailed"
 #: Events written in one transaction at most.
 _BATCH = 256
 
@@ -267,21 +265,20 @@ class RunService:
         except Exception as error:
             message = f"the {self.runtime.name} runtime could not start the run: {error}"
             log.warning("run %s: %s", request.uid, message)
-            failed = RunEvent(
-                request.uid,
-                RunState.ERROR,
-                reason=LAUNCH_FAILED,
-                message=message,
-                attempt=request.attempt,
-            )
-            self._write([failed])
+            self._launch_failed(request.uid, request.attempt, message)
             try:
-                self.runtime.abort(request.uid, LAUNCH_FAILED, message)
+                self.runtime.abort(request.uid, Reason.LAUNCH_FAILED, message)
             except Exception:
                 log.warning(
                     "run %s: stopping what its launch left failed", request.uid, exc_info=True
                 )
             return False
+
+    def _launch_failed(self, uid: str, attempt: int, message: str) -> None:
+        """End an attempt that could not be launched: ``error``, for the reason that says so."""
+        reason = Reason.LAUNCH_FAILED
+        failed = RunEvent(uid, RunState.ERROR, reason=reason, message=message, attempt=attempt)
+        self._write([failed])
 
     def _relaunch(self, uids: list[str]) -> list[str]:
         """Launch again runs recorded but never started (same uid and attempt: a runtime with
@@ -300,17 +297,7 @@ class RunService:
                 self.runtime.check(request)
             except Exception as error:
                 message = f"the run could not be queued again: {error}"
-                self._write(
-                    [
-                        RunEvent(
-                            uid,
-                            RunState.ERROR,
-                            reason=LAUNCH_FAILED,
-                            message=message,
-                            attempt=record.attempt,
-                        )
-                    ]
-                )
+                self._launch_failed(uid, record.attempt, message)
                 continue
             self._arm_spot_wait(record)
             if self._launch(request):
@@ -378,17 +365,7 @@ class RunService:
                 self.runtime.check(request)
             except Exception as error:
                 message = f"attempt {attempt} could not be prepared: {error}"
-                self._write(
-                    [
-                        RunEvent(
-                            uid,
-                            RunState.ERROR,
-                            reason=LAUNCH_FAILED,
-                            message=message,
-                            attempt=attempt,
-                        )
-                    ]
-                )
+                self._launch_failed(uid, attempt, message)
                 return
             self._arm_spot_wait(record)
             if self._launch(request):
@@ -406,8 +383,7 @@ class RunService:
         decided: dict[int, RetryDecision] = {}
         out = list(events)
         for index, event in enumerate(events):
-            failure = classify(event.state, event.reason, event.message)
-            if failure not in RETRYABLE:
+            if event.failure not in RETRYABLE:
                 continue
             try:
                 record = self.store.get(event.uid)
@@ -417,13 +393,7 @@ class RunService:
                 continue
             try:
                 decision, why = retries.decide(
-                    record,
-                    event.state,
-                    event.reason,
-                    event.message,
-                    self.settings,
-                    time.time(),
-                    self._largest_memory,
+                    record, event, self.settings, time.time(), self._largest_memory
                 )
             except Exception:  # a bad policy must not keep the run from ending
                 log.exception("run %s: the retry decision failed", event.uid)
@@ -510,7 +480,7 @@ class RunService:
                 " - deleting" if delete else "",
             )
             if delete:
-                self.runtime.abort(uid, "Orphan", "a pod of a run unknown to the service")
+                self.runtime.abort(uid, Reason.ORPHAN, "a pod of a run unknown to the service")
         return Reconciliation(self._relaunch(never_launched), lost, orphans)
 
     # -- events and thresholds ------------------------------------------------------------
@@ -525,8 +495,13 @@ class RunService:
 
     def _write(self, events: list[RunEvent]) -> None:
         """Record events (with the retry decisions of failed attempts), then start or stop
-        their threshold clocks, schedule decided attempts and wake waiters."""
-        events, decided = self._decisions(events)
+        their threshold clocks, schedule decided attempts and wake waiters.
+
+        Every event of the runtime, and every end the service itself decides, enters here
+        and is classified here, once (a run's executor that is gone is settled by the store,
+        which classifies its end the same way).
+        """
+        events, decided = self._decisions([event.classified() for event in events])
         try:
             applied = self.store.apply_many(events, decided)
         except Exception:  # keep recording; a broken burst is retried one event at a time
@@ -563,7 +538,7 @@ class RunService:
             if self.store.state_of(uid) in TERMINAL:
                 # Something of a run that has ended says it is alive (a pod made by a launch
                 # that timed out after the API server took it): it goes, as the record says.
-                self._aborts.submit(self.runtime.abort, uid, "Ended", "the run had ended")
+                self._aborts.submit(self.runtime.abort, uid, Reason.ENDED, "the run had ended")
 
     def _apply_alone(self, event: RunEvent, retry: RetryDecision | None) -> RunEvent | None:
         try:

@@ -20,7 +20,7 @@ from sqlalchemy.sql.dml import Insert, Update
 
 from runplane.bootstrap import RESULTS_LIMIT
 from runplane.errors import InvalidValueError
-from runplane.runs import Reason, RunState, classify
+from runplane.runs import Reason, RunState
 from runplane.runtimes.events import RunEvent
 from runplane.service.db.models import ARTIFACTS, ATTEMPTS, RUNS, TRANSITIONS
 from runplane.service.retries import RetryDecision
@@ -197,12 +197,11 @@ class _Burst:
         if self._ended.get(key, True):
             return  # ended already, or never recorded
         self._ended[key] = True
-        failure = classify(event.state, event.reason, event.message)
         values: dict[str, Any] = {
             "ended_at": event.at,
             "exit_code": event.exit_code,
             "reason": event.reason,
-            "failure": failure.value if failure else "",
+            "failure": event.failure.value if event.failure else "",
             "message": event.message,
         }
         if usage is not None:

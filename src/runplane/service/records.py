@@ -25,7 +25,6 @@ from runplane.runs import (
     RunState,
     TransitionRecord,
     check_uid,
-    classify,
 )
 from runplane.runtimes.events import RunEvent
 from runplane.service.db import READ_ONLY, session_factory
@@ -36,7 +35,6 @@ from runplane.service.db.models import (
     TRANSITIONS,
     Attempt,
     Run,
-    Transition,
 )
 from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
@@ -454,7 +452,7 @@ class RunStore:
         lost: list[str] = []
         adopted: list[str] = []
         orphaned: list[str] = []
-        now = time.time()
+        ends: list[RunEvent] = []
         with self._sessions.begin() as session:
             runs = session.scalars(
                 select(Run).where(
@@ -478,8 +476,9 @@ class RunStore:
                     f"the process that {'executed' if started else 'queued'} this run "
                     f"(pid {run.executor_pid}) is gone{'' if started else '; it never started'}"
                 )
-                self._end(run, RunState.ERROR, Reason.EXECUTOR_LOST, message, now)
+                ends.append(_end(run, RunState.ERROR, Reason.EXECUTOR_LOST, message))
                 lost.append(run.uid)
+            apply_burst(session.connection(), ends, {})
         return lost, adopted, orphaned
 
     def settle_queued(self, executor_pid: int) -> tuple[list[str], list[str]]:
@@ -490,6 +489,7 @@ class RunStore:
         """
         now = time.time()
         requeued, aborted = [], []
+        ends: list[RunEvent] = []
         with self._sessions.begin() as session:
             runs = session.scalars(
                 select(Run).where(
@@ -502,7 +502,7 @@ class RunStore:
                 what = "the run" if run.retry_at is None else f"attempt {run.attempt}"
                 if run.requeue:
                     run.executor_pid = run.executor_started = None
-                    run.reason, run.updated_at = "Requeued", now
+                    run.reason, run.updated_at = Reason.REQUEUED.value, now
                     run.status_text = (
                         f"the service stopped before {what} started; it starts when the "
                         "service starts again"
@@ -512,24 +512,20 @@ class RunStore:
                     message = "the runplane process that queued the run exited before " + (
                         "it started" if run.retry_at is None else f"attempt {run.attempt}"
                     )
-                    self._end(run, RunState.ABORTED, "Aborted", message, now)
+                    ends.append(_end(run, RunState.ABORTED, Reason.ABORTED, message))
                     aborted.append(run.uid)
+            apply_burst(session.connection(), ends, {})
         return requeued, aborted
 
     def source_dir(self, uid: str) -> str:
         with self._reads() as session:
             return str(session.scalar(select(Run.source_dir).where(Run.uid == uid)) or "")
 
-    @staticmethod
-    def _end(run: Run, state: RunState, reason: str, message: str, now: float) -> None:
-        run.transitions.append(
-            Transition(state=state.value, reason=reason, message=message, at=now)
-        )
-        run.state, run.reason, run.status_text = state.value, reason, message
-        run.state_since = run.updated_at = run.ended_at = now
-        run.retry_at = None
-        failure = classify(state, reason, message)
-        for attempt in run.attempts:
-            if attempt.ended_at is None:
-                attempt.ended_at, attempt.reason, attempt.message = now, reason, message
-                attempt.failure = failure.value if failure else ""
+
+def _end(run: Run, state: RunState, reason: Reason, message: str) -> RunEvent:
+    """The end of a run whose executor cannot report it (gone, or stopping before the run
+    started), as the event it would have sent, classified as it enters the service: recorded
+    like every other end, by :mod:`runplane.service.recording`, so a run's state has one
+    writer and one set of rules (:meth:`RunState.may_become`)."""
+    event = RunEvent(run.uid, state, reason=reason, message=message, attempt=run.attempt or 1)
+    return event.classified()

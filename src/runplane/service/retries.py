@@ -20,7 +20,8 @@ from runplane.config import Settings
 from runplane.errors import RunplaneError
 from runplane.rendering.preemption import check_selector_conflict
 from runplane.rendering.resources import Quantities, effective_mode
-from runplane.runs import AttemptRecord, FailureClass, Reason, RunRecord, RunState, classify
+from runplane.runs import AttemptRecord, FailureClass, Reason, RunRecord
+from runplane.runtimes.events import RunEvent
 from runplane.spec.durations import NEVER, parse_duration
 from runplane.spec.function import Function
 from runplane.spec.quantity import MEBIBYTE, mebibytes, parse_quantity, whole_bytes
@@ -229,20 +230,18 @@ def _fallback(
 
 def decide(
     record: RunRecord,
-    state: RunState,
-    reason: str,
-    message: str,
+    end: RunEvent,
     settings: Settings,
     now: float,
     largest_memory: Callable[[], int | None] = lambda: None,
 ) -> tuple[RetryDecision | None, str]:
-    """Whether the run's current attempt, which ended in ``state`` for ``reason``, gets
-    another; with ``None``, why not (empty when retries were not asked for).
+    """Whether the run's current attempt, which ``end`` ended (classified: its ``failure``
+    is set), gets another; with ``None``, why not (empty when retries were not asked for).
 
     ``largest_memory`` is asked only after an OOM kill: the largest node's allocatable memory
     in bytes (``None``: unknown).
     """
-    failure = classify(state, reason, message)
+    failure, reason, message = end.failure, end.reason, end.message
     if failure is None or failure is FailureClass.ABORTED:
         return None, ""
     function = Function.from_dict(record.function)

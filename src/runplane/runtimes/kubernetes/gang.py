@@ -26,15 +26,13 @@ from typing import Any
 
 from runplane import names
 from runplane.placement import GangFit, Node, fit_all, pod_requests
-from runplane.runs import Condition, RunState
+from runplane.runs import Condition, Reason, RunState
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.kubernetes.cluster import FINISHED_PHASES, occupied
 
 log = logging.getLogger(__name__)
 
-#: The reason word of a held run's ``pending`` event, the scheduler's own.
-UNSCHEDULABLE = "Unschedulable"
 #: How long an admitted run's pods are counted where the check put them, at most, while its
 #: operator has not made (or the scheduler not placed) them all.
 RESERVE_SECONDS = 120.0
@@ -129,7 +127,7 @@ class GangGate:
                 held.request.uid,
                 RunState.PENDING,
                 condition=Condition.PENDING_NOT_SCHEDULED,
-                reason=UNSCHEDULABLE,
+                reason=Reason.UNSCHEDULABLE,
                 message=f"waiting for room for all its pods at once: {held.message}",
                 attempt=held.request.attempt,
             )
@@ -179,7 +177,7 @@ class GangGate:
                 RunEvent(
                     held.request.uid,
                     RunState.ERROR,
-                    reason="LaunchFailed",
+                    reason=Reason.LAUNCH_FAILED,
                     message=f"the kubernetes runtime could not start the run: {problem}",
                     attempt=held.request.attempt,
                 )

@@ -31,9 +31,7 @@ from runplane.runs import Condition, Reason, RunState
 from runplane.runtimes.events import RunEvent
 
 #: Container waiting reasons that mean the image cannot be pulled (state ``image_pull_backoff``).
-PULL_BACKOFF = frozenset({"ImagePullBackOff", "ErrImagePull"})
-PREEMPTED = Reason.PREEMPTED
-POD_DELETED = Reason.POD_DELETED
+PULL_BACKOFF = frozenset({Reason.IMAGE_PULL_BACKOFF, Reason.ERR_IMAGE_PULL})
 MAIN_CONTAINER = "main"
 #: The container that runs the handler: runplane's own, or the one the Spark Operator names
 #: in the driver pod it makes from a SparkApplication.
@@ -154,14 +152,14 @@ def results_in_log(pod: Pod) -> bool:
 
 def _failure(end: Mapping[str, Any] | None, status: Mapping[str, Any]) -> tuple[str, str]:
     if end is None:
-        reason = status.get("reason") or "Error"
+        reason = status.get("reason") or Reason.ERROR
         return reason, status.get("message") or f"the pod failed ({reason})"
     code = end.get("exitCode")
-    reason = end.get("reason") or "Error"
+    reason = end.get("reason") or Reason.ERROR
     _, _, text = _summary(end)
     if text:
         return reason, text
-    if reason == "OOMKilled":
+    if reason == Reason.OOM_KILLED:
         return reason, f"the container exceeded its memory limit and was killed (exit code {code})"
     return reason, f"the container exited with code {code}"
 
@@ -190,7 +188,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
             pod,
             RunState.ABORTED if stopped else RunState.ABORTING,
             finished if stopped else None,
-            reason=annotations[names.ABORT_REASON] or "Aborted",
+            reason=annotations[names.ABORT_REASON] or Reason.ABORTED,
             message=annotations.get(names.ABORT_MESSAGE, ""),
             exit_code=exit_code if stopped else None,
         )
@@ -199,7 +197,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
             pod,
             RunState.COMPLETED,
             finished,
-            reason="Completed",
+            reason=Reason.COMPLETED,
             exit_code=exit_code or 0,
             results=_summary(end)[0],
             artifacts=_summary(end)[1],
@@ -212,7 +210,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
             pod,
             RunState.ERROR,
             _timestamp(disruption.get("lastTransitionTime")),
-            reason=PREEMPTED,
+            reason=Reason.PREEMPTED,
             message=f"{cause}: {detail}" if detail else cause,
             exit_code=exit_code,
         )
@@ -233,7 +231,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
             pod,
             RunState.ERROR,
             finished,
-            reason=POD_DELETED,
+            reason=Reason.POD_DELETED,
             message=f"pod deleted: {meta.get('name', '')} was deleted before the run finished, "
             "and not by runplane",
             exit_code=exit_code,
@@ -250,7 +248,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
             RunState.RUNNING,
             started,
             condition=Condition.RUNNING,
-            reason="Running",
+            reason=Reason.RUNNING,
             message=f"running on {node}" if node else "running",
         )
     if phase != "Pending":
@@ -284,7 +282,7 @@ def _pending(
             RunState.PENDING,
             _timestamp(scheduled.get("lastTransitionTime")) or created,
             condition=Condition.PENDING_NOT_SCHEDULED,
-            reason=scheduled.get("reason") or "Pending",
+            reason=scheduled.get("reason") or Reason.PENDING,
             message=scheduled.get("message") or "waiting for the scheduler",
         )
     starting = next((w for w in waiting if w.get("reason")), None)
@@ -293,7 +291,7 @@ def _pending(
         RunState.PENDING,
         _timestamp(scheduled.get("lastTransitionTime")) or created,
         condition=Condition.PENDING_SCHEDULED,
-        reason=starting["reason"] if starting else "Scheduled",
+        reason=starting["reason"] if starting else Reason.SCHEDULED,
         message=(starting or {}).get("message") or f"scheduled on {node}, starting",
     )
 

@@ -15,9 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from runplane import names
-from runplane.runs import RunState
+from runplane.runs import Reason, RunState
 from runplane.runtimes.events import RunEvent
-from runplane.runtimes.kubernetes.pod_events import POD_DELETED, pod_to_event, results_in_log
+from runplane.runtimes.kubernetes.pod_events import pod_to_event, results_in_log
 from runplane.runtimes.kubernetes.watch import DELETED, VANISHED
 
 log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class RunTracker:
         elif event is not None and (event.state is RunState.RUNNING or event.state.terminal):
             with self._lock:
                 self._main_started.add(event.uid)
-        if kind == VANISHED and event is not None and event.reason == POD_DELETED:
+        if kind == VANISHED and event is not None and event.reason == Reason.POD_DELETED:
             event = replace(
                 event,
                 message=f"pod {pod['metadata'].get('name')} was deleted while runplane was not "
@@ -111,7 +111,7 @@ class RunTracker:
             return
         with self._lock:
             loss = self._losing.pop(key, None) if forget or event.state.terminal else None
-            if loss is not None and event.reason == POD_DELETED:
+            if loss is not None and event.reason == Reason.POD_DELETED:
                 event = loss
             event = self._as_aborted(event)
             signature = (event.state, event.condition, event.reason, event.message, event.node)

@@ -37,6 +37,7 @@ from runplane.bootstrap import Invocation
 from runplane.config import Settings
 from runplane.placement import evaluate
 from runplane.rendering.resources import EffectiveResources
+from runplane.runs import Reason
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.local.autoscale import Autoscaler
 from runplane.runtimes.local.launch import LocalRun, environment, plan
@@ -273,7 +274,8 @@ class ReplicaSet:
             _kill_tree(process.pid)
             code = process.returncode
             exit_code = 128 - code if code < 0 else code
-            reason = "OOMKilled" if replica.oom else ("Completed" if code == 0 else "Error")
+            ended = Reason.COMPLETED if code == 0 else Reason.ERROR
+            reason = Reason.OOM_KILLED if replica.oom else ended
             replica.last_exit = f"{reason}, exit code {exit_code}"
             if now - replica.started >= BACKOFF_RESET:
                 replica.crash_streak = 0

@@ -24,7 +24,7 @@ from runplane import names
 from runplane.config import PreemptibleNodes, Settings
 from runplane.errors import ConfigError, NotFoundError
 from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
-from runplane.runs import Condition, RunState, Usage
+from runplane.runs import Condition, Reason, RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.labelling import check_label_change
@@ -220,12 +220,12 @@ class LocalRuntime:
             run.message = f"{fit.message} This run can never start here: {hint}."
             with self._lock:
                 self._waiting[run.uid] = run
-            self._emit(run.uid, RunState.PENDING, "Unschedulable", run.message)
+            self._emit(run.uid, RunState.PENDING, Reason.UNSCHEDULABLE, run.message)
             return
         with self._lock:
             self._to_claim[run.uid] = run.claim
             self._waiting[run.uid] = run
-        self._emit(run.uid, RunState.PENDING, "Pending", "waiting for capacity")
+        self._emit(run.uid, RunState.PENDING, Reason.PENDING, "waiting for capacity")
         self._wake.set()
 
     def _schedule(self) -> None:
@@ -268,7 +268,7 @@ class LocalRuntime:
             message = explained[key]
             if message != run.message:
                 run.message = message
-                self._emit(run.uid, RunState.PENDING, "Unschedulable", message)
+                self._emit(run.uid, RunState.PENDING, Reason.UNSCHEDULABLE, message)
 
     def _start(self, grant: Grant) -> None:
         with self._lock:
@@ -295,7 +295,9 @@ class LocalRuntime:
             self._supervisor.run(run, grant)
         except Exception as error:  # a supervisor bug must not leave the run hanging
             log.exception("supervising run %s failed", run.uid)
-            self._emit(run.uid, RunState.ERROR, "ExecutorError", f"{type(error).__name__}: {error}")
+            self._emit(
+                run.uid, RunState.ERROR, Reason.EXECUTOR_ERROR, f"{type(error).__name__}: {error}"
+            )
         finally:
             with self._lock:
                 self._to_release.add(run.uid)  # at the scheduler's next turn, woken below
@@ -347,7 +349,7 @@ class LocalRuntime:
             f" (after waiting {grace:g} s for it to finish)" if grace else ""
         )
         for run in running:
-            self.abort(run.uid, "Aborted", message)
+            self.abort(run.uid, Reason.ABORTED, message)
         for run in running:
             run.done.wait(timeout=10)
         with self._lock:
@@ -412,14 +414,14 @@ class LocalRuntime:
             run.never_fits = False
             self._to_claim[run.uid] = run.claim  # queued at the scheduler's next turn
             run.message = "waiting for capacity"
-            self._emit(run.uid, RunState.PENDING, "Pending", run.message)
+            self._emit(run.uid, RunState.PENDING, Reason.PENDING, run.message)
         elif not fit.schedulable and not run.never_fits:
             if self._to_claim.pop(run.uid, None) is None:
                 self._to_release.add(run.uid)
             run.never_fits = True
             hint = _hint(run.requirements, self.node, fit.message, self.settings.spot)
             run.message = f"{fit.message} This run can never start here: {hint}."
-            self._emit(run.uid, RunState.PENDING, "Unschedulable", run.message)
+            self._emit(run.uid, RunState.PENDING, Reason.UNSCHEDULABLE, run.message)
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
         """Run a serving function's replicas here, behind one port (:mod:`.serving`)."""

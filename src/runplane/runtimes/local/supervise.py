@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runplane.config import Settings
-from runplane.runs import RunState, Usage
+from runplane.runs import Reason, RunState, Usage
 from runplane.runtimes.local.cgroups import Counters, Hierarchy, Limits, RunGroup
 from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
@@ -95,7 +95,7 @@ class Supervisor:
         self.report(
             run.uid,
             RunState.RUNNING,
-            "Started",
+            Reason.STARTED,
             f"process {process.pid} on {self.node}"
             + (f"; a fresh interpreter: {run.fresh}" if run.fresh else ""),
             process_id=process.pid,
@@ -198,20 +198,20 @@ class Supervisor:
             run.peak_memory = max(run.peak_memory, rss)
             if run.memory_limit is not None and rss > run.memory_limit:
                 self.processes.kill(process.pid, run.uid, since, owner)
-                reason = "OOMKilled"
+                reason = Reason.OOM_KILLED
                 message = (
                     f"memory use {mebibytes(rss)} exceeded the limit "
                     f"{mebibytes(run.memory_limit)}; the run was killed"
                 )
             elif run.abort is not None and not reason:
                 self.processes.kill(process.pid, run.uid, since, owner)
-                reason = "Aborted"
+                reason = Reason.ABORTED
             time.sleep(self.interval)
         # Whatever the run left behind ends with it, as a pod's processes end with the pod.
         self.processes.kill(process.pid, run.uid, since, owner)
         process.close()
         usage = Usage(run.peak_memory, cpu_seconds)
-        if reason == "Aborted":
+        if reason == Reason.ABORTED:
             self._aborted(run, usage)
             return
         self._ended(run, process.pid, exit.returncode, usage, (reason, message))
@@ -232,13 +232,13 @@ class Supervisor:
         exit_code = _exit_code(returncode)
         results, artifacts, error = read_events(run.run_dir)
         if exit_code == 0 and not reason:
-            state, reason, message = RunState.COMPLETED, "Completed", ""
+            state, reason, message = RunState.COMPLETED, Reason.COMPLETED, ""
         else:
             state = RunState.ERROR
             if not reason:
-                reason = "Error" if returncode >= 0 else signal.Signals(-returncode).name
+                reason = Reason.ERROR if returncode >= 0 else signal.Signals(-returncode).name
                 message = error or f"the process exited with code {exit_code}"
-            elif reason == "PidsLimit":
+            elif reason == Reason.PIDS_LIMIT:
                 message = f"{error or f'the process exited with code {exit_code}'}; {message}"
         self.report(
             run.uid,
@@ -253,7 +253,7 @@ class Supervisor:
         )
 
     def _aborted(self, run: LocalRun, usage: Usage) -> None:
-        reason, message = run.abort or ("Aborted", "")
+        reason, message = run.abort or (Reason.ABORTED, "")
         results, artifacts, _ = read_events(run.run_dir)
         self.report(
             run.uid,
@@ -284,13 +284,16 @@ def _verdict(run: LocalRun, returncode: int, counters: Counters) -> tuple[str, s
     if counters.oom_kills:
         victim = "it" if returncode == -signal.SIGKILL else "one of its processes"
         if run.memory_limit is None:
-            return "OOMKilled", f"the machine ran out of memory and the kernel killed {victim}"
-        return "OOMKilled", (
+            return (
+                Reason.OOM_KILLED,
+                f"the machine ran out of memory and the kernel killed {victim}",
+            )
+        return Reason.OOM_KILLED, (
             f"the run reached its memory limit {mebibytes(run.memory_limit)} and the kernel "
             f"killed {victim} (peak {mebibytes(counters.peak_memory)}; nothing is swapped)"
         )
     if counters.pids_refused:
-        return "PidsLimit", (
+        return Reason.PIDS_LIMIT, (
             "the run reached its limit of processes and threads (local.pids_limit) and the "
             f"kernel refused {counters.pids_refused} fork(s)"
         )
