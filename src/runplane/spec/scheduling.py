@@ -232,7 +232,8 @@ def check_tolerations(field: str, tolerations: Any) -> list[dict[str, Any]]:
 
 
 def check_node_selector(field: str, selector: Any) -> dict[str, str]:
-    return check_labels(field, to_kubernetes_json(selector))
+    """Labels a node must carry; ``None`` is no selector."""
+    return check_labels(field, to_kubernetes_json(selector or {}))
 
 
 def check_priority_class_name(field: str, name: Any) -> str:
