@@ -6,6 +6,7 @@ user gave them, so that export, render and placement read one representation.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -170,6 +171,21 @@ def check_affinity(field: str, affinity: Any) -> dict[str, Any] | None:
             )
         _check_node_selector_terms(f"{where}[{index}]", [preferred["preference"]])
     return affinity
+
+
+def required_node_terms(affinity: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The node selector terms an affinity requires (any one of them must match a node);
+    ``None`` when it requires none, which is not the same as a list of no terms."""
+    node_affinity = (affinity or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    return None if required is None else list(required.get("nodeSelectorTerms") or [])
+
+
+def in_requirements(term: Mapping[str, Any]) -> Iterator[tuple[str, list[str]]]:
+    """A node selector term's ``key In values`` requirements, as ``(key, values)``."""
+    for expression in term.get("matchExpressions") or []:
+        if expression.get("operator") == "In":
+            yield expression.get("key", ""), list(expression.get("values") or [])
 
 
 def check_toleration(field: str, toleration: Any) -> dict[str, Any]:
