@@ -45,6 +45,11 @@ __all__ = [
 ]
 
 
+def given(**values: Any) -> dict[str, Any]:
+    """The arguments a modifier was given: ``None`` means "leave this part as it is"."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
 class Function(SpecModel, ResourceCalls):
     """A Python function with everything it needs to run: code, resources, placement, env."""
 
@@ -135,16 +140,15 @@ class Function(SpecModel, ResourceCalls):
         Several selector labels are ANDed. ``node_selector={}`` clears the function's own
         selector (service defaults still apply at render time).
         """
-        changes: dict[str, Any] = {}
-        if node_name is not None:
-            changes["node_name"] = node_name
-        if node_selector is not None:
-            changes["node_selector"] = node_selector
-        if affinity is not None:
-            changes["affinity"] = affinity
-        if tolerations is not None:
-            changes["tolerations"] = tolerations
-        return self._replace("spec", **changes)
+        return self._replace(
+            "spec",
+            **given(
+                node_name=node_name,
+                node_selector=node_selector,
+                affinity=affinity,
+                tolerations=tolerations,
+            ),
+        )
 
     def with_preemption_mode(self, mode: str) -> Function:
         """Choose how the function relates to spot nodes: none, prevent, constrain or allow."""
@@ -190,9 +194,8 @@ class Function(SpecModel, ResourceCalls):
         ``after_preemptions`` preemptions on spot (0 never), or when an attempt that may run
         only on spot waits longer than ``pending`` for a node (-1 never). A fallback is a
         retry: the run needs attempts left (``with_retries``)."""
-        fallback = {"after_preemptions": after_preemptions, "pending": pending}
-        given = {key: value for key, value in fallback.items() if value is not None}
-        return self._replace("spec", retry=patched(self.spec.retry, spot_fallback=given))
+        fallback = given(after_preemptions=after_preemptions, pending=pending)
+        return self._replace("spec", retry=patched(self.spec.retry, spot_fallback=fallback))
 
     def with_checkpoints(
         self, path: str | None = None, grace_period_seconds: int | None = None
@@ -200,12 +203,10 @@ class Function(SpecModel, ResourceCalls):
         """Keep checkpoints at ``path`` (on a mounted volume; ``{{run.uid}}`` is replaced), found
         by the next attempt as ``context.last_checkpoint``, and give a stopped pod
         ``grace_period_seconds`` between SIGTERM (``context.on_preemption``) and SIGKILL."""
-        changes: dict[str, Any] = {}
-        if path is not None:
-            changes["checkpoint_path"] = path
-        if grace_period_seconds is not None:
-            changes["termination_grace_period_seconds"] = grace_period_seconds
-        return self._replace("spec", **changes)
+        return self._replace(
+            "spec",
+            **given(checkpoint_path=path, termination_grace_period_seconds=grace_period_seconds),
+        )
 
     def with_priority_class(self, name: str | None = None) -> Function:
         """Order the function in the scheduling queue; ``None`` returns to the service default.
@@ -412,12 +413,10 @@ class Function(SpecModel, ResourceCalls):
     ) -> Function:
         """Choose when nodes pull the image (``Always``, ``IfNotPresent``, ``Never``) and the
         Secret they pull it with (a ``kubernetes.io/dockerconfigjson`` Secret's name)."""
-        changes: dict[str, Any] = {}
-        if image_pull_policy is not None:
-            changes["image_pull_policy"] = image_pull_policy
-        if image_pull_secret_name is not None:
-            changes["image_pull_secret"] = image_pull_secret_name
-        return self._replace("spec", **changes)
+        return self._replace(
+            "spec",
+            **given(image_pull_policy=image_pull_policy, image_pull_secret=image_pull_secret_name),
+        )
 
     # -- build and source -----------------------------------------------------------------------
 
@@ -522,8 +521,6 @@ class Function(SpecModel, ResourceCalls):
     def with_http(self, workers: int | None = None, worker_timeout: int | None = None) -> Function:
         """Set the serving HTTP server's worker processes and their timeout in seconds."""
         http = self.spec.http.model_dump() if self.spec.http else {}
-        if workers is not None:
-            http["workers"] = workers
-        if worker_timeout is not None:
-            http["worker_timeout"] = worker_timeout
-        return self._replace("spec", http=http)
+        return self._replace(
+            "spec", http={**http, **given(workers=workers, worker_timeout=worker_timeout)}
+        )

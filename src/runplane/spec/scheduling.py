@@ -198,38 +198,26 @@ def check_toleration(field: str, toleration: Any) -> dict[str, Any]:
             "a toleration has key, operator, value, effect, tolerationSeconds",
             _TOLERATION_EXAMPLE,
         )
+
+    def refused(part: str, value: Any, allowed: str) -> InvalidValueError:
+        return InvalidValueError(f"{field}.{part}", value, allowed, _TOLERATION_EXAMPLE)
+
     operator = toleration.get("operator", "Equal")
     if operator not in _TOLERATION_OPERATORS:
-        raise InvalidValueError(
-            f"{field}.operator",
-            operator,
-            "allowed operators are Equal and Exists",
-            _TOLERATION_EXAMPLE,
-        )
+        raise refused("operator", operator, "allowed operators are Equal and Exists")
     key = toleration.get("key", "")
     if key:
         check_label_key(f"{field}.key", key)
     elif operator != "Exists":
-        raise InvalidValueError(
-            f"{field}.key",
-            key,
-            "an empty key needs operator Exists (it tolerates every taint)",
-            _TOLERATION_EXAMPLE,
-        )
+        raise refused("key", key, "an empty key needs operator Exists (it tolerates every taint)")
     if operator == "Exists" and toleration.get("value"):
-        raise InvalidValueError(
-            f"{field}.value",
-            toleration["value"],
-            "operator Exists takes no value",
-            _TOLERATION_EXAMPLE,
-        )
+        raise refused("value", toleration["value"], "operator Exists takes no value")
     effect = toleration.get("effect", "")
     if effect not in _TAINT_EFFECTS:
-        raise InvalidValueError(
-            f"{field}.effect",
+        raise refused(
+            "effect",
             effect,
             "allowed effects are NoSchedule, PreferNoSchedule, NoExecute (or empty for all)",
-            _TOLERATION_EXAMPLE,
         )
     seconds = toleration.get("tolerationSeconds")
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
