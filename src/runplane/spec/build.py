@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+from functools import partial
 from typing import Any
 
 import pydantic
 
 from runplane.errors import InvalidValueError
-from runplane.spec.base import SpecModel
+from runplane.spec.base import SpecModel, checked
 from runplane.spec.bounds import MAX_SOURCE_BYTES, check_lines, check_text
 from runplane.spec.volumes import check_relative_path
 
@@ -31,11 +32,11 @@ class BuildSpec(SpecModel):
     #: An archive or repository of the code (``with_source_archive``), recorded.
     source_archive: str = ""
 
-    @pydantic.field_validator("requirements", "commands", mode="before")
-    @classmethod
-    def _lines(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        field = f"spec.build.{info.field_name}"
-        return check_lines(field, value, "['pandas==2.2']", "'pandas==2.2'")
+    _lines = checked(
+        "requirements",
+        "commands",
+        by=partial(check_lines, example="['pandas==2.2']", line_example="'pandas==2.2'"),
+    )
 
     @pydantic.field_validator("source", mode="before")
     @classmethod
