@@ -26,9 +26,9 @@ from pydantic_settings import (
 
 from runplane import names
 from runplane.errors import ConfigError, InvalidValueError, shown
+from runplane.spec.base import checked
 from runplane.spec.labels import check_labels
-from runplane.spec.quantity import parse_quantity
-from runplane.spec.resources import Resources
+from runplane.spec.resources import Resources, check_quantity_setting
 from runplane.spec.retries import DEFAULT_POLICY, RetryLimits, RetryPolicy, overlay
 from runplane.spec.scheduling import PreemptionMode, check_tolerations
 from runplane.spec.thresholds import DEFAULT_THRESHOLDS, ThresholdValue, check_thresholds
@@ -52,15 +52,10 @@ class PreemptibleNodes(pydantic.BaseModel):
     #: The label value that marks on-demand nodes, where the cluster has one.
     on_demand_labels: dict[str, str] = pydantic.Field(default_factory=dict)
 
-    @pydantic.field_validator("node_selector", "on_demand_labels", mode="before")
-    @classmethod
-    def _labels(cls, value: Any) -> Any:
-        return check_labels("preemptible_nodes.node_selector", value)
-
-    @pydantic.field_validator("tolerations", mode="before")
-    @classmethod
-    def _tolerations(cls, value: Any) -> Any:
-        return check_tolerations("preemptible_nodes.tolerations", value)
+    _labels = checked(
+        "node_selector", "on_demand_labels", by=check_labels, where="preemptible_nodes"
+    )
+    _tolerations = checked("tolerations", by=check_tolerations, where="preemptible_nodes")
 
 
 #: Spot-node conventions of common clusters, selectable with ``preemptible_nodes_preset``.
@@ -98,6 +93,11 @@ PREEMPTIBLE_PRESETS: dict[str, PreemptibleNodes] = {
 }
 
 
+def _with_default_thresholds(field: str, value: object) -> dict[str, ThresholdValue]:
+    """The documents' thresholds, overridden state by state by the configured ones."""
+    return {**DEFAULT_THRESHOLDS, **check_thresholds(field, value)}
+
+
 class FunctionDefaults(pydantic.BaseModel):
     """What a function gets for every key it leaves unset."""
 
@@ -122,28 +122,16 @@ class FunctionDefaults(pydantic.BaseModel):
     def _retry(cls, value: RetryPolicy) -> RetryPolicy:
         return overlay(DEFAULT_POLICY, value)
 
-    @pydantic.field_validator("tolerations", mode="before")
-    @classmethod
-    def _tolerations(cls, value: Any) -> Any:
-        return check_tolerations("function_defaults.tolerations", value)
+    _tolerations = checked("tolerations", by=check_tolerations, where="function_defaults")
+    _selector = checked("node_selector", by=check_labels, where="function_defaults")
+    _thresholds = checked(
+        "state_thresholds", by=_with_default_thresholds, where="function_defaults"
+    )
 
     @pydantic.field_validator("preemption_mode", mode="before")
     @classmethod
     def _mode(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
-
-    @pydantic.field_validator("node_selector", mode="before")
-    @classmethod
-    def _selector(cls, value: Any) -> Any:
-        return check_labels("function_defaults.node_selector", value)
-
-    @pydantic.field_validator("state_thresholds", mode="before")
-    @classmethod
-    def _thresholds(cls, value: Any) -> Any:
-        return {
-            **DEFAULT_THRESHOLDS,
-            **check_thresholds("function_defaults.state_thresholds", value),
-        }
 
 
 class PriorityClasses(pydantic.BaseModel):
@@ -277,19 +265,8 @@ class Local(pydantic.BaseModel):
             )
         return value
 
-    @pydantic.field_validator("node_labels", mode="before")
-    @classmethod
-    def _labels(cls, value: Any) -> Any:
-        return None if value is None else check_labels("local.node_labels", value)
-
-    @pydantic.field_validator("cpu", "memory", mode="before")
-    @classmethod
-    def _quantity(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        if value is not None:
-            kind = "cpu" if info.field_name == "cpu" else "memory"
-            parse_quantity(f"local.{info.field_name}", value, kind)
-            return str(value)
-        return value
+    _labels = checked("node_labels", by=check_labels, where="local", optional=True)
+    _quantity = checked("cpu", "memory", by=check_quantity_setting, where="local", optional=True)
 
 
 #: The shortest bearer token the service accepts: a guessable token is an open door.
@@ -365,14 +342,9 @@ class NodeGroupPrice(pydantic.BaseModel):
     cpu: str | None = None
     memory: str | None = None
 
-    @pydantic.field_validator("cpu", "memory", mode="before")
-    @classmethod
-    def _quantity(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        if value is not None:
-            kind = "cpu" if info.field_name == "cpu" else "memory"
-            parse_quantity(f"node_groups.{info.field_name}", value, kind)
-            return str(value)
-        return value
+    _quantity = checked(
+        "cpu", "memory", by=check_quantity_setting, where="node_groups", optional=True
+    )
 
 
 class Service(pydantic.BaseModel):

@@ -16,7 +16,7 @@ from runplane.spec.bounds import load_json
 from runplane.spec.function import Function
 from runplane.spec.handler import bind_parameters, read_signature
 from runplane.spec.loaders import embed_command, import_function, new_function
-from runplane.spec.scheduling import check_preemption_mode
+from runplane.spec.scheduling import check_preemption_mode, in_requirements, required_node_terms
 from runplane.spec.secret_refs import secret_references, volume_secret_refs
 from runplane.spec.volumes import check_volume_mounts, check_volumes, mount_configmap
 
@@ -180,6 +180,17 @@ def test_preemption_modes_are_named(mode):
 
 def test_preemption_mode_is_case_blind(fn):
     assert fn.with_preemption_mode("ALLOW").spec.preemption_mode == "allow"
+
+
+def test_required_terms_are_read_once_for_render_placement_and_runtimes():
+    zone = {"key": "zone", "operator": "In", "values": ["a", "b"]}
+    gpu = {"key": "gpu", "operator": "Exists"}
+    assert required_node_terms(required(zone, gpu)) == [{"matchExpressions": [zone, gpu]}]
+    assert list(in_requirements({"matchExpressions": [zone, gpu]})) == [("zone", ["a", "b"])]
+    # No required affinity differs from one that requires no term: placement tells them apart.
+    assert required_node_terms(None) is None
+    assert required_node_terms({"nodeAffinity": {PREFERRED: []}}) is None
+    assert required_node_terms({"nodeAffinity": {REQUIRED: {}}}) == []
 
 
 # -- the handler's signature ----------------------------------------------------------------

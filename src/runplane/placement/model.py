@@ -12,6 +12,7 @@ from typing import Any
 
 from runplane import names
 from runplane.spec.quantity import resource_amount
+from runplane.spec.scheduling import required_node_terms
 
 #: Pods per node when a node does not say (the kubelet's default ``maxPods``).
 DEFAULT_MAX_PODS = 110
@@ -156,17 +157,10 @@ class PodRequirements:
 
     @classmethod
     def from_pod_spec(cls, spec: Mapping[str, Any]) -> PodRequirements:
-        required = (
-            (spec.get("affinity") or {})
-            .get("nodeAffinity", {})
-            .get("requiredDuringSchedulingIgnoredDuringExecution")
-        )
         return cls(
             node_name=spec.get("nodeName"),
             node_selector=dict(spec.get("nodeSelector") or {}),
-            required_terms=None
-            if required is None
-            else list(required.get("nodeSelectorTerms", [])),
+            required_terms=required_node_terms(spec.get("affinity")),
             tolerations=list(spec.get("tolerations") or []),
             requests=pod_requests(spec),
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 from runplane.config import Settings
 from runplane.errors import InvalidValueError, PolicyError
+from runplane.spec.scheduling import in_requirements, required_node_terms
 
 
 def check_priority_class(settings: Settings, name: str, role: str | None = None) -> str:
@@ -40,20 +41,13 @@ def check_reserved_groups(
     settings: Settings, selector: Mapping[str, str], affinity: Mapping[str, Any] | None
 ) -> None:
     """Refuse a function whose selector or required affinity targets a reserved node group."""
-    terms = (
-        (affinity or {})
-        .get("nodeAffinity", {})
-        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
-        .get("nodeSelectorTerms", [])
-    )
+    terms = required_node_terms(affinity) or []
     for group in settings.reserved_node_groups:
         for key, value in group.node_selector.items():
             targeted = selector.get(key) == value or any(
-                expression.get("key") == key
-                and expression.get("operator") == "In"
-                and value in expression.get("values", [])
+                required == key and value in values
                 for term in terms
-                for expression in term.get("matchExpressions", [])
+                for required, values in in_requirements(term)
             )
             if targeted:
                 raise PolicyError(

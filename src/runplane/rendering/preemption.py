@@ -22,7 +22,7 @@ from typing import Any
 
 from runplane.config import PreemptibleNodes
 from runplane.errors import ConflictError
-from runplane.spec.scheduling import PreemptionMode
+from runplane.spec.scheduling import PreemptionMode, required_node_terms
 
 Term = dict[str, Any]
 
@@ -81,7 +81,7 @@ def apply_preemption_mode(
             {"key": key, "operator": "NotIn", "values": [value]}
             for key, value in spot.node_selector.items()
         ]
-        terms = _required_terms(affinity_out) or [{}]
+        terms = required_node_terms(affinity_out) or [{}]
         new_terms = [
             {**term, "matchExpressions": _append_unique(term.get("matchExpressions", []), anti)}
             for term in terms
@@ -90,7 +90,7 @@ def apply_preemption_mode(
     tolerated = _append_unique(list(tolerations), spot.tolerations)
     if mode is PreemptionMode.ALLOW:
         return affinity_out, tolerated
-    terms = _required_terms(affinity_out) or [{}]
+    terms = required_node_terms(affinity_out) or [{}]
     new_terms = [
         {
             **term,
@@ -103,15 +103,6 @@ def apply_preemption_mode(
         for key, value in spot.node_selector.items()
     ]
     return _with_required_terms(affinity_out, new_terms), tolerated
-
-
-def _required_terms(affinity: Mapping[str, Any] | None) -> list[Term]:
-    if not affinity:
-        return []
-    required = (
-        affinity.get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    )
-    return list(required.get("nodeSelectorTerms", []))
 
 
 def _with_required_terms(affinity: dict[str, Any] | None, terms: list[Term]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import pydantic
@@ -48,6 +49,31 @@ class SpecModel(pydantic.BaseModel):
             if previous is not _MISSING:
                 self.__dict__[name] = previous
             raise
+
+
+def checked(
+    *fields: str,
+    by: Callable[[str, Any], Any],
+    where: str | None = None,
+    optional: bool = False,
+    keep: bool = False,
+) -> Any:
+    """A before-validator of ``fields`` that hands each value to the check ``by`` under the
+    name users know it by (``where.field``; ``where`` defaults to the model's ``field_path``),
+    so one check serves every model that holds such a field and its errors name the field.
+
+    ``optional``: ``None`` passes unchecked. ``keep``: the value stays as written (the check
+    only refuses), where the check's result is a derived value such as seconds.
+    """
+
+    def validate(cls: type[Any], value: Any, info: pydantic.ValidationInfo) -> Any:
+        if optional and value is None:
+            return None
+        prefix = getattr(cls, "field_path", "") if where is None else where
+        result = by(f"{prefix}.{info.field_name}" if prefix else str(info.field_name), value)
+        return value if keep else result
+
+    return pydantic.field_validator(*fields, mode="before")(validate)
 
 
 def to_kubernetes_json(value: Any) -> Any:

@@ -245,6 +245,16 @@ def check_count(field: str, items: Any, limit: int = MAX_ITEMS) -> None:
         )
 
 
+def check_lines(field: str, value: object, example: str, line_example: str) -> list[str]:
+    """A list of texts (arguments, requirements, commands): counted, and each line checked."""
+    if not isinstance(value, list):
+        raise InvalidValueError(field, value, "a list of strings", example)
+    check_count(field, value)
+    for index, line in enumerate(value):
+        check_text(f"{field}[{index}]", line, MAX_TEXT_BYTES, line_example)
+    return value
+
+
 class _Elided:
     """A large or deep value in an error message: its type and size, not its content."""
 

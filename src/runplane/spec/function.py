@@ -4,421 +4,53 @@ Every modifier validates its arguments, computes the new value, and only then as
 refused call leaves the function exactly as it was. Modifiers return the function so calls
 chain. Service defaults, preemption mode and auto-mount are *not* applied here: they are
 applied at render time and never written back, which is what keeps modes from being sticky.
+
+The function's parts live in their own modules (kinds, metadata, build, function_spec); their
+names are importable from here too, where most of runplane reaches for them.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Callable, Mapping, Sequence
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pydantic
 
 from runplane import hooks, names
-from runplane.errors import ConflictError, InvalidValueError
+from runplane.errors import InvalidValueError
 from runplane.spec import env as environment
 from runplane.spec.base import SpecModel, translate
-from runplane.spec.bounds import MAX_SOURCE_BYTES, MAX_TEXT_BYTES, check_count, check_text
-from runplane.spec.labels import (
-    check_dns_label,
-    check_label_key,
-    check_labels,
-    normalize_name,
-)
-from runplane.spec.resources import (
-    COMPUTE,
-    Resources,
-    check_gpu_count,
-    check_gpu_type,
-    gpu_entries,
-)
-from runplane.spec.retries import MAX_ATTEMPTS, RetryPolicy, patched
-from runplane.spec.roles import RoleResources, check_roles, compute_quantities
-from runplane.spec.scheduling import (
-    PreemptionMode,
-    check_affinity,
-    check_node_selector,
-    check_preemption_mode,
-    check_priority_class_name,
-    check_tolerations,
-)
-from runplane.spec.thresholds import ThresholdValue, check_thresholds
-from runplane.spec.volumes import (
-    Mount,
-    Volume,
-    add_volume,
-    check_mount_path,
-    check_relative_path,
-    check_volume_mounts,
-    check_volumes,
-)
+from runplane.spec.bounds import MAX_TEXT_BYTES, check_text
+from runplane.spec.build import BuildSpec
+from runplane.spec.function_spec import FunctionSpec
+from runplane.spec.kinds import FunctionKind, check_kind, check_kind_rules, check_servable
+from runplane.spec.metadata import Metadata
+from runplane.spec.resources import gpu_entries
+from runplane.spec.retries import patched
+from runplane.spec.roles import ResourceCalls
+from runplane.spec.scheduling import check_preemption_mode, check_priority_class_name
+from runplane.spec.thresholds import check_thresholds
+from runplane.spec.volumes import Mount, Volume, add_volume
+
+__all__ = [
+    "BuildSpec",
+    "Function",
+    "FunctionKind",
+    "FunctionSpec",
+    "Metadata",
+    "check_kind",
+    "check_servable",
+]
 
 
-class FunctionKind(StrEnum):
-    """``job`` runs to completion; ``serving`` is a long-running HTTP service; ``mpijob``,
-    ``dask`` and ``spark`` spread one computation over several processes or pods (see
-    docs/runtimes.md)."""
-
-    JOB = "job"
-    SERVING = "serving"
-    MPIJOB = "mpijob"
-    DASK = "dask"
-    SPARK = "spark"
+def given(**values: Any) -> dict[str, Any]:
+    """The arguments a modifier was given: ``None`` means "leave this part as it is"."""
+    return {key: value for key, value in values.items() if value is not None}
 
 
-#: Other names of a kind: ``local`` (MLRun's in-process job, and what functions exported by
-#: earlier runplane versions may say) and ``handler`` run as a job, here or through the
-#: service; ``nuclio`` and ``remote`` (MLRun's names of a real-time function) are ``serving``.
-KIND_ALIASES = {
-    "local": FunctionKind.JOB,
-    "handler": FunctionKind.JOB,
-    "nuclio": FunctionKind.SERVING,
-    "remote": FunctionKind.SERVING,
-}
-
-
-def check_kind(kind: object) -> FunctionKind:
-    try:
-        if not isinstance(kind, str):
-            raise ValueError(kind)
-        return KIND_ALIASES.get(kind) or FunctionKind(kind or FunctionKind.JOB)
-    except ValueError:
-        raise InvalidValueError(
-            "kind",
-            kind,
-            "allowed kinds are " + ", ".join(k.value for k in FunctionKind),
-            "kind='job'",
-        ) from None
-
-
-class Metadata(SpecModel):
-    field_path = "metadata"
-
-    name: str
-    project: str = "default"
-    tag: str = ""
-    labels: dict[str, str] = pydantic.Field(default_factory=dict)
-
-    @pydantic.field_validator("name", mode="before")
-    @classmethod
-    def _name(cls, value: Any) -> Any:
-        """Normalised with a warning; empty until a run names it after its handler
-        (``new_function().run(handler=train)``)."""
-        if value == "":
-            return value
-        return check_dns_label("metadata.name", normalize_name("metadata.name", value))
-
-    @pydantic.field_validator("project", mode="before")
-    @classmethod
-    def _project(cls, value: Any) -> Any:
-        return check_dns_label("metadata.project", value)
-
-    @pydantic.field_validator("labels", mode="before")
-    @classmethod
-    def _labels(cls, value: Any) -> Any:
-        return check_labels("metadata.labels", value)
-
-
-class BuildSpec(SpecModel):
-    """The code a function runs, embedded so the function runs anywhere without the file."""
-
-    field_path = "spec.build"
-
-    #: The code, base64-encoded UTF-8 text.
-    source: str = ""
-    #: Its file name, relative: the name the handler's module is loaded under.
-    filename: str = ""
-    #: An image build's recipe, recorded with the function (``with_requirements``,
-    #: ``build_function``): runs here need no image; a cluster's image must have them.
-    base_image: str = ""
-    requirements: list[str] = pydantic.Field(default_factory=list)
-    commands: list[str] = pydantic.Field(default_factory=list)
-    #: An archive or repository of the code (``with_source_archive``), recorded.
-    source_archive: str = ""
-
-    @pydantic.field_validator("requirements", "commands", mode="before")
-    @classmethod
-    def _lines(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        field = f"spec.build.{info.field_name}"
-        if not isinstance(value, list):
-            raise InvalidValueError(field, value, "a list of strings", "['pandas==2.2']")
-        check_count(field, value)
-        for index, line in enumerate(value):
-            check_text(f"{field}[{index}]", line, MAX_TEXT_BYTES, "'pandas==2.2'")
-        return value
-
-    @pydantic.field_validator("source", mode="before")
-    @classmethod
-    def _source(cls, value: Any) -> Any:
-        if value == "":
-            return value
-        example = "code_to_function(..., filename='train.py') embeds it"
-        if not isinstance(value, str) or len(value) > 2 * MAX_SOURCE_BYTES:
-            raise InvalidValueError(
-                "spec.build.source", value, "base64 of the code's UTF-8 text", example
-            )
-        try:
-            code = base64.b64decode(value, validate=True).decode("utf-8")
-        except (binascii.Error, ValueError):
-            raise InvalidValueError(
-                "spec.build.source", value, "base64 of the code's UTF-8 text", example
-            ) from None
-        check_text("spec.build.source (decoded)", code, MAX_SOURCE_BYTES, example)
-        return value
-
-    @pydantic.field_validator("filename", mode="before")
-    @classmethod
-    def _filename(cls, value: Any) -> Any:
-        if value == "":
-            return value
-        check_relative_path("spec.build.filename", value, "'train.py'")
-        return value
-
-
-class HttpSpec(SpecModel):
-    """The HTTP server of a ``serving`` function."""
-
-    field_path = "spec.http"
-
-    workers: int = pydantic.Field(default=1, ge=1)
-    worker_timeout: int | None = pydantic.Field(default=None, ge=1)
-
-
-class FunctionSpec(SpecModel):
-    field_path = "spec"
-
-    description: str = ""
-    image: str = ""
-    #: When the node fetches the image: Kubernetes' own default when unset (IfNotPresent,
-    #: or Always for a ``:latest`` tag).
-    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
-    command: str = ""
-    args: list[str] = pydantic.Field(default_factory=list)
-    handler: str = ""
-    build: BuildSpec = pydantic.Field(default_factory=BuildSpec)
-    resources: Resources = pydantic.Field(default_factory=Resources)
-    node_name: str | None = None
-    node_selector: dict[str, str] = pydantic.Field(default_factory=dict)
-    affinity: dict[str, Any] | None = None
-    tolerations: list[dict[str, Any]] = pydantic.Field(default_factory=list)
-    preemption_mode: PreemptionMode | None = None
-    priority_class_name: str | None = None
-    env: list[dict[str, Any]] = pydantic.Field(default_factory=list)
-    volumes: list[dict[str, Any]] = pydantic.Field(default_factory=list)
-    volume_mounts: list[dict[str, Any]] = pydantic.Field(default_factory=list)
-    disable_auto_mount: bool = False
-    state_thresholds: dict[str, ThresholdValue] = pydantic.Field(default_factory=dict)
-    replicas: int | None = pydantic.Field(default=None, ge=0)
-    #: 0 asks to scale to zero; the autoscaler keeps at least one replica (Kubernetes' HPA
-    #: scales to zero only behind an alpha feature gate).
-    min_replicas: int | None = pydantic.Field(default=None, ge=0)
-    max_replicas: int | None = pydantic.Field(default=None, ge=1)
-    target_cpu_percent: int | None = pydantic.Field(default=None, ge=1)
-    http: HttpSpec | None = None
-    #: Per-role resources (spec/roles.py): dask's workers and scheduler, spark's driver and
-    #: executors. ``nthreads``: threads per dask worker.
-    worker_resources: Resources = pydantic.Field(default_factory=Resources)
-    scheduler_resources: Resources = pydantic.Field(default_factory=Resources)
-    driver_resources: Resources = pydantic.Field(default_factory=Resources)
-    executor_resources: Resources = pydantic.Field(default_factory=Resources)
-    nthreads: int | None = pydantic.Field(default=None, ge=1)
-    #: MLRun's switch between a dask cluster on Kubernetes and one in-process; runplane's
-    #: dask client takes its backend's (docs/runtimes.md), so this is recorded only.
-    remote: bool = True
-    #: Retries after a failure, the shorthand of ``retry.max_attempts`` (N retries: N + 1
-    #: attempts); ``retry`` says which failures and how (``spec/retries.py``).
-    retries: int = pydantic.Field(default=0, ge=0, le=MAX_ATTEMPTS - 1)
-    retry: RetryPolicy | None = None
-    #: Pod annotations (for sidecars, admission webhooks, cluster tooling).
-    annotations: dict[str, str] = pydantic.Field(default_factory=dict)
-    #: Where a run's artifacts go in its file system, ``{{run.uid}}`` and ``{{run.project}}``
-    #: replaced per run; a mounted volume's path keeps them after the run. Unset: the run's
-    #: own directory (on Kubernetes, gone with the pod).
-    artifact_path: str = ""
-    #: How a run logs what the handler returns: one ``key`` or ``key:kind`` (result,
-    #: dataset, file, artifact, object) per returned value. Set per run by ``run(returns=)``.
-    returns: list[str] = pydantic.Field(default_factory=list)
-    #: The Kubernetes Service type of a serving function (``ClusterIP`` by default).
-    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] | None = None
-    #: The Secret the node pulls the image with (``set_image_pull_configuration``).
-    image_pull_secret: str | None = None
-    #: Server settings set with ``set_config(key, value)``, recorded with the function.
-    config: dict[str, Any] = pydantic.Field(default_factory=dict)
-
-    @pydantic.field_validator("returns", mode="before")
-    @classmethod
-    def _returns(cls, value: Any) -> Any:
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise InvalidValueError(
-                "returns", value, "a list of 'key' or 'key:kind'", "['accuracy', 'data:dataset']"
-            )
-        check_count("returns", value)
-        for item in value:
-            check_text("returns", item, MAX_TEXT_BYTES, "'accuracy'")
-        return value
-
-    @pydantic.field_validator("image_pull_secret", mode="before")
-    @classmethod
-    def _pull_secret(cls, value: Any) -> Any:
-        return None if value is None else check_dns_label("spec.image_pull_secret", value)
-
-    #: Where a run's checkpoints go, kept across its attempts (``context.checkpoint_dir``):
-    #: a path on a mounted volume, ``{{run.uid}}`` and ``{{run.project}}`` replaced per run.
-    #: Unset: the run's own directory here; none in a pod (docs/resilience.md).
-    checkpoint_path: str = ""
-    #: Seconds between SIGTERM and SIGKILL when a pod is stopped (a spot reclaim, a drain, an
-    #: abort): the time a handler has for a last checkpoint. Unset: Kubernetes' 30.
-    termination_grace_period_seconds: int | None = pydantic.Field(default=None, ge=0, le=86400)
-
-    @pydantic.field_validator("artifact_path", "checkpoint_path", mode="before")
-    @classmethod
-    def _run_path(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        return check_mount_path(f"spec.{info.field_name}", value) if value else ""
-
-    @pydantic.field_validator("description", "image", "command", "handler", mode="before")
-    @classmethod
-    def _texts(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        return check_text(f"spec.{info.field_name}", value, MAX_TEXT_BYTES, "'train'")
-
-    @pydantic.field_validator("args", mode="before")
-    @classmethod
-    def _args(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            raise InvalidValueError("spec.args", value, "a list of strings", "['--epochs', '3']")
-        check_count("spec.args", value)
-        for index, arg in enumerate(value):
-            check_text(f"spec.args[{index}]", arg, MAX_TEXT_BYTES, "'--epochs'")
-        return value
-
-    @pydantic.field_validator("volumes", mode="before")
-    @classmethod
-    def _volumes(cls, value: Any) -> Any:
-        return check_volumes("spec.volumes", value)
-
-    @pydantic.field_validator("volume_mounts", mode="before")
-    @classmethod
-    def _volume_mounts(cls, value: Any) -> Any:
-        return check_volume_mounts("spec.volume_mounts", value)
-
-    @pydantic.field_validator("annotations", mode="before")
-    @classmethod
-    def _annotations(cls, value: Any) -> Any:
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise InvalidValueError(
-                "spec.annotations",
-                value,
-                "annotations map label-style keys to strings",
-                "{'example.com/owner': 'team-ml'}",
-            )
-        for key in value:
-            check_label_key("spec.annotations key", key)
-        return value
-
-    @pydantic.field_validator("node_name", mode="before")
-    @classmethod
-    def _node_name(cls, value: Any) -> Any:
-        return None if value is None else check_dns_label("spec.node_name", value, "'node-1'")
-
-    @pydantic.field_validator("node_selector", mode="before")
-    @classmethod
-    def _node_selector(cls, value: Any) -> Any:
-        return check_node_selector("spec.node_selector", value or {})
-
-    @pydantic.field_validator("affinity", mode="before")
-    @classmethod
-    def _affinity(cls, value: Any) -> Any:
-        return check_affinity("spec.affinity", value)
-
-    @pydantic.field_validator("tolerations", mode="before")
-    @classmethod
-    def _tolerations(cls, value: Any) -> Any:
-        return check_tolerations("spec.tolerations", value)
-
-    @pydantic.field_validator("preemption_mode", mode="before")
-    @classmethod
-    def _mode(cls, value: Any) -> Any:
-        return None if value is None else check_preemption_mode("spec.preemption_mode", value)
-
-    @pydantic.field_validator("priority_class_name", mode="before")
-    @classmethod
-    def _priority(cls, value: Any) -> Any:
-        return (
-            None if value is None else check_priority_class_name("spec.priority_class_name", value)
-        )
-
-    @pydantic.field_validator("env", mode="before")
-    @classmethod
-    def _env(cls, value: Any) -> Any:
-        return environment.check_env_list("spec.env", value)
-
-    @pydantic.field_validator("state_thresholds", mode="before")
-    @classmethod
-    def _thresholds(cls, value: Any) -> Any:
-        return check_thresholds("spec.state_thresholds", value)
-
-    @pydantic.model_validator(mode="after")
-    def _consistent(self) -> FunctionSpec:
-        if (
-            self.min_replicas is not None
-            and self.max_replicas is not None
-            and self.min_replicas > self.max_replicas
-        ):
-            raise ConflictError(
-                "spec.min_replicas",
-                f"min_replicas {self.min_replicas} is above max_replicas {self.max_replicas}; "
-                "min must be at most max (example: spec.min_replicas = 1; spec.max_replicas = 4)",
-            )
-        names = [volume.get("name") for volume in self.volumes]
-        if len(set(names)) != len(names):
-            raise ConflictError("spec.volumes", f"volume names must be unique, got {names}")
-        paths = [mount.get("mountPath") for mount in self.volume_mounts]
-        if len(set(paths)) != len(paths):
-            raise ConflictError("spec.volume_mounts", f"mount paths must be unique, got {paths}")
-        unknown = {m.get("name") for m in self.volume_mounts} - set(names)
-        if unknown:
-            raise ConflictError(
-                "spec.volume_mounts",
-                f"mounts name volumes that are not defined: {sorted(map(str, unknown))}",
-            )
-        return self
-
-
-def check_servable(fn: Function) -> None:
-    """A serving function's replicas call its handler from its embedded code: without either,
-    every replica would fail as it starts, so the deploy is refused before any starts."""
-    if not fn.spec.build.source or not fn.spec.handler:
-        raise InvalidValueError(
-            "spec.handler" if fn.spec.build.source else "spec.build.source",
-            fn.spec.handler if fn.spec.build.source else "",
-            "a serving function needs its code embedded and the handler to call",
-            "code_to_function('serve', filename='serve.py', kind='serving', handler='handler')",
-        )
-
-
-def check_kind_rules(kind: FunctionKind, spec: FunctionSpec) -> None:
-    """Settings that only make sense for some kinds of function."""
-    if kind in (FunctionKind.SERVING, FunctionKind.DASK) and spec.state_thresholds:
-        watched = "their own health checks" if kind is FunctionKind.SERVING else "their client"
-        raise ConflictError(
-            "spec.state_thresholds",
-            f"state thresholds do not apply to {kind.value} functions, which are watched by "
-            f"{watched}; remove them or use kind='job'",
-        )
-    if kind is not FunctionKind.SERVING and spec.http is not None:
-        raise ConflictError(
-            "spec.http", f"with_http applies to serving functions, not kind={kind.value!r}"
-        )
-    if kind is not FunctionKind.DASK and spec.nthreads is not None:
-        raise ConflictError(
-            "spec.nthreads", f"nthreads applies to dask functions, not kind={kind.value!r}"
-        )
-    check_roles(kind.value, spec)
-
-
-class Function(SpecModel, RoleResources):
+class Function(SpecModel, ResourceCalls):
     """A Python function with everything it needs to run: code, resources, placement, env."""
 
     kind: FunctionKind = FunctionKind.JOB
@@ -486,34 +118,6 @@ class Function(SpecModel, RoleResources):
 
     # -- resources ----------------------------------------------------------------------------
 
-    def with_requests(self, mem: Any = None, cpu: Any = None, patch: bool = False) -> Function:
-        """Set what the function needs to start (the scheduler reserves it).
-
-        Without ``patch`` the requests are replaced by exactly the keys given.
-        """
-        given = compute_quantities(mem=mem, cpu=cpu, call="with_requests")
-        requests = {**self.spec.resources.requests, **given} if patch else given
-        return self._replace("resources", requests=requests)  # Resources checks request <= limit
-
-    def with_limits(
-        self,
-        mem: Any = None,
-        cpu: Any = None,
-        gpus: Any = None,
-        gpu_type: str = names.GPU,
-        patch: bool = False,
-    ) -> Function:
-        """Set the most the function may use; GPUs are requested equal to their limit."""
-        given: dict[str, Any] = compute_quantities(mem=mem, cpu=cpu, call="with_limits")
-        if gpus is not None:
-            given[check_gpu_type("with_limits(gpu_type=...)", gpu_type)] = check_gpu_count(
-                "with_limits(gpus=...)", gpus
-            )
-        limits = {**self.spec.resources.limits, **given} if patch else given
-        if gpus is not None:
-            limits = {k: v for k, v in limits.items() if k in COMPUTE or k == gpu_type}
-        return self._replace("resources", limits=limits)
-
     def gpus(self, gpus: int, gpu_type: str = names.GPU) -> Function:
         """Set the GPU count, keeping CPU and memory limits."""
         return self.with_limits(gpus=gpus, gpu_type=gpu_type, patch=True)
@@ -536,16 +140,15 @@ class Function(SpecModel, RoleResources):
         Several selector labels are ANDed. ``node_selector={}`` clears the function's own
         selector (service defaults still apply at render time).
         """
-        changes: dict[str, Any] = {}
-        if node_name is not None:
-            changes["node_name"] = node_name
-        if node_selector is not None:
-            changes["node_selector"] = node_selector
-        if affinity is not None:
-            changes["affinity"] = affinity
-        if tolerations is not None:
-            changes["tolerations"] = tolerations
-        return self._replace("spec", **changes)
+        return self._replace(
+            "spec",
+            **given(
+                node_name=node_name,
+                node_selector=node_selector,
+                affinity=affinity,
+                tolerations=tolerations,
+            ),
+        )
 
     def with_preemption_mode(self, mode: str) -> Function:
         """Choose how the function relates to spot nodes: none, prevent, constrain or allow."""
@@ -591,9 +194,8 @@ class Function(SpecModel, RoleResources):
         ``after_preemptions`` preemptions on spot (0 never), or when an attempt that may run
         only on spot waits longer than ``pending`` for a node (-1 never). A fallback is a
         retry: the run needs attempts left (``with_retries``)."""
-        fallback = {"after_preemptions": after_preemptions, "pending": pending}
-        given = {key: value for key, value in fallback.items() if value is not None}
-        return self._replace("spec", retry=patched(self.spec.retry, spot_fallback=given))
+        fallback = given(after_preemptions=after_preemptions, pending=pending)
+        return self._replace("spec", retry=patched(self.spec.retry, spot_fallback=fallback))
 
     def with_checkpoints(
         self, path: str | None = None, grace_period_seconds: int | None = None
@@ -601,12 +203,10 @@ class Function(SpecModel, RoleResources):
         """Keep checkpoints at ``path`` (on a mounted volume; ``{{run.uid}}`` is replaced), found
         by the next attempt as ``context.last_checkpoint``, and give a stopped pod
         ``grace_period_seconds`` between SIGTERM (``context.on_preemption``) and SIGKILL."""
-        changes: dict[str, Any] = {}
-        if path is not None:
-            changes["checkpoint_path"] = path
-        if grace_period_seconds is not None:
-            changes["termination_grace_period_seconds"] = grace_period_seconds
-        return self._replace("spec", **changes)
+        return self._replace(
+            "spec",
+            **given(checkpoint_path=path, termination_grace_period_seconds=grace_period_seconds),
+        )
 
     def with_priority_class(self, name: str | None = None) -> Function:
         """Order the function in the scheduling queue; ``None`` returns to the service default.
@@ -813,12 +413,10 @@ class Function(SpecModel, RoleResources):
     ) -> Function:
         """Choose when nodes pull the image (``Always``, ``IfNotPresent``, ``Never``) and the
         Secret they pull it with (a ``kubernetes.io/dockerconfigjson`` Secret's name)."""
-        changes: dict[str, Any] = {}
-        if image_pull_policy is not None:
-            changes["image_pull_policy"] = image_pull_policy
-        if image_pull_secret_name is not None:
-            changes["image_pull_secret"] = image_pull_secret_name
-        return self._replace("spec", **changes)
+        return self._replace(
+            "spec",
+            **given(image_pull_policy=image_pull_policy, image_pull_secret=image_pull_secret_name),
+        )
 
     # -- build and source -----------------------------------------------------------------------
 
@@ -923,8 +521,6 @@ class Function(SpecModel, RoleResources):
     def with_http(self, workers: int | None = None, worker_timeout: int | None = None) -> Function:
         """Set the serving HTTP server's worker processes and their timeout in seconds."""
         http = self.spec.http.model_dump() if self.spec.http else {}
-        if workers is not None:
-            http["workers"] = workers
-        if worker_timeout is not None:
-            http["worker_timeout"] = worker_timeout
-        return self._replace("spec", http=http)
+        return self._replace(
+            "spec", http={**http, **given(workers=workers, worker_timeout=worker_timeout)}
+        )

@@ -64,24 +64,24 @@ def check_labels(field: str, labels: object) -> dict[str, str]:
 
 
 def check_dns_subdomain(field: str, name: object, example: str = "'training'") -> str:
-    if not isinstance(name, str) or not 0 < len(name) <= 253 or not _DNS_SUBDOMAIN.match(name):
-        raise InvalidValueError(
-            field,
-            name,
-            "a name is lower-case letters, digits, '-' and '.', starting and ending with a "
-            "letter or digit, at most 253 characters",
-            example,
-        )
-    return name
+    """A name of most Kubernetes objects (a Secret, a claim, a priority class)."""
+    return _check_name(field, name, example, _DNS_SUBDOMAIN, 253, "digits, '-' and '.'")
 
 
 def check_dns_label(field: str, name: object, example: str = "'training'") -> str:
-    if not isinstance(name, str) or not 0 < len(name) <= 63 or not _DNS_LABEL.match(name):
+    """A name that is also one part of a host name (a function, a project, a volume)."""
+    return _check_name(field, name, example, _DNS_LABEL, 63, "digits and '-'")
+
+
+def _check_name(
+    field: str, name: object, example: str, pattern: re.Pattern[str], most: int, others: str
+) -> str:
+    if not isinstance(name, str) or not 0 < len(name) <= most or not pattern.match(name):
         raise InvalidValueError(
             field,
             name,
-            "a name is lower-case letters, digits and '-', starting and ending with a letter "
-            "or digit, at most 63 characters",
+            f"a name is lower-case letters, {others}, starting and ending with a letter or "
+            f"digit, at most {most} characters",
             example,
         )
     return name

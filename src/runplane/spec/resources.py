@@ -63,6 +63,12 @@ def check_gpu_count(field: str, gpus: object) -> int:
     return count
 
 
+def check_quantity_setting(field: str, value: object) -> str:
+    """A CPU amount (a field named ``cpu``) or memory amount in a setting, kept as text."""
+    parse_quantity(field, value, "cpu" if field.endswith("cpu") else "memory")
+    return str(value)
+
+
 def _check_entries(field: str, entries: Mapping[str, Any], with_gpus: bool) -> dict[str, Any]:
     checked: dict[str, Any] = {}
     for key, value in entries.items():

@@ -18,9 +18,9 @@ import pydantic
 
 from runplane.errors import InvalidValueError
 from runplane.runs import RETRYABLE, FailureClass
-from runplane.spec.base import SpecModel, translate
+from runplane.spec.base import SpecModel, checked, translate
 from runplane.spec.durations import NEVER, parse_duration
-from runplane.spec.quantity import parse_quantity
+from runplane.spec.resources import check_quantity_setting
 
 #: The most attempts any policy may ask for; an admin's ``retry_limits`` usually caps lower.
 MAX_ATTEMPTS = 100
@@ -46,7 +46,7 @@ def check_delay(field: str, value: object, example: str = "'10s'") -> float:
     return seconds
 
 
-def check_span(field: str, value: object, example: str = "'2h'") -> float:
+def check_span(field: str, value: object) -> float:
     """Seconds in a duration that may be ``-1`` (never)."""
     return parse_duration(field, value) if value != NEVER else float(NEVER)
 
@@ -88,12 +88,7 @@ class SpotFallback(SpecModel):
     #: than this is stopped, and the next runs in mode ``prevent``; -1 never.
     pending: Delay | None = None
 
-    @pydantic.field_validator("pending", mode="before")
-    @classmethod
-    def _pending(cls, value: Any) -> Any:
-        if value is not None:
-            check_span("spec.retry.spot_fallback.pending", value, "'10 minutes'")
-        return value
+    _pending = checked("pending", by=check_span, optional=True, keep=True)
 
 
 class RetryPolicy(SpecModel):
@@ -119,10 +114,7 @@ class RetryPolicy(SpecModel):
     memory_factor: float | None = pydantic.Field(default=None, ge=1, le=16)
     spot_fallback: SpotFallback | None = None
 
-    @pydantic.field_validator("on", mode="before")
-    @classmethod
-    def _on(cls, value: Any) -> Any:
-        return None if value is None else check_classes("spec.retry.on", value)
+    _on = checked("on", by=check_classes, optional=True)
 
     @pydantic.field_validator("budgets", mode="before")
     @classmethod
@@ -146,19 +138,8 @@ class RetryPolicy(SpecModel):
             budgets[failure] = count
         return budgets
 
-    @pydantic.field_validator("backoff", "max_backoff", mode="before")
-    @classmethod
-    def _delay(cls, value: Any, info: pydantic.ValidationInfo) -> Any:
-        if value is not None:
-            check_delay(f"spec.retry.{info.field_name}", value)
-        return value
-
-    @pydantic.field_validator("deadline", mode="before")
-    @classmethod
-    def _deadline(cls, value: Any) -> Any:
-        if value is not None:
-            check_span("spec.retry.deadline", value)
-        return value
+    _delay = checked("backoff", "max_backoff", by=check_delay, optional=True, keep=True)
+    _deadline = checked("deadline", by=check_span, optional=True, keep=True)
 
 
 #: What a service retries when its configuration says nothing: no retries (a run ends with its
@@ -190,19 +171,8 @@ class RetryLimits(pydantic.BaseModel):
     #: The shortest back-off a function may ask for.
     min_backoff: Delay = 0
 
-    @pydantic.field_validator("max_memory", mode="before")
-    @classmethod
-    def _memory(cls, value: Any) -> Any:
-        if value is not None:
-            parse_quantity("retry_limits.max_memory", value, "memory")
-            return str(value)
-        return value
-
-    @pydantic.field_validator("min_backoff", mode="before")
-    @classmethod
-    def _backoff(cls, value: Any) -> Any:
-        check_delay("retry_limits.min_backoff", value)
-        return value
+    _memory = checked("max_memory", by=check_quantity_setting, where="retry_limits", optional=True)
+    _backoff = checked("min_backoff", by=check_delay, where="retry_limits", keep=True)
 
 
 def overlay(base: RetryPolicy, top: RetryPolicy | None) -> RetryPolicy:

@@ -1,9 +1,10 @@
-"""Resources per role, for the kinds whose pods do different work: a dask cluster's workers and
-scheduler, a spark application's driver and executors.
+"""The calls that set requests and limits: the function's own (``with_requests``,
+``with_limits``) and, for the kinds whose pods do different work, each role's: a dask
+cluster's workers and scheduler, a spark application's driver and executors.
 
-The calls mirror ``with_requests``/``with_limits`` (same arguments, same ``patch`` rule, same
-checks) and write ``spec.<role>_resources``. A role's unset keys come from the function's own
-``spec.resources`` at render time, then from the service defaults.
+A role's calls take the same arguments, follow the same ``patch`` rule and make the same checks
+as the function's own, and write ``spec.<role>_resources``. A role's unset keys come from the
+function's own ``spec.resources`` at render time, then from the service defaults.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from runplane.spec.quantity import parse_quantity
 from runplane.spec.resources import COMPUTE, check_gpu_count, check_gpu_type
 
 if TYPE_CHECKING:
-    from runplane.spec.function import Function, FunctionKind, FunctionSpec
+    from runplane.spec.function import Function
+    from runplane.spec.function_spec import FunctionSpec
+    from runplane.spec.kinds import FunctionKind
 
 #: The roles each kind has, and the kind each role belongs to.
 ROLES = {"worker": "dask", "scheduler": "dask", "driver": "spark", "executor": "spark"}
@@ -34,8 +37,8 @@ def check_roles(kind: str, spec: FunctionSpec) -> None:
             )
 
 
-class RoleResources:
-    """The per-role modifiers of :class:`~runplane.spec.function.Function`."""
+class ResourceCalls:
+    """The resource modifiers of :class:`~runplane.spec.function.Function`."""
 
     if TYPE_CHECKING:
         kind: FunctionKind
@@ -43,29 +46,55 @@ class RoleResources:
 
         def _replace(self, part: str, **changes: Any) -> Function: ...
 
+    def with_requests(self, mem: Any = None, cpu: Any = None, patch: bool = False) -> Function:
+        """Set what the function needs to start (the scheduler reserves it).
+
+        Without ``patch`` the requests are replaced by exactly the keys given.
+        """
+        return self._requests("resources", "with_requests", mem, cpu, patch)
+
+    def with_limits(
+        self,
+        mem: Any = None,
+        cpu: Any = None,
+        gpus: Any = None,
+        gpu_type: str = names.GPU,
+        patch: bool = False,
+    ) -> Function:
+        """Set the most the function may use; GPUs are requested equal to their limit."""
+        return self._limits("resources", "with_limits", mem, cpu, gpus, gpu_type, patch)
+
+    def _requests(self, part: str, call: str, mem: Any, cpu: Any, patch: bool) -> Function:
+        given = compute_quantities(mem, cpu, call)
+        current = getattr(self.spec, part)
+        requests = {**current.requests, **given} if patch else given
+        return self._replace(part, requests=requests)  # Resources checks request <= limit
+
+    def _limits(
+        self, part: str, call: str, mem: Any, cpu: Any, gpus: Any, gpu_type: str, patch: bool
+    ) -> Function:
+        given: dict[str, Any] = compute_quantities(mem, cpu, call)
+        if gpus is not None:
+            given[check_gpu_type(f"{call}(gpu_type=...)", gpu_type)] = check_gpu_count(
+                f"{call}(gpus=...)", gpus
+            )
+        current = getattr(self.spec, part)
+        limits = {**current.limits, **given} if patch else given
+        if gpus is not None:
+            limits = {k: v for k, v in limits.items() if k in COMPUTE or k == gpu_type}
+        return self._replace(part, limits=limits)
+
     def _role_requests(self, role: str, mem: Any, cpu: Any, patch: bool) -> Function:
         call = f"with_{role}_requests"
         self._require_role(role, call)
-        given = compute_quantities(mem, cpu, call)
-        current = getattr(self.spec, f"{role}_resources")
-        requests = {**current.requests, **given} if patch else given
-        return self._replace(f"{role}_resources", requests=requests)
+        return self._requests(f"{role}_resources", call, mem, cpu, patch)
 
     def _role_limits(
         self, role: str, mem: Any, cpu: Any, gpus: Any, gpu_type: str, patch: bool
     ) -> Function:
         call = f"with_{role}_limits"
         self._require_role(role, call)
-        given: dict[str, Any] = compute_quantities(mem, cpu, call)
-        if gpus is not None:
-            given[check_gpu_type(f"{call}(gpu_type=...)", gpu_type)] = check_gpu_count(
-                f"{call}(gpus=...)", gpus
-            )
-        current = getattr(self.spec, f"{role}_resources")
-        limits = {**current.limits, **given} if patch else given
-        if gpus is not None:
-            limits = {k: v for k, v in limits.items() if k in COMPUTE or k == gpu_type}
-        return self._replace(f"{role}_resources", limits=limits)
+        return self._limits(f"{role}_resources", call, mem, cpu, gpus, gpu_type, patch)
 
     def _require_role(self, role: str, call: str) -> None:
         owner = ROLES[role]

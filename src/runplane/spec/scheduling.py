@@ -6,6 +6,7 @@ user gave them, so that export, render and placement read one representation.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -172,6 +173,21 @@ def check_affinity(field: str, affinity: Any) -> dict[str, Any] | None:
     return affinity
 
 
+def required_node_terms(affinity: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The node selector terms an affinity requires (any one of them must match a node);
+    ``None`` when it requires none, which is not the same as a list of no terms."""
+    node_affinity = (affinity or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    return None if required is None else list(required.get("nodeSelectorTerms") or [])
+
+
+def in_requirements(term: Mapping[str, Any]) -> Iterator[tuple[str, list[str]]]:
+    """A node selector term's ``key In values`` requirements, as ``(key, values)``."""
+    for expression in term.get("matchExpressions") or []:
+        if expression.get("operator") == "In":
+            yield expression.get("key", ""), list(expression.get("values") or [])
+
+
 def check_toleration(field: str, toleration: Any) -> dict[str, Any]:
     toleration = to_kubernetes_json(toleration)
     allowed_keys = {"key", "operator", "value", "effect", "tolerationSeconds"}
@@ -182,38 +198,26 @@ def check_toleration(field: str, toleration: Any) -> dict[str, Any]:
             "a toleration has key, operator, value, effect, tolerationSeconds",
             _TOLERATION_EXAMPLE,
         )
+
+    def refused(part: str, value: Any, allowed: str) -> InvalidValueError:
+        return InvalidValueError(f"{field}.{part}", value, allowed, _TOLERATION_EXAMPLE)
+
     operator = toleration.get("operator", "Equal")
     if operator not in _TOLERATION_OPERATORS:
-        raise InvalidValueError(
-            f"{field}.operator",
-            operator,
-            "allowed operators are Equal and Exists",
-            _TOLERATION_EXAMPLE,
-        )
+        raise refused("operator", operator, "allowed operators are Equal and Exists")
     key = toleration.get("key", "")
     if key:
         check_label_key(f"{field}.key", key)
     elif operator != "Exists":
-        raise InvalidValueError(
-            f"{field}.key",
-            key,
-            "an empty key needs operator Exists (it tolerates every taint)",
-            _TOLERATION_EXAMPLE,
-        )
+        raise refused("key", key, "an empty key needs operator Exists (it tolerates every taint)")
     if operator == "Exists" and toleration.get("value"):
-        raise InvalidValueError(
-            f"{field}.value",
-            toleration["value"],
-            "operator Exists takes no value",
-            _TOLERATION_EXAMPLE,
-        )
+        raise refused("value", toleration["value"], "operator Exists takes no value")
     effect = toleration.get("effect", "")
     if effect not in _TAINT_EFFECTS:
-        raise InvalidValueError(
-            f"{field}.effect",
+        raise refused(
+            "effect",
             effect,
             "allowed effects are NoSchedule, PreferNoSchedule, NoExecute (or empty for all)",
-            _TOLERATION_EXAMPLE,
         )
     seconds = toleration.get("tolerationSeconds")
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)):
@@ -232,7 +236,8 @@ def check_tolerations(field: str, tolerations: Any) -> list[dict[str, Any]]:
 
 
 def check_node_selector(field: str, selector: Any) -> dict[str, str]:
-    return check_labels(field, to_kubernetes_json(selector))
+    """Labels a node must carry; ``None`` is no selector."""
+    return check_labels(field, to_kubernetes_json(selector or {}))
 
 
 def check_priority_class_name(field: str, name: Any) -> str:

@@ -10,11 +10,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from runplane.errors import InvalidValueError
 
-Strategy = Literal["grid", "list", "random", "custom"]
 STRATEGIES: tuple[str, ...] = ("grid", "list", "random", "custom")
 
 

@@ -282,13 +282,7 @@ def mount_configmap(
     """Mount a ConfigMap's keys as files."""
     check_dns_subdomain("configmap_name", configmap_name, "'app-config'")
     check_dns_label("volume_name", volume_name, "'config'")
-    source: dict[str, Any] = {"name": configmap_name}
-    if (checked := _items("items", items)) is not None:
-        source["items"] = checked
-    return _modifier(
-        {"name": volume_name, "configMap": source},
-        [{"name": volume_name, "mountPath": check_mount_path("mount_path", mount_path)}],
-    )
+    return _keys_as_files("configMap", {"name": configmap_name}, mount_path, volume_name, items)
 
 
 def mount_secret(
@@ -297,11 +291,17 @@ def mount_secret(
     """Mount a Secret's keys as files (the values never enter the function spec)."""
     check_dns_subdomain("secret_name", secret_name, "'db-credentials'")
     check_dns_label("volume_name", volume_name, "'secret'")
-    source: dict[str, Any] = {"secretName": secret_name}
+    return _keys_as_files("secret", {"secretName": secret_name}, mount_path, volume_name, items)
+
+
+def _keys_as_files(
+    kind: str, source: dict[str, Any], mount_path: str, volume_name: str, items: Any
+) -> Modifier:
+    """A ConfigMap's or Secret's volume (all keys, or the ``items`` chosen) and its mount."""
     if (checked := _items("items", items)) is not None:
-        source["items"] = checked
+        source = {**source, "items": checked}
     return _modifier(
-        {"name": volume_name, "secret": source},
+        {"name": volume_name, kind: source},
         [{"name": volume_name, "mountPath": check_mount_path("mount_path", mount_path)}],
     )
 

@@ -43,6 +43,7 @@ from runplane.runtimes.local.users import RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable
 from runplane.runtimes.output import OUTPUT, read_output, run_dir
+from runplane.spec.scheduling import in_requirements
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +95,7 @@ def _needs_spot(pod: PodRequirements, spot: PreemptibleNodes) -> bool:
         return True
 
     def spot_term(term: dict[str, Any]) -> bool:
-        return any(
-            expression.get("operator") == "In"
-            and expression.get("values") == [spot.node_selector.get(expression.get("key", ""))]
-            for expression in term.get("matchExpressions", [])
-        )
+        return any(values == [spot.node_selector.get(key)] for key, values in in_requirements(term))
 
     terms = pod.required_terms or []
     return bool(terms) and all(spot_term(term) for term in terms)
