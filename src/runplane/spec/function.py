@@ -386,6 +386,13 @@ class FunctionSpec(SpecModel):
         return self
 
 
+def require_kind(fn: Function, kind: FunctionKind, why: str, example: str) -> None:
+    """Refuse an operation that belongs to functions of ``kind`` alone (deploy and invoke to
+    serving ones, a cluster client to dask ones); ``why`` and ``example`` say so."""
+    if fn.kind is not kind:
+        raise InvalidValueError("kind", fn.kind.value, why, example)
+
+
 def check_servable(fn: Function) -> None:
     """A serving function's replicas call its handler from its embedded code: without either,
     every replica would fail as it starts, so the deploy is refused before any starts."""
