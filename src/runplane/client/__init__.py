@@ -80,6 +80,15 @@ class Backend(Protocol):
     def label_node(self, name: str, labels: dict[str, str | None]) -> dict[str, str]:
         """Set (and with ``None`` remove) a node's labels; its labels after."""
 
+    def store_function(self, fn: Function) -> dict[str, Any]:
+        """Store ``fn`` as a new version (the same content is one version)."""
+
+    def get_function(
+        self, project: str, name: str, version: str | None = None
+    ) -> dict[str, Any]: ...
+
+    def list_functions(self, project: str) -> list[dict[str, Any]]: ...
+
 
 def backend(settings: Settings | None = None) -> Backend:
     """The service runs go to: ``RUNPLANE_API`` when set, else this machine."""

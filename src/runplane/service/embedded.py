@@ -10,6 +10,7 @@ import atexit
 import getpass
 import threading
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,17 @@ class EmbeddedService(RunService):
         self.catalog = FunctionCatalog(engine)
         #: Projects recorded with ``new_project``/``project.save()`` on this machine.
         self.projects = ProjectStore(engine)
+
+    # Stored functions, as ``runplane serve`` offers them, this machine's user's.
+
+    def store_function(self, fn: Function) -> dict[str, Any]:
+        return asdict(self.catalog.store(fn, self.default_owner))
+
+    def get_function(self, project: str, name: str, version: str | None = None) -> dict[str, Any]:
+        return asdict(self.catalog.get(project, name, version))
+
+    def list_functions(self, project: str) -> list[dict[str, Any]]:
+        return [asdict(stored) for stored in self.catalog.latest(project)]
 
     # Serving deployments and node labels, as ``runplane serve`` offers them: here every
     # deployment is this machine's user's, so none is checked for an owner.
