@@ -89,6 +89,17 @@ class Backend(Protocol):
 
     def list_functions(self, project: str) -> list[dict[str, Any]]: ...
 
+    def create_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Get-or-create: the existing record when there is one."""
+
+    def update_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def get_project(self, name: str) -> dict[str, Any]: ...
+
+    def list_projects(self) -> list[dict[str, Any]]: ...
+
+    def delete_project(self, name: str, deletion_strategy: str = "restricted") -> None: ...
+
 
 def backend(settings: Settings | None = None) -> Backend:
     """The service runs go to: ``RUNPLANE_API`` when set, else this machine."""

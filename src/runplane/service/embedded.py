@@ -27,7 +27,7 @@ from runplane.service.deployments import (
     list_deployments,
 )
 from runplane.service.nodes import label_node
-from runplane.service.projects import ProjectStore
+from runplane.service.projects import DeletionStrategy, ProjectStore
 from runplane.service.records import RunStore
 from runplane.spec.function import Function
 
@@ -52,6 +52,26 @@ class EmbeddedService(RunService):
 
     def list_functions(self, project: str) -> list[dict[str, Any]]:
         return [asdict(stored) for stored in self.catalog.latest(project)]
+
+    # Project records, as ``runplane serve`` offers them; this machine's user may change any.
+
+    def create_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Get-or-create: the existing record when there is one."""
+        made, _ = self.projects.create(name, self.default_owner, values)
+        return asdict(made)
+
+    def update_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        return asdict(self.projects.update(name, values, self.default_owner, admin=True))
+
+    def get_project(self, name: str) -> dict[str, Any]:
+        return asdict(self.projects.get(name))
+
+    def list_projects(self) -> list[dict[str, Any]]:
+        return [asdict(record) for record in self.projects.list_projects()]
+
+    def delete_project(self, name: str, deletion_strategy: str = "restricted") -> None:
+        strategy = DeletionStrategy(deletion_strategy)
+        self.projects.delete(name, self.default_owner, admin=True, strategy=strategy)
 
     # Serving deployments and node labels, as ``runplane serve`` offers them: here every
     # deployment is this machine's user's, so none is checked for an owner.
