@@ -10,6 +10,7 @@ from typing import Any
 from runplane import hooks
 from runplane.client import Backend, backend, output
 from runplane.client import functions as catalog
+from runplane.client.handle import run_dict
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.runs import RunRecord, RunState
 from runplane.settings_view import SettingsView
@@ -42,27 +43,8 @@ class RunList(list[dict[str, Any]]):
 
 
 def _as_dict(record: RunRecord) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "uid": record.uid,
-            "name": record.name,
-            "project": record.project,
-            "labels": dict(record.function.get("metadata", {}).get("labels", {})),
-        },
-        "spec": {
-            "parameters": dict(record.params),
-            "inputs": dict(record.inputs),
-            "handler": record.function.get("spec", {}).get("handler", ""),
-        },
-        "status": {
-            "state": record.state.value,
-            "results": dict(record.results),
-            "artifacts": list(record.artifacts),
-            "status_text": record.status_text,
-            "start_time": record.started_at,
-            "last_update": record.updated_at,
-        },
-    }
+    labels = dict(record.function.get("metadata", {}).get("labels", {}))
+    return run_dict(record, {"labels": labels}, {"status_text": record.status_text})
 
 
 def _state(name: str) -> str:

@@ -1,28 +1,11 @@
-"""``runplane get deployments`` and ``runplane delete deployment``: serving functions here,
-or through the service when ``RUNPLANE_API`` is set."""
+"""``runplane get deployments`` and ``runplane delete deployment``: serving functions where
+runs go (see :func:`runplane.client.backend`), here or through the service."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
-
-
-def _listed(project: str | None = None) -> list[dict[str, Any]]:
-    """This machine's deployments, or the service's when ``RUNPLANE_API`` is set (those the
-    caller deployed; an admin's token sees everyone's)."""
-    from runplane.config import current
-
-    settings = current()
-    if settings.api:
-        from runplane.client import api_backend
-
-        return api_backend("listing deployments").deployments(project)
-    from runplane.runtimes.local.serving import list_deployments
-
-    found = list_deployments(settings)
-    return [d for d in found if project is None or d["project"] == project]
 
 
 @click.command("deployments")
@@ -34,8 +17,9 @@ def get_deployments(project: str | None, as_json: bool) -> None:
     from rich.table import Table
 
     from runplane.cli.runs import terminal
+    from runplane.client import backend
 
-    found = _listed(project)
+    found = backend().deployments(project)
     if as_json:
         click.echo(json.dumps(found, indent=1))
         return
@@ -74,21 +58,13 @@ def delete_group() -> None:
 @click.option("--project", help="The function's project, when several have one of that name.")
 def delete_deployment(name: str, project: str | None) -> None:
     """Stop a serving function deployed here (or through the service) and remove it."""
-    from runplane.config import current
+    from runplane.client import backend
 
-    settings = current()
-    if settings.api:
-        from runplane.client import api_backend
-
-        service = api_backend("deleting a deployment")
-        if project is None:
-            matches = sorted({d["project"] for d in service.deployments() if d["name"] == name})
-            project = _one_project(name, matches)
-        click.echo(f"{service.delete_deployment(project, name)} deleted")
-        return
-    from runplane.runtimes.local.serving import delete
-
-    click.echo(f"{delete(settings, name, project)} deleted")
+    service = backend()
+    if project is None:
+        matches = sorted({d["project"] for d in service.deployments() if d["name"] == name})
+        project = _one_project(name, matches)
+    click.echo(f"{service.delete_deployment(project, name)} deleted")
 
 
 def _one_project(name: str, projects: list[str]) -> str:
@@ -96,8 +72,8 @@ def _one_project(name: str, projects: list[str]) -> str:
 
     if not projects:
         raise NotFoundError(
-            f"deployment {name!r} does not exist, or is not yours (runplane get deployments "
-            "lists yours)"
+            f"deployment {name!r} does not exist here, or is not yours (runplane get "
+            "deployments lists those you may use)"
         )
     if len(projects) > 1:
         raise InvalidValueError(

@@ -1,10 +1,10 @@
 """``runplane label node NAME key=value key-``: an admin's change to a node's labels, in
 kubectl's words.
 
-With ``RUNPLANE_API`` the service makes the change (``PATCH /api/v1/cluster/nodes/NAME``, admins
-only): the Node object on a cluster, this machine on the embedded default. Without it, the
-embedded default's own machine is labelled directly (its stored labels, which every runplane
-process here places runs on from its next start).
+The change goes where runs go (see :func:`runplane.client.backend`): with ``RUNPLANE_API`` the
+service makes it (``PATCH /api/v1/cluster/nodes/NAME``, admins only), on its cluster's Node
+object or its own machine; without it, the embedded default labels this machine (its stored
+labels, which every runplane process here places runs on from its next start).
 """
 
 from __future__ import annotations
@@ -46,28 +46,7 @@ def label_node_command(name: str, changes: tuple[str, ...]) -> None:
     """Set (KEY=VALUE) or remove (KEY-) labels of node NAME; prints its labels after."""
     change = parse_changes(changes)
     from runplane.client import backend
-    from runplane.client.remote import ApiBackend
 
-    service = backend()
-    if isinstance(service, ApiBackend):
-        labels = service.label_node(name, change)
-    else:
-        labels = _label_this_machine(name, change)
+    labels = backend().label_node(name, change)
     for key, value in sorted(labels.items()):
         click.echo(f"{key}={value}")
-
-
-def _label_this_machine(name: str, change: dict[str, str | None]) -> dict[str, str]:
-    from runplane.config import current
-    from runplane.errors import NotFoundError
-    from runplane.runtimes.labelling import check_label_change
-    from runplane.runtimes.local.node import NODE_NAME, node_labels, store_label_change
-
-    settings = current()
-    checked = check_label_change("labels", change)
-    if name != NODE_NAME:
-        raise NotFoundError(
-            f"node {name!r}: the embedded default has one node, this machine, {NODE_NAME!r}"
-        )
-    store_label_change(settings, checked)
-    return node_labels(settings)

@@ -15,11 +15,12 @@ from runplane.client.retry import apply_retry
 from runplane.config import Settings, current
 from runplane.errors import InvalidValueError
 from runplane.runs import RunRecord, RunState, Usage
-from runplane.spec.function import Function, FunctionKind
+from runplane.spec.function import Function, FunctionKind, require_kind
 from runplane.spec.loaders import embed_command
 
 if TYPE_CHECKING:
     from runplane.client.remote import ApiBackend
+    from runplane.runtimes.contract import Answer, Call
 
 __all__ = [
     "Backend",
@@ -60,6 +61,45 @@ class Backend(Protocol):
         self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
     ) -> list[RunRecord]: ...
 
+    def deploy(self, fn: Function) -> dict[str, Any]:
+        """Deploy a serving function: its replicas here, or its objects on the service's
+        runtime; what was applied."""
+
+    def deployments(self, project: str | None = None) -> list[dict[str, Any]]:
+        """Serving deployments (through a service: the caller's own, everyone's for an
+        admin), each as the runtime describes it (see ``Runtime.deployments``)."""
+
+    def deployment(self, project: str, name: str) -> dict[str, Any]: ...
+
+    def delete_deployment(self, project: str, name: str) -> str:
+        """Stop a deployment and remove it; returns ``project/name``."""
+
+    def invoke(self, project: str, name: str, call: Call) -> Answer:
+        """Send ``call`` to a deployed function; its answer, whatever its status."""
+
+    def label_node(self, name: str, labels: dict[str, str | None]) -> dict[str, str]:
+        """Set (and with ``None`` remove) a node's labels; its labels after."""
+
+    def store_function(self, fn: Function) -> dict[str, Any]:
+        """Store ``fn`` as a new version (the same content is one version)."""
+
+    def get_function(
+        self, project: str, name: str, version: str | None = None
+    ) -> dict[str, Any]: ...
+
+    def list_functions(self, project: str) -> list[dict[str, Any]]: ...
+
+    def create_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Get-or-create: the existing record when there is one."""
+
+    def update_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def get_project(self, name: str) -> dict[str, Any]: ...
+
+    def list_projects(self) -> list[dict[str, Any]]: ...
+
+    def delete_project(self, name: str, deletion_strategy: str = "restricted") -> None: ...
+
 
 def backend(settings: Settings | None = None) -> Backend:
     """The service runs go to: ``RUNPLANE_API`` when set, else this machine."""
@@ -83,7 +123,7 @@ def backend(settings: Settings | None = None) -> Backend:
 
 
 def api_backend(what: str) -> ApiBackend:
-    """The service, for what only a service can do (schedules, deployments)."""
+    """The service, for what only a service can do (schedules)."""
     from runplane.client.remote import ApiBackend
 
     service = backend()
@@ -186,18 +226,13 @@ def local_backend(settings: Settings | None = None) -> Backend:
 
 
 def deploy(fn: Function) -> dict[str, Any] | bool:
-    """Deploy a serving function: through the service when ``RUNPLANE_API`` is set, else on
-    this machine (replicas behind one local port; see docs/runtimes.md). A job has nothing to
-    deploy: MLRun's ``fn.deploy()`` of a job builds its image, which runplane does not do (the
-    build recipe is kept with the function), so it answers ``True``, ready, as MLRun does."""
+    """Deploy a serving function where runs go (see :func:`backend`; on this machine: replicas
+    behind one local port, see docs/runtimes.md). A job has nothing to deploy: MLRun's
+    ``fn.deploy()`` of a job builds its image, which runplane does not do (the build recipe is
+    kept with the function), so it answers ``True``, ready, as MLRun does."""
     if fn.kind is not FunctionKind.SERVING:
         return True
-    settings = current()
-    if settings.api:
-        return api_backend("deploying a serving function").deploy(fn)
-    from runplane.client.serving import deploy_here
-
-    return deploy_here(fn, settings)
+    return backend().deploy(fn)
 
 
 def invoke(
@@ -208,14 +243,18 @@ def invoke(
     headers: Mapping[str, str] | None = None,
     timeout: float = 60.0,
 ) -> Any:
-    """Call a deployed serving function; the answer parsed from JSON when it is JSON."""
-    from runplane.client.serving import invoke_here, invoke_through
+    """Call a deployed serving function; the answer parsed from JSON when it is JSON. Through
+    a service, the service sends the request on to the deployment and returns its answer."""
+    from runplane.client.serving import answer_of, request_of
 
-    settings = current()
-    if settings.api:
-        service = api_backend("invoking a deployed function")
-        return invoke_through(service, fn, path, body, method, headers, timeout)
-    return invoke_here(fn, settings, path, body, method, headers, timeout)
+    require_kind(
+        fn,
+        FunctionKind.SERVING,
+        "only serving functions are invoked; jobs are run",
+        "code_to_function('serve', filename='serve.py', kind='serving', handler='handler')",
+    )
+    call = request_of(path, body, method, headers, timeout)
+    return answer_of(backend().invoke(fn.metadata.project, fn.metadata.name, call))
 
 
 def output(service: Backend, uid: str, offset: int = 0) -> Iterator[str]:

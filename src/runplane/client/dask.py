@@ -20,7 +20,7 @@ from runplane.config import Settings
 from runplane.errors import InvalidValueError
 from runplane.rendering import Quantities, effective_resources
 from runplane.rendering.dask import worker_threads
-from runplane.spec.function import Function, FunctionKind
+from runplane.spec.function import Function, FunctionKind, require_kind
 
 _clusters: dict[tuple[str, str], tuple[Any, Any]] = {}
 _lock = threading.Lock()
@@ -32,13 +32,12 @@ def _key(fn: Function) -> tuple[str, str]:
 
 def dask_client(fn: Function, settings: Settings) -> Any:
     """The function's ``distributed.Client``, starting its cluster on first use."""
-    if fn.kind is not FunctionKind.DASK:
-        raise InvalidValueError(
-            "kind",
-            fn.kind.value,
-            "fn.client belongs to dask functions",
-            "runplane.new_function('cluster', kind='dask').client",
-        )
+    require_kind(
+        fn,
+        FunctionKind.DASK,
+        "fn.client belongs to dask functions",
+        "runplane.new_function('cluster', kind='dask').client",
+    )
     if settings.api:
         raise InvalidValueError(
             "RUNPLANE_API",

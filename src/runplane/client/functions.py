@@ -1,19 +1,18 @@
-"""Stored functions, where runs go: the service's catalog (``RUNPLANE_API``) or this
-machine's. ``fn.save()`` stores one; ``import_function("db://project/name")`` reads it back.
+"""Stored functions, where runs go (see :func:`runplane.client.backend`): the service's
+catalog (``RUNPLANE_API``) or this machine's. ``fn.save()`` stores one;
+``import_function("db://project/name")`` reads it back.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.errors import InvalidValueError, OutOfScopeError
 from runplane.spec import loaders
 from runplane.spec.function import Function
 
-
-def _stored(record: Any) -> dict[str, Any]:
-    return record if isinstance(record, dict) else asdict(record)
+if TYPE_CHECKING:
+    from runplane.client import Backend
 
 
 def save(fn: Function) -> str:
@@ -22,32 +21,20 @@ def save(fn: Function) -> str:
         raise InvalidValueError(
             "metadata.name", "", "a stored function needs a name", "new_function('trainer')"
         )
-    service = _backend()
-    catalog = getattr(service, "catalog", None)
-    if catalog is not None:
-        catalog.store(fn, getattr(service, "default_owner", ""))
-    else:
-        service.store_function(fn)
+    _backend().store_function(fn)
     uri = f"db://{fn.metadata.project}/{fn.metadata.name}"
     return uri + (f":{fn.metadata.tag}" if fn.metadata.tag else "")
 
 
 def get_function(project: str, name: str, tag: str | None = None) -> Function:
     """The newest stored version of ``project/name`` (or the one tagged ``tag``)."""
-    service = _backend()
-    catalog = getattr(service, "catalog", None)
-    if catalog is not None:
-        stored = _stored(catalog.get(project, name, tag or None))
-    else:
-        stored = service.get_function(project, name, tag or None)
+    stored = _backend().get_function(project, name, tag or None)
     return Function.from_dict(stored["function"])
 
 
 def list_functions(project: str) -> list[Function]:
-    service = _backend()
-    catalog = getattr(service, "catalog", None)
-    rows = catalog.latest(project) if catalog is not None else service.list_functions(project)
-    return [Function.from_dict(_stored(row)["function"]) for row in rows]
+    stored = _backend().list_functions(project)
+    return [Function.from_dict(row["function"]) for row in stored]
 
 
 def import_function(
@@ -79,7 +66,7 @@ def import_function(
     return fn
 
 
-def _backend() -> Any:
+def _backend() -> Backend:
     from runplane.client import backend
 
     return backend()

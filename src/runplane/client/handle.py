@@ -156,23 +156,7 @@ class RunHandle:
         return self.service.abort(self.uid)
 
     def to_dict(self) -> dict[str, Any]:
-        record = self.record
-        return {
-            "metadata": {"uid": record.uid, "name": record.name, "project": record.project},
-            "spec": {
-                "parameters": dict(record.params),
-                "inputs": dict(record.inputs),
-                "handler": record.function.get("spec", {}).get("handler", ""),
-            },
-            "status": {
-                "state": record.state.value,
-                "results": dict(record.results),
-                "artifacts": list(record.artifacts),
-                "error": self.error or None,
-                "start_time": record.started_at,
-                "last_update": record.updated_at,
-            },
-        }
+        return run_dict(self.record, status={"error": self.error or None})
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
@@ -186,6 +170,36 @@ class RunHandle:
         """Print the run's state, parameters, results and artifacts."""
         sys.stdout.write("".join(_summary(self.to_dict())))
         sys.stdout.flush()
+
+
+def run_dict(
+    record: RunRecord,
+    metadata: dict[str, Any] | None = None,
+    status: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The run as MLRun's run objects print it (``metadata``, ``spec``, ``status``), with what
+    the caller adds to its metadata and its status."""
+    return {
+        "metadata": {
+            "uid": record.uid,
+            "name": record.name,
+            "project": record.project,
+            **(metadata or {}),
+        },
+        "spec": {
+            "parameters": dict(record.params),
+            "inputs": dict(record.inputs),
+            "handler": record.function.get("spec", {}).get("handler", ""),
+        },
+        "status": {
+            "state": record.state.value,
+            "results": dict(record.results),
+            "artifacts": list(record.artifacts),
+            **(status or {}),
+            "start_time": record.started_at,
+            "last_update": record.updated_at,
+        },
+    }
 
 
 def _summary(run: dict[str, Any]) -> Iterator[str]:

@@ -1,4 +1,5 @@
-"""Project records, where runs go: the service's (``RUNPLANE_API``) or this machine's store.
+"""Project records, where runs go (see :func:`runplane.client.backend`): the service's
+(``RUNPLANE_API``) or this machine's store.
 
 ``new_project``, ``get_or_create_project`` and ``project.save()`` keep a project's record
 (description, parameters, default image, labels) there; ``get_run_db().list_projects()`` and
@@ -11,20 +12,18 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping
-from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runplane.errors import InvalidValueError, PolicyError
 
+if TYPE_CHECKING:
+    from runplane.client import Backend
 
-def _backend() -> Any:
+
+def _backend() -> Backend:
     from runplane.client import backend
 
     return backend()
-
-
-def _dict(record: Any) -> dict[str, Any]:
-    return dict(record) if isinstance(record, Mapping) else asdict(record)
 
 
 def record_values(
@@ -43,19 +42,12 @@ def store(name: str, values: Mapping[str, Any], update: bool = True) -> dict[str
     """The record of ``name``, made with ``values`` when there is none; with ``update`` a
     record of the caller's own takes ``values`` where they differ."""
     service = _backend()
-    if hasattr(service, "create_project"):  # the service
-        record = dict(service.create_project(name, dict(values)))
-    else:
-        made, _ = service.projects.create(name, getattr(service, "default_owner", ""), values)
-        record = _dict(made)
+    record = service.create_project(name, dict(values))
     changed = {key: value for key, value in values.items() if record.get(key) != value}
     if not update or not changed:
         return record
     try:
-        if hasattr(service, "update_project"):
-            return dict(service.update_project(name, changed))
-        owner = getattr(service, "default_owner", "")
-        return _dict(service.projects.update(name, changed, owner, admin=True))
+        return service.update_project(name, changed)
     except PolicyError as error:
         warnings.warn(f"{error}; its record was not changed", stacklevel=3)
     except Exception as error:
@@ -69,12 +61,8 @@ def get(name: str) -> dict[str, Any] | None:
     """The record of ``name``; ``None`` when the project has none (not even runs)."""
     from runplane.errors import NotFoundError
 
-    service = _backend()
     try:
-        if hasattr(service, "get_project"):
-            return dict(service.get_project(name))
-        found: dict[str, Any] = _dict(service.projects.get(name))
-        return found
+        return _backend().get_project(name)
     except NotFoundError:
         return None
     except Exception as error:
@@ -84,10 +72,7 @@ def get(name: str) -> dict[str, Any] | None:
 
 
 def list_records() -> list[dict[str, Any]]:
-    service = _backend()
-    if hasattr(service, "list_projects"):
-        return [dict(record) for record in service.list_projects()]
-    return [_dict(record) for record in service.projects.list_projects()]
+    return _backend().list_projects()
 
 
 def delete(name: str, deletion_strategy: str = "restricted") -> None:
@@ -102,10 +87,4 @@ def delete(name: str, deletion_strategy: str = "restricted") -> None:
             "cascading (its functions and schedules go with it; its runs' records stay)",
             "deletion_strategy='cascading'",
         )
-    strategy = DeletionStrategy(given)
-    service = _backend()
-    if hasattr(service, "delete_project"):
-        service.delete_project(name, strategy.value)
-    else:
-        owner = getattr(service, "default_owner", "")
-        service.projects.delete(name, owner, admin=True, strategy=strategy)
+    _backend().delete_project(name, given)

@@ -11,6 +11,7 @@ import httpx
 
 from runplane.errors import InvalidValueError, RunplaneError
 from runplane.runs import RunRecord, Usage, check_limit, check_uid
+from runplane.runtimes.contract import Answer, Call
 from runplane.service.wire import API, FUNCTION_STATUS, INVOKE_TIMEOUT, NEXT_OFFSET
 from runplane.spec.function import Function
 
@@ -147,33 +148,25 @@ class ApiBackend:
         params = {"project": project} if project else {}
         return list(self._call("GET", "/deployments", params=params))
 
-    def delete_deployment(self, project: str, name: str) -> str:
-        path = f"/deployments/{quote(project, safe='')}/{quote(name, safe='')}"
-        return str(self._call("DELETE", path)["deleted"])
+    def deployment(self, project: str, name: str) -> dict[str, Any]:
+        return dict(self._call("GET", _deployment_path(project, name)))
 
-    def invoke(
-        self,
-        project: str,
-        name: str,
-        path: str,
-        method: str,
-        content: bytes | None,
-        headers: Mapping[str, str],
-        timeout: float,
-    ) -> tuple[int, bytes]:
-        """The deployed function's status and body, as the service got them."""
-        target = f"/deployments/{quote(project, safe='')}/{quote(name, safe='')}/invoke/"
+    def delete_deployment(self, project: str, name: str) -> str:
+        return str(self._call("DELETE", _deployment_path(project, name))["deleted"])
+
+    def invoke(self, project: str, name: str, call: Call) -> Answer:
+        """The deployed function's answer, as the service got it."""
         answer = self._send(
-            method,
-            target + path.lstrip("/"),
-            content=content,
-            headers={**headers, INVOKE_TIMEOUT: f"{timeout:g}"},
-            timeout=timeout + 5,
+            call.method,
+            f"{_deployment_path(project, name)}/invoke/{call.path.lstrip('/')}",
+            content=call.body or None,
+            headers={**call.headers, INVOKE_TIMEOUT: f"{call.timeout:g}"},
+            timeout=call.timeout + 5,
         )
         status = answer.headers.get(FUNCTION_STATUS)
         if status is None or not status.isdigit():
             raise self._not_the_api(answer)
-        return int(status), answer.content
+        return Answer(int(status), answer.headers.get("content-type", ""), answer.content)
 
     def store_function(self, fn: Function) -> dict[str, Any]:
         return dict(self._call("POST", "/functions", json=fn.to_dict()))
@@ -211,3 +204,7 @@ class ApiBackend:
     def delete_project(self, name: str, deletion_strategy: str = "restricted") -> None:
         params = {"deletion_strategy": deletion_strategy}
         self._call("DELETE", f"/projects/{quote(name, safe='')}", params=params)
+
+
+def _deployment_path(project: str, name: str) -> str:
+    return f"/deployments/{quote(project, safe='')}/{quote(name, safe='')}"

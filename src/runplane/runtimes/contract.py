@@ -160,8 +160,9 @@ class Runtime(Protocol):
 
     def deployments(self) -> list[dict[str, Any]]:
         """The serving deployments this runtime runs, each with ``project``, ``name``,
-        ``owner`` (who deployed it through the service, else ``""``), ``state``, ``desired``,
-        ``ready`` and ``url``."""
+        ``owner`` (who deployed it through the service, else ``""``), ``state`` (a
+        :class:`~runplane.runtimes.deployments.DeploymentState`), ``desired``, ``ready`` and
+        ``url``."""
 
     def delete_deployment(self, project: str, name: str) -> str:
         """Stop and remove a serving deployment; returns ``project/name``."""

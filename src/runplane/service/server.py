@@ -9,9 +9,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from runplane import names
 from runplane.config import Settings
-from runplane.errors import InvalidValueError, NotFoundError, RunExistsError, RunplaneError
+from runplane.errors import InvalidValueError, RunExistsError, RunplaneError
 from runplane.placement import NodeSummary
 from runplane.rendering import render
 from runplane.runs import RunRecord
@@ -24,11 +23,19 @@ from runplane.service.catalog import FunctionCatalog
 from runplane.service.core import Reconciliation, RunService
 from runplane.service.db import connect, sqlite_url
 from runplane.service.defaults import DefaultsStore, apply_overrides, apply_policies, merge
+from runplane.service.deployments import (
+    apply_deployment,
+    check_deployable,
+    find_deployment,
+    get_deployment,
+    list_deployments,
+)
+from runplane.service.nodes import label_node
 from runplane.service.preflight import Placement, check_placement
 from runplane.service.projects import ProjectStore
 from runplane.service.records import RunStore
 from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
-from runplane.spec.function import Function, FunctionKind, check_servable
+from runplane.spec.function import Function
 from runplane.spec.loaders import new_function
 from runplane.spec.thresholds import check_thresholds
 
@@ -94,56 +101,21 @@ class Server:
         """Apply a serving function's Deployment, Service and autoscaler, with only the
         Secrets ``who``'s token grants."""
         check_secret_grant(fn, who)
-        role = who.role
-        if fn.kind is not FunctionKind.SERVING:
-            raise InvalidValueError(
-                "kind",
-                fn.kind.value,
-                "only serving functions are deployed; jobs are run",
-                "new_function('serve', kind='serving')",
-            )
-        check_servable(fn)
         runtime = self.runs.runtime
-        if not runtime.capabilities.deploy:
-            raise InvalidValueError(
-                "service.runtime",
-                runtime.name,
-                "serving functions are deployed to a Kubernetes cluster; start the service "
-                "with service.runtime: kubernetes",
-                "RUNPLANE_SERVICE__RUNTIME=kubernetes",
-            )
-        found = self._deployment_of(fn.metadata.project, fn.metadata.name)
+        check_deployable(runtime, fn)
+        found = find_deployment(runtime, fn.metadata.project, fn.metadata.name)
         if found is not None:  # deploying again replaces it: only its owner (or an admin)
             check_owner(who, found["owner"], f"deployment {fn.metadata.project}/{fn.metadata.name}")
-        manifests = render(fn, self.settings, role=role).manifests
-        for manifest in manifests:
-            if manifest["kind"] == "Deployment":
-                annotations = manifest["metadata"].setdefault("annotations", {})
-                annotations[names.DEPLOYED_BY] = who.user
-        return runtime.deploy(manifests)
-
-    def _deployment_of(self, project: str, name: str) -> dict[str, Any] | None:
-        for found in self.runs.runtime.deployments():
-            if found["project"] == project and found["name"] == name:
-                return found
-        return None
+        return apply_deployment(runtime, self.settings, fn, who.role, deployed_by=who.user)
 
     def deployments(self, who: Principal, project: str | None = None) -> list[dict[str, Any]]:
         """Serving deployments: a user's own, or everyone's for an admin."""
-        return [
-            found
-            for found in self.runs.runtime.deployments()
-            if (who.admin or found["owner"] == who.user)
-            and (project is None or found["project"] == project)
-        ]
+        owner = None if who.admin else who.user
+        return list_deployments(self.runs.runtime, project, owner)
 
     def deployment(self, project: str, name: str, who: Principal) -> dict[str, Any]:
         """One deployment, if ``who`` may see it (its deployer, or an admin)."""
-        found = self._deployment_of(project, name)
-        if found is None:
-            raise NotFoundError(
-                f"deployment {project}/{name} does not exist (runplane get deployments lists them)"
-            )
+        found = get_deployment(self.runs.runtime, project, name)
         check_owner(who, found["owner"], f"deployment {project}/{name}")
         return found
 
@@ -224,15 +196,7 @@ class Server:
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
         """Change a node's labels through the runtime (an admin's to do): the Node object on a
         cluster, this machine's stored labels on the embedded default; the labels after."""
-        runtime = self.runs.runtime
-        if not runtime.capabilities.node_labels:
-            raise InvalidValueError(
-                "node",
-                name,
-                f"the {runtime.name} runtime's node labels come from its configuration only",
-                "local.node_labels in the service's configuration",
-            )
-        return runtime.label_node(name, labels)
+        return label_node(self.runs.runtime, name, labels)
 
     def fire(self, schedule: ScheduleRecord, uid: str) -> bool:
         """Start the run of a due schedule as ``uid``; ``False`` if it already started.

@@ -25,7 +25,13 @@ from runplane.spec.base import SpecModel, translate
 from runplane.spec.bounds import MAX_TEXT_BYTES, check_text
 from runplane.spec.build import BuildSpec
 from runplane.spec.function_spec import FunctionSpec
-from runplane.spec.kinds import FunctionKind, check_kind, check_kind_rules, check_servable
+from runplane.spec.kinds import (
+    FunctionKind,
+    check_kind,
+    check_kind_rules,
+    check_servable,
+    require_kind,
+)
 from runplane.spec.metadata import Metadata
 from runplane.spec.resources import gpu_entries
 from runplane.spec.retries import patched
@@ -42,6 +48,7 @@ __all__ = [
     "Metadata",
     "check_kind",
     "check_servable",
+    "require_kind",
 ]
 
 

@@ -62,6 +62,13 @@ def check_servable(fn: Function) -> None:
         )
 
 
+def require_kind(fn: Function, kind: FunctionKind, why: str, example: str) -> None:
+    """Refuse an operation that belongs to functions of ``kind`` alone (deploy and invoke to
+    serving ones, a cluster client to dask ones); ``why`` and ``example`` say so."""
+    if fn.kind is not kind:
+        raise InvalidValueError("kind", fn.kind.value, why, example)
+
+
 def check_kind_rules(kind: FunctionKind, spec: FunctionSpec) -> None:
     """Settings that only make sense for some kinds of function."""
     if kind in (FunctionKind.SERVING, FunctionKind.DASK) and spec.state_thresholds:

@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from runplane import names
 from runplane.errors import NotFoundError
 from runplane.runtimes.contract import Answer, Call
+from runplane.runtimes.deployments import deployment_state
 from runplane.runtimes.kubernetes.calls import Calls
 from runplane.runtimes.kubernetes.rest import APPLY_PATCH, object_path
 
@@ -85,7 +86,7 @@ def listing(calls: Calls, port: int) -> list[dict[str, Any]]:
                 "project": labels.get(names.PROJECT, ""),
                 "name": meta["name"],
                 "owner": (meta.get("annotations") or {}).get(names.DEPLOYED_BY, ""),
-                "state": "ready" if desired and ready >= desired else "progressing",
+                "state": deployment_state(desired, ready),
                 "desired": desired,
                 "ready": ready,
                 "url": f"http://{meta['name']}.{calls.namespace}.svc:{port}",

@@ -39,6 +39,7 @@ from runplane.placement import evaluate
 from runplane.rendering.resources import EffectiveResources
 from runplane.runs import Reason
 from runplane.runtimes.contract import RunRequest
+from runplane.runtimes.deployments import DeploymentState, deployment_state
 from runplane.runtimes.local.autoscale import Autoscaler
 from runplane.runtimes.local.launch import LocalRun, environment, plan
 from runplane.runtimes.local.ledger import Grant, Ledger
@@ -365,14 +366,16 @@ class ReplicaSet:
 
     def status(self, stopped: bool = False) -> dict[str, Any]:
         scaling = scaling_of(self.manifests)
+        ready = sum(1 for r in self.replicas.values() if r.state == "ready")
         return {
             "name": self.name,
             "project": self.project,
             "url": f"http://{self.host}:{self.port}",
             "supervisor": os.getpid(),
             "supervisor_started": psutil.Process().create_time(),
-            "state": "stopped" if stopped else _overall(self.replicas.values(), self.desired),
+            "state": DeploymentState.STOPPED if stopped else deployment_state(self.desired, ready),
             "desired": self.desired,
+            "ready": ready,
             "min_replicas": scaling[0] if scaling else None,
             "max_replicas": scaling[1] if scaling else None,
             "workers": self.workers,
@@ -399,13 +402,6 @@ class ReplicaSet:
             temporary.write_text(text, encoding="utf-8")
             os.replace(temporary, self.directory / "status.json")
             self._status = text
-
-
-def _overall(replicas: Any, desired: int) -> str:
-    ready = sum(1 for r in replicas if r.state == "ready")
-    if desired and ready == desired:
-        return "ready"
-    return "degraded" if ready else "pending"
 
 
 def _processes(pid: int) -> list[psutil.Process]:

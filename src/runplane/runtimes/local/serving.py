@@ -30,6 +30,7 @@ from runplane.config import Settings
 from runplane.errors import ConflictError, InvalidValueError, NotFoundError, RunplaneError
 from runplane.placement import evaluate
 from runplane.runtimes.contract import Answer, Call
+from runplane.runtimes.deployments import DeploymentState
 from runplane.runtimes.local.launch import INHERITED, plan
 from runplane.runtimes.local.node import local_node
 from runplane.runtimes.local.replicas import replica_request
@@ -191,7 +192,7 @@ def _wait_ready(
     deadline = time.monotonic() + timeout
     while True:
         status = _read_status(directory)
-        if status and status["state"] == "ready":
+        if status and status["state"] == DeploymentState.READY:
             return status
         if (supervisor.poll() and not status) or (status and not _alive(status)):
             raise DeployError(
@@ -232,7 +233,7 @@ def list_deployments(settings: Settings) -> list[dict[str, Any]]:
         if status is None:
             continue
         if not _alive(status):
-            status = {**status, "state": "stopped", "replicas": []}
+            status = {**status, "state": DeploymentState.STOPPED, "ready": 0, "replicas": []}
         found.append({**status, "owner": _owner(status_file.parent)})
     return found
 
