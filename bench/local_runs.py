@@ -71,7 +71,7 @@ def main() -> None:
 
     header("embedded default: run overhead, throughput and supervision")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    service = EmbeddedService(load_settings())
+    service = EmbeddedService(load_settings()).start()
     print(f"isolation: {service.runtime.isolation}")
     fn = runplane.code_to_function("noop", filename=str(code), handler="handler")
     fn.with_requests(cpu="100m", mem="32Mi")

@@ -61,7 +61,7 @@ def settings(isolation: str) -> Settings:
 
 @pytest.fixture
 def service(settings: Settings) -> Iterator[EmbeddedService]:
-    embedded = EmbeddedService(settings)
+    embedded = EmbeddedService(settings).start()
     yield embedded
     embedded.close()
 

@@ -196,7 +196,7 @@ def test_half_a_cpu_holds_two_busy_processes_to_half_a_core(service, make_functi
 
 def test_a_fork_bomb_stops_at_the_pids_limit(monkeypatch, make_function):
     monkeypatch.setenv("RUNPLANE_LOCAL__PIDS_LIMIT", "64")
-    service = EmbeddedService(load_settings())
+    service = EmbeddedService(load_settings()).start()
     try:
         fn = make_function("""
             import os

@@ -251,7 +251,7 @@ def test_environment_secrets_and_gpus_reach_the_process(monkeypatch, make_functi
     from runplane.config import load_settings
     from runplane.service.embedded import EmbeddedService
 
-    service = EmbeddedService(load_settings())
+    service = EmbeddedService(load_settings()).start()
     try:
         secret = service.settings.local.home / "secrets" / "creds"
         secret.mkdir(parents=True)
@@ -281,7 +281,7 @@ def test_volumes_map_to_local_directories(monkeypatch, make_function, tmp_path):
     from runplane.config import load_settings
     from runplane.service.embedded import EmbeddedService
 
-    service = EmbeddedService(load_settings())
+    service = EmbeddedService(load_settings()).start()
     try:
         fn = make_function("""
             from pathlib import Path
@@ -390,7 +390,7 @@ def test_the_hint_follows_the_configured_spot_labels(monkeypatch, make_function)
     from runplane.config import load_settings
     from runplane.service.embedded import EmbeddedService
 
-    service = EmbeddedService(load_settings())
+    service = EmbeddedService(load_settings()).start()
     try:
         uid = service.submit(make_function(SLEEP).with_preemption_mode("constrain")).uid
         record = wait_for(lambda: (r := service.store.get(uid)).status_text and r)

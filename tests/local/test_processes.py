@@ -56,7 +56,7 @@ def test_two_commands_at_once_do_not_overbook(tmp_path):
         out, err = process.communicate(timeout=60)
         assert process.returncode == 0, err
         assert "completed" in out
-    service = EmbeddedService(load_settings())
+    service = EmbeddedService(load_settings()).start()
     try:
         a, b = service.store.list_runs()
         assert a.results["start"] >= b.results["end"] or b.results["start"] >= a.results["end"]
@@ -84,7 +84,7 @@ def test_abort_from_another_process(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    service = EmbeddedService(load_settings())
+    service = EmbeddedService(load_settings()).start()
     try:
         uid = wait_for(lambda: [r.uid for r in service.store.list_runs() if r.state == "running"])[
             0
@@ -117,7 +117,7 @@ def test_killed_executor_is_recovered_on_next_start(tmp_path):
     owner = subprocess.Popen(
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    observer = EmbeddedService(load_settings())
+    observer = EmbeddedService(load_settings()).start()
     try:
         record = wait_for(lambda: [r for r in observer.store.list_runs() if r.state == "running"])[
             0
@@ -129,7 +129,7 @@ def test_killed_executor_is_recovered_on_next_start(tmp_path):
         wait_for(lambda: not _alive(handler_pid), timeout=10)
     finally:
         observer.close()
-    restarted = EmbeddedService(load_settings())
+    restarted = EmbeddedService(load_settings()).start()
     try:
         lost = restarted.store.get(record.uid)
         assert lost.state == "error"

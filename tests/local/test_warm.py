@@ -134,7 +134,7 @@ def test_the_server_holds_nothing_of_runplanes_environment(
     monkeypatch, settings, make_function, tmp_path
 ):
     monkeypatch.setenv("RUNPLANE_SERVICE_TOKEN_FOR_TEST", "s3cret-token-value")
-    service = EmbeddedService(load_settings())
+    service = EmbeddedService(load_settings()).start()
     try:
         fn = make_function("""
             import os
@@ -180,7 +180,7 @@ def test_a_run_whose_server_dies_ends_and_the_next_gets_a_new_one(service, make_
 
 def test_fresh_starts_a_new_interpreter_per_run(monkeypatch, make_function, private_home):
     monkeypatch.setenv("RUNPLANE_LOCAL__LAUNCHER", "fresh")
-    service = EmbeddedService(load_settings())
+    service = EmbeddedService(load_settings()).start()
     try:
         record = service.wait(service.submit(make_function(WHERE)).uid, timeout=30)
         assert record.state == "completed", record.status_text

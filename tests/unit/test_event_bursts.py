@@ -10,7 +10,7 @@ import pytest
 
 from runplane.runs import RunState
 from runplane.runtimes.events import RunEvent
-from runplane.service import core
+from runplane.service import recorder as core
 
 
 def event(number: int) -> RunEvent:

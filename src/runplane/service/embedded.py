@@ -110,7 +110,7 @@ def embedded(settings: Settings) -> EmbeddedService:
     with _services_lock:
         service = _services.get(home)
         if service is None:
-            service = _services[home] = EmbeddedService(settings)
+            service = _services[home] = EmbeddedService(settings).start()
             if len(_services) == 1:
                 atexit.register(_close_all)
         return service

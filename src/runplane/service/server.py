@@ -20,7 +20,7 @@ from runplane.runtimes.request import build_request
 from runplane.service.access import check_owner
 from runplane.service.auth import Principal, Tokens, check_secret_grant
 from runplane.service.catalog import FunctionCatalog
-from runplane.service.core import Reconciliation, RunService
+from runplane.service.core import RunService
 from runplane.service.db import connect, sqlite_url
 from runplane.service.defaults import DefaultsStore, apply_overrides, apply_policies, merge
 from runplane.service.deployments import (
@@ -30,6 +30,7 @@ from runplane.service.deployments import (
     get_deployment,
     list_deployments,
 )
+from runplane.service.launcher import Reconciliation
 from runplane.service.nodes import label_node
 from runplane.service.preflight import Placement, check_placement
 from runplane.service.projects import ProjectStore
@@ -62,7 +63,7 @@ class Server:
                 error,
             )
         runtime = create_runtime(effective, serving=True)
-        self.runs = RunService(effective, RunStore(engine), runtime, service=True)
+        self.runs = RunService(effective, RunStore(engine), runtime, service=True).start()
         self._stop = threading.Event()
         self._scheduler = threading.Thread(
             target=self._fire_schedules, daemon=True, name="runplane-schedules"

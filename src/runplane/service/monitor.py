@@ -1,0 +1,105 @@
+"""The monitor: one thread that acts when a run's time is up.
+
+It aborts runs that stay too long in a condition (state thresholds), ends the spot wait of
+attempts that found no spot node in time, launches decided attempts when they are due, and
+stops the runs other processes asked to abort. It sleeps until the soonest deadline, woken
+early when a sooner one is recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from runplane.runs import Reason, RunState
+from runplane.runtimes.contract import Runtime
+from runplane.runtimes.events import RunEvent
+from runplane.service.launcher import Launcher
+from runplane.service.live import LiveRuns
+from runplane.service.recorder import Recorder
+from runplane.service.records import RunStore
+
+log = logging.getLogger(__name__)
+
+#: How often abort requests of other processes are read, at most (seconds).
+_ABORT_POLL = 0.2
+_SPOT_FALLBACK_TEXT = (
+    "no spot node was found in time (retry.spot_fallback.pending); the next attempt runs on "
+    "on-demand nodes"
+)
+
+
+class Monitor:
+    def __init__(
+        self,
+        store: RunStore,
+        runtime: Runtime,
+        live: LiveRuns,
+        recorder: Recorder,
+        launcher: Launcher,
+        aborts: ThreadPoolExecutor,
+        executor: int | None,
+    ) -> None:
+        self.store = store
+        self.runtime = runtime
+        self.live = live
+        self.recorder = recorder
+        self.launcher = launcher
+        self._aborts = aborts
+        #: The pid whose abort requests this monitor serves (``None``: a durable runtime's
+        #: runs are aborted by whoever asks, through the cluster).
+        self._executor = executor
+        self._retries = ThreadPoolExecutor(max_workers=4, thread_name_prefix="runplane-retry")
+        self._thread = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop watching (after :meth:`LiveRuns.close`) and finish the launches begun."""
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self._retries.shutdown(wait=True)
+
+    def stop(self, uid: str) -> bool:
+        """Abort a run a person asked to stop: its attempt through the runtime, or, between
+        attempts, the run itself (nothing runs to stop); ``False`` if neither had anything."""
+        if self.runtime.abort(uid, Reason.ABORTED, "aborted by request"):
+            return True
+        record = self.store.get(uid)
+        if record.retry_at is None or record.finished:
+            return False
+        message = f"aborted by request before attempt {record.attempt} started"
+        aborted = RunEvent(
+            uid, RunState.ABORTED, reason=Reason.ABORTED, message=message, attempt=record.attempt
+        )
+        self.recorder.write([aborted])
+        return True
+
+    def _watch(self) -> None:
+        live = self.live
+        next_poll = time.monotonic()
+        while not live.closed:
+            with live.lock:
+                now = time.time()
+                breaches, spot_waits, due = live.take_due(now)
+                if not (breaches or spot_waits or due):
+                    timeout = _ABORT_POLL
+                    if (deadline := live.next_deadline()) is not None:
+                        timeout = min(timeout, max(deadline - now, 0.0))
+                    live.lock.wait(timeout)
+            # Aborts on a cluster are API calls; breaches due together are aborted together.
+            for breach in breaches:
+                self._aborts.submit(self.runtime.abort, breach.uid, Reason.THRESHOLD, breach.text)
+            for wait in spot_waits:
+                self._aborts.submit(
+                    self.runtime.abort, wait.uid, Reason.SPOT_UNAVAILABLE, _SPOT_FALLBACK_TEXT
+                )
+            for uid, attempt in due:
+                self._retries.submit(self.launcher.launch_retry, uid, attempt)
+            if self._executor is not None and time.monotonic() >= next_poll:
+                next_poll = time.monotonic() + _ABORT_POLL
+                for uid in self.store.abort_requests(self._executor):
+                    self.stop(uid)
