@@ -16,7 +16,6 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self
 
 import psutil
@@ -25,12 +24,11 @@ from runplane.config import Settings
 from runplane.runs import LIVE, RunRecord, Usage, check_limit
 from runplane.runtimes.contract import Runtime
 from runplane.runtimes.request import build_request
-from runplane.service.feed import RunFeed
 from runplane.service.launcher import Launcher, Reconciliation
-from runplane.service.live import LiveRuns
 from runplane.service.monitor import Monitor
 from runplane.service.recorder import Recorder
 from runplane.service.records import RunStore
+from runplane.service.shared import Shared
 from runplane.spec.function import Function
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
 
@@ -68,46 +66,37 @@ class RunService:
     def __init__(
         self, settings: Settings, store: RunStore, runtime: Runtime, *, service: bool = False
     ) -> None:
-        self.store = store
-        self.runtime = runtime
         self.service = service
         #: Who a run belongs to when the caller names nobody (the embedded default: the
         #: local user).
         self.default_owner = ""
-        #: Uids of runs as their records change, for live clients.
-        self.feed = RunFeed()
         self.executor = None if runtime.capabilities.durable else THIS_PROCESS
         #: What the start found; empty until :meth:`start`.
         self.reconciliation = Reconciliation()
-        self._live = LiveRuns()
-        self._aborts = ThreadPoolExecutor(max_workers=8, thread_name_prefix="runplane-abort")
-        self._recorder = Recorder(settings, store, runtime, self._live, self.feed, self._aborts)
-        self._launcher = Launcher(settings, store, runtime, self._live, self._recorder)
-        self._monitor = Monitor(
-            store,
-            runtime,
-            self._live,
-            self._recorder,
-            self._launcher,
-            self._aborts,
-            None if self.executor is None else self.executor[0],
-        )
+        self._shared = shared = Shared(settings, store, runtime)
+        self.store, self.runtime = store, runtime
+        #: Uids of runs as their records change, for live clients.
+        self.feed = shared.feed
+        self._live = shared.live
+        self._recorder = Recorder(shared)
+        self._launcher = Launcher(shared, self._recorder)
+        pid = None if self.executor is None else self.executor[0]
+        self._monitor = Monitor(shared, self._recorder, self._launcher, pid)
         self._recording = threading.Thread(
             target=lambda: asyncio.run(self._recorder.run()),
             name="runplane-recorder",
             daemon=True,
         )
-        self._settings = settings
         self._started = False
 
     @property
     def settings(self) -> Settings:
-        return self._settings
+        return self._shared.settings
 
     @settings.setter
     def settings(self, settings: Settings) -> None:
         """Settings an admin changed apply from the next decision of every part on."""
-        self._settings = self._recorder.settings = self._launcher.settings = settings
+        self._shared.settings = settings
 
     def start(self) -> Self:
         """Settle what a previous process left, then record and monitor; returns the service.
@@ -287,7 +276,7 @@ class RunService:
             return
         self._live.close()
         self._monitor.close()
-        self._aborts.shutdown(wait=True)
+        self._shared.aborts.shutdown(wait=True)
         self.runtime.close(grace)  # its event stream ends once everything it reported is read
         self._recording.join(timeout=30)
         if self.executor is not None:

@@ -11,15 +11,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from runplane.config import Settings
 from runplane.runs import LIVE, Reason, RunRecord, RunState
-from runplane.runtimes.contract import RunRequest, Runtime
+from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.request import build_request
 from runplane.service import retries
-from runplane.service.live import LiveRuns
 from runplane.service.recorder import Recorder
-from runplane.service.records import RunStore
+from runplane.service.shared import Shared
 from runplane.spec.function import Function
 from runplane.spec.scheduling import PreemptionMode
 from runplane.spec.thresholds import threshold_seconds
@@ -38,18 +36,8 @@ class Reconciliation:
 
 
 class Launcher:
-    def __init__(
-        self,
-        settings: Settings,
-        store: RunStore,
-        runtime: Runtime,
-        live: LiveRuns,
-        recorder: Recorder,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.runtime = runtime
-        self.live = live
+    def __init__(self, shared: Shared, recorder: Recorder) -> None:
+        self.shared = shared
         self.recorder = recorder
 
     def launch(self, request: RunRequest) -> bool:
@@ -60,14 +48,14 @@ class Launcher:
         API server took it) is stopped with it.
         """
         try:
-            self.runtime.launch(request)
+            self.shared.runtime.launch(request)
             return True
         except Exception as error:
-            message = f"the {self.runtime.name} runtime could not start the run: {error}"
+            message = f"the {self.shared.runtime.name} runtime could not start the run: {error}"
             log.warning("run %s: %s", request.uid, message)
             self.failed(request.uid, request.attempt, message)
             try:
-                self.runtime.abort(request.uid, Reason.LAUNCH_FAILED, message)
+                self.shared.runtime.abort(request.uid, Reason.LAUNCH_FAILED, message)
             except Exception:
                 log.warning(
                     "run %s: stopping what its launch left failed", request.uid, exc_info=True
@@ -86,13 +74,13 @@ class Launcher:
         policy changed meanwhile) ends ``error`` saying why."""
         relaunched = []
         for uid in uids:
-            record = self.store.get(uid)
-            self.live.hold(uid, threshold_seconds(record.thresholds))
+            record = self.shared.store.get(uid)
+            self.shared.live.hold(uid, threshold_seconds(record.thresholds))
             if record.retry_at is not None:
                 continue  # between attempts: the next is launched when due
             try:
                 request = self.request_of(record)
-                self.runtime.check(request)
+                self.shared.runtime.check(request)
             except Exception as error:
                 message = f"the run could not be queued again: {error}"
                 self.failed(uid, record.attempt, message)
@@ -106,8 +94,8 @@ class Launcher:
         """Runs this service was executing when it died: each attempt ended with it, as a
         lost node's would (retried when the run's policy says so, else the run ends)."""
         for uid in uids:
-            record = self.store.get(uid)
-            self.live.hold(uid, threshold_seconds(record.thresholds))
+            record = self.shared.store.get(uid)
+            self.shared.live.hold(uid, threshold_seconds(record.thresholds))
             message = (
                 f"the service executing attempt {record.attempt} stopped while it ran; the "
                 "attempt ended with it"
@@ -130,40 +118,40 @@ class Launcher:
             fn = retries.AttemptPlan.of(current).apply(fn)
         return build_request(
             fn,
-            self.settings,
+            self.shared.settings,
             uid=record.uid,
             params=record.params,
             inputs=record.inputs,
-            source_dir=self.store.source_dir(record.uid),
+            source_dir=self.shared.store.source_dir(record.uid),
             attempt=record.attempt,
         )
 
     def launch_retry(self, uid: str, attempt: int) -> None:
         """Launch the attempt a decision recorded, unless the run moved on (ended, aborted,
         or already launched it); at most one launch of a run at a time."""
-        with self.live.lock:
-            if uid in self.live.launching:
+        with self.shared.live.lock:
+            if uid in self.shared.live.launching:
                 return
-            self.live.launching.add(uid)
+            self.shared.live.launching.add(uid)
         try:
-            record = self.store.get(uid)
+            record = self.shared.store.get(uid)
             if record.finished or record.attempt != attempt or record.retry_at is None:
                 return
             try:
                 request = self.request_of(record)
-                self.runtime.check(request)
+                self.shared.runtime.check(request)
             except Exception as error:
                 message = f"attempt {attempt} could not be prepared: {error}"
                 self.failed(uid, attempt, message)
                 return
             self.arm_spot_wait(record)
             if self.launch(request):
-                self.store.attempt_launched(uid, attempt)
+                self.shared.store.attempt_launched(uid, attempt)
         except Exception:
             log.exception("run %s: launching attempt %d failed", uid, attempt)
         finally:
-            with self.live.lock:
-                self.live.launching.discard(uid)
+            with self.shared.live.lock:
+                self.shared.live.launching.discard(uid)
 
     def arm_spot_wait(self, record: RunRecord, fn: Function | None = None) -> None:
         """Start the spot fallback's clock for an attempt that may run only on spot, when its
@@ -174,13 +162,13 @@ class Launcher:
         if current is not None and current.preemption_mode == PreemptionMode.CONSTRAIN.value:
             try:  # only such runs pay for resolving their policy
                 function = fn or Function.from_dict(record.function)
-                policy = retries.resolve(function, self.settings)
+                policy = retries.resolve(function, self.shared.settings)
             except Exception:
                 log.warning("run %s: its retry policy could not be read", record.uid)
             else:
                 pending = policy.fallback_pending
                 armed = pending is not None and record.attempt < policy.max_attempts
-        self.live.wait_for_spot(record.uid, pending if armed else None)
+        self.shared.live.wait_for_spot(record.uid, pending if armed else None)
 
     def reconcile(self) -> Reconciliation:
         """Make the records and a durable runtime agree after a start (or a crash).
@@ -191,10 +179,10 @@ class Launcher:
         as ``error``; objects of runs unknown here are reported, and deleted when
         ``service.orphan_pods`` says so.
         """
-        existing = self.runtime.existing()
+        existing = self.shared.runtime.existing()
         never_launched, lost = [], []
-        for record in self.store.list_runs(states=LIVE, limit=100_000):
-            if record.runtime != self.runtime.name or record.uid in existing:
+        for record in self.shared.store.list_runs(states=LIVE, limit=100_000):
+            if record.runtime != self.shared.runtime.name or record.uid in existing:
                 continue
             if record.retry_at is not None:
                 continue  # between attempts: the next is launched when due
@@ -214,8 +202,8 @@ class Launcher:
                     ]
                 )
                 lost.append(record.uid)
-        orphans = [uid for uid in existing if uid and not self.store.exists(uid)]
-        delete = self.settings.service.orphan_pods == "delete"
+        orphans = [uid for uid in existing if uid and not self.shared.store.exists(uid)]
+        delete = self.shared.settings.service.orphan_pods == "delete"
         for uid in orphans:
             log.warning(
                 "objects of unknown run %s: %s%s",
@@ -224,5 +212,7 @@ class Launcher:
                 " - deleting" if delete else "",
             )
             if delete:
-                self.runtime.abort(uid, Reason.ORPHAN, "a pod of a run unknown to the service")
+                self.shared.runtime.abort(
+                    uid, Reason.ORPHAN, "a pod of a run unknown to the service"
+                )
         return Reconciliation(self.relaunch(never_launched), lost, orphans)

@@ -14,12 +14,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from runplane.runs import Reason, RunState
-from runplane.runtimes.contract import Runtime
 from runplane.runtimes.events import RunEvent
 from runplane.service.launcher import Launcher
-from runplane.service.live import LiveRuns
 from runplane.service.recorder import Recorder
-from runplane.service.records import RunStore
+from runplane.service.shared import Shared
 
 log = logging.getLogger(__name__)
 
@@ -33,21 +31,11 @@ _SPOT_FALLBACK_TEXT = (
 
 class Monitor:
     def __init__(
-        self,
-        store: RunStore,
-        runtime: Runtime,
-        live: LiveRuns,
-        recorder: Recorder,
-        launcher: Launcher,
-        aborts: ThreadPoolExecutor,
-        executor: int | None,
+        self, shared: Shared, recorder: Recorder, launcher: Launcher, executor: int | None
     ) -> None:
-        self.store = store
-        self.runtime = runtime
-        self.live = live
+        self.shared = shared
         self.recorder = recorder
         self.launcher = launcher
-        self._aborts = aborts
         #: The pid whose abort requests this monitor serves (``None``: a durable runtime's
         #: runs are aborted by whoever asks, through the cluster).
         self._executor = executor
@@ -66,9 +54,9 @@ class Monitor:
     def stop(self, uid: str) -> bool:
         """Abort a run a person asked to stop: its attempt through the runtime, or, between
         attempts, the run itself (nothing runs to stop); ``False`` if neither had anything."""
-        if self.runtime.abort(uid, Reason.ABORTED, "aborted by request"):
+        if self.shared.runtime.abort(uid, Reason.ABORTED, "aborted by request"):
             return True
-        record = self.store.get(uid)
+        record = self.shared.store.get(uid)
         if record.retry_at is None or record.finished:
             return False
         message = f"aborted by request before attempt {record.attempt} started"
@@ -79,7 +67,7 @@ class Monitor:
         return True
 
     def _watch(self) -> None:
-        live = self.live
+        live = self.shared.live
         next_poll = time.monotonic()
         while not live.closed:
             with live.lock:
@@ -92,14 +80,19 @@ class Monitor:
                     live.lock.wait(timeout)
             # Aborts on a cluster are API calls; breaches due together are aborted together.
             for breach in breaches:
-                self._aborts.submit(self.runtime.abort, breach.uid, Reason.THRESHOLD, breach.text)
+                self.shared.aborts.submit(
+                    self.shared.runtime.abort, breach.uid, Reason.THRESHOLD, breach.text
+                )
             for wait in spot_waits:
-                self._aborts.submit(
-                    self.runtime.abort, wait.uid, Reason.SPOT_UNAVAILABLE, _SPOT_FALLBACK_TEXT
+                self.shared.aborts.submit(
+                    self.shared.runtime.abort,
+                    wait.uid,
+                    Reason.SPOT_UNAVAILABLE,
+                    _SPOT_FALLBACK_TEXT,
                 )
             for uid, attempt in due:
                 self._retries.submit(self.launcher.launch_retry, uid, attempt)
             if self._executor is not None and time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + _ABORT_POLL
-                for uid in self.store.abort_requests(self._executor):
+                for uid in self.shared.store.abort_requests(self._executor):
                     self.stop(uid)

@@ -14,18 +14,13 @@ import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from runplane.config import Settings
 from runplane.runs import RETRYABLE, TERMINAL, Reason
-from runplane.runtimes.contract import Runtime
 from runplane.runtimes.events import RunEvent
 from runplane.service import retries
-from runplane.service.feed import RunFeed
-from runplane.service.live import LiveRuns
-from runplane.service.records import RunStore
 from runplane.service.retries import RetryDecision
+from runplane.service.shared import Shared
 
 log = logging.getLogger(__name__)
 
@@ -81,25 +76,12 @@ async def _bursts(events: AsyncIterator[RunEvent], limit: int) -> AsyncIterator[
 
 
 class Recorder:
-    def __init__(
-        self,
-        settings: Settings,
-        store: RunStore,
-        runtime: Runtime,
-        live: LiveRuns,
-        feed: RunFeed,
-        aborts: ThreadPoolExecutor,
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.runtime = runtime
-        self.live = live
-        self.feed = feed
-        self._aborts = aborts
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
 
     async def run(self) -> None:
         """Write the runtime's events in order, a burst per transaction, until it closes."""
-        async for burst in _bursts(self.runtime.events(), _BATCH):
+        async for burst in _bursts(self.shared.runtime.events(), _BATCH):
             try:
                 self.write(burst)
             except Exception:  # the recorder must outlive any one burst
@@ -115,44 +97,48 @@ class Recorder:
         """
         events, decided = self._decisions([event.classified() for event in events])
         try:
-            applied = self.store.apply_many(events, decided)
+            applied = self.shared.store.apply_many(events, decided)
         except Exception:  # keep recording; a broken burst is retried one event at a time
             log.exception("recording %d events failed; recording them one by one", len(events))
             applied = [
                 self._apply_alone(event, decided.get(index)) for index, event in enumerate(events)
             ]
-        with self.live.lock:
-            deadline = self.live.next_deadline()
+        with self.shared.live.lock:
+            deadline = self.shared.live.next_deadline()
             for index, (event, recorded) in enumerate(zip(events, applied, strict=True)):
                 if recorded is None:
                     continue
-                self.live.clocks.observe(recorded)
-                self.live.spot_clocks.observe(recorded)
+                self.shared.live.clocks.observe(recorded)
+                self.shared.live.spot_clocks.observe(recorded)
                 decision = decided.get(index)
                 if decision is not None and recorded.attempt == decision.attempt:
-                    heapq.heappush(self.live.due, (decision.due_at, recorded.uid, decision.attempt))
+                    heapq.heappush(
+                        self.shared.live.due, (decision.due_at, recorded.uid, decision.attempt)
+                    )
                 elif recorded.state.terminal:
-                    self.live.ended(event.uid)
-            sooner = self.live.next_deadline()
+                    self.shared.live.ended(event.uid)
+            sooner = self.shared.live.next_deadline()
             if sooner is not None and (deadline is None or sooner < deadline):
-                self.live.lock.notify()  # the monitor sleeps until the deadline it knew
-        self.feed.publish(
+                self.shared.live.lock.notify()  # the monitor sleeps until the deadline it knew
+        self.shared.feed.publish(
             event.uid for event, recorded in zip(events, applied, strict=True) if recorded
         )
         refused = {
             event.uid: event for event, ok in zip(events, applied, strict=True) if ok is None
         }
         for uid, event in refused.items():
-            if self.live.closed or event.state.terminal:
+            if self.shared.live.closed or event.state.terminal:
                 continue
-            if self.store.state_of(uid) in TERMINAL:
+            if self.shared.store.state_of(uid) in TERMINAL:
                 # Something of a run that has ended says it is alive (a pod made by a launch
                 # that timed out after the API server took it): it goes, as the record says.
-                self._aborts.submit(self.runtime.abort, uid, Reason.ENDED, "the run had ended")
+                self.shared.aborts.submit(
+                    self.shared.runtime.abort, uid, Reason.ENDED, "the run had ended"
+                )
 
     def _apply_alone(self, event: RunEvent, retry: RetryDecision | None) -> RunEvent | None:
         try:
-            return self.store.apply(event, retry)
+            return self.shared.store.apply(event, retry)
         except Exception:
             log.exception("the event of run %s was not recorded: %s", event.uid, event)
             return None
@@ -167,14 +153,14 @@ class Recorder:
             if event.failure not in RETRYABLE:
                 continue
             try:
-                record = self.store.get(event.uid)
+                record = self.shared.store.get(event.uid)
             except Exception:
                 continue
             if record.finished or record.attempt != event.attempt:
                 continue
             try:
                 decision, why = retries.decide(
-                    record, event, self.settings, time.time(), self._largest_memory
+                    record, event, self.shared.settings, time.time(), self._largest_memory
                 )
             except Exception:  # a bad policy must not keep the run from ending
                 log.exception("run %s: the retry decision failed", event.uid)
@@ -190,7 +176,7 @@ class Recorder:
     def _largest_memory(self) -> int | None:
         """The largest node's allocatable memory, in bytes (asked after an OOM kill)."""
         try:
-            sizes = [node.allocatable.get("memory", 0) for node in self.runtime.nodes()]
+            sizes = [node.allocatable.get("memory", 0) for node in self.shared.runtime.nodes()]
         except Exception:
             log.warning("the nodes could not be read for the OOM memory cap", exc_info=True)
             return None
