@@ -323,11 +323,6 @@ _GATE = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
 CHILD = Path(__file__).resolve().parent / "child.py"
 
 
-#: Variables of a run's environment that an interpreter reads only as it starts (beyond
-#: ``PYTHONPATH``, which the warm launcher applies): a run that sets one starts fresh.
-STARTUP_ONLY = ("PYTHONHASHSEED", "PYTHONHOME", "PYTHONOPTIMIZE", "PYTHONSAFEPATH", "PYTHONUTF8")
-
-
 def needs_fresh(run: LocalRun, env: Mapping[str, str]) -> str:
     """Why the run must start in a fresh interpreter ("" when a warm one serves): another
     program starts it (an mpijob's ``mpirun``), or its environment sets what only an
