@@ -15,10 +15,9 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import psutil
 
@@ -44,6 +43,7 @@ from runplane.service.records import RunStore
 from runplane.service.retries import RetryDecision
 from runplane.service.thresholds import ThresholdClocks
 from runplane.spec.function import Function
+from runplane.spec.run_options import RunOptions
 from runplane.spec.scheduling import PreemptionMode
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
 
@@ -199,9 +199,7 @@ class RunService:
     def submit(
         self,
         fn: Function,
-        params: Mapping[str, Any] | None = None,
-        inputs: Mapping[str, Any] | None = None,
-        state_thresholds: Mapping[str, Any] | None = None,
+        options: RunOptions | None = None,
         source_dir: str = "",
         role: str | None = None,
         uid: str | None = None,
@@ -214,19 +212,20 @@ class RunService:
         passes a deterministic ``uid``; a uid already recorded raises ``RunExistsError``.
         """
         uid = uid or uuid.uuid4().hex
+        given = options or RunOptions()
         request = build_request(
             fn,
             self.settings,
             uid=uid,
-            params=params,
-            inputs={str(k): str(v) for k, v in (inputs or {}).items()},
+            params=given.params,
+            inputs=given.inputs,
             role=role,
             source_dir=source_dir,
         )
         thresholds = {
             **self.settings.function_defaults.state_thresholds,
             **fn.spec.state_thresholds,
-            **check_thresholds("run(state_thresholds=...)", state_thresholds or {}),
+            **check_thresholds("run(state_thresholds=...)", given.state_thresholds),
         }
         self.runtime.check(request)
         record = self.store.create(

@@ -37,6 +37,7 @@ from runplane.spec.resources import (
 )
 from runplane.spec.retries import MAX_ATTEMPTS, RetryPolicy, patched
 from runplane.spec.roles import RoleResources, check_roles, compute_quantities
+from runplane.spec.run_options import RunArguments
 from runplane.spec.scheduling import (
     PreemptionMode,
     check_affinity,
@@ -765,7 +766,8 @@ class Function(SpecModel, RoleResources):
             "param_file_secrets": param_file_secrets,
             "retry": retry,
         }
-        return hooks.client().run(self, **{k: v for k, v in options.items() if v is not None})
+        given = {k: v for k, v in options.items() if v is not None}
+        return hooks.client().run(self, RunArguments(**given))
 
     def deploy(self) -> Any:
         """Deploy a serving function: replicas on this machine, or a Deployment, Service and

@@ -29,13 +29,7 @@ def run_of(server: Server, uid: str, who: Principal) -> RunRecord:
 
 @router.post("/runs", status_code=201)
 def submit_run(body: RunSubmission, server: Service, who: User) -> RunRecord:
-    return server.submit(
-        function_of(server, body),
-        who,
-        params=body.params,
-        inputs=body.inputs,
-        state_thresholds=body.state_thresholds,
-    )
+    return server.submit(function_of(server, body), who, body)
 
 
 @router.get("/runs")

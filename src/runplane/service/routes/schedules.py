@@ -18,9 +18,7 @@ router = APIRouter()
 
 @router.post("/schedules", status_code=201)
 def create_schedule(body: ScheduleSubmission, server: Service, who: User) -> ScheduleRecord:
-    return server.schedule(
-        function_of(server, body), body.schedule, body.params, body.state_thresholds, who
-    )
+    return server.schedule(function_of(server, body), body.schedule, body, who)
 
 
 @router.get("/schedules")

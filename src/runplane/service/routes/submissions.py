@@ -12,23 +12,19 @@ from runplane.service.routes.fields import Name
 from runplane.service.server import Server
 from runplane.spec.bounds import check_json
 from runplane.spec.function import Function
+from runplane.spec.run_options import RunOptions
 
 #: A function (or a defaults patch) sent inline, as JSON; its code is bounded on its own.
 MAX_FUNCTION_BYTES = 2 << 20
 
 
-class RunSubmission(pydantic.BaseModel):
+class RunSubmission(RunOptions):
     """A run of an inline function, or of a stored one by name (and version)."""
-
-    model_config = pydantic.ConfigDict(extra="forbid")
 
     function: dict[str, Any] | None = None
     project: Name | None = None
     name: Name | None = None
     version: str | None = pydantic.Field(default=None, max_length=64)
-    params: dict[str, Any] = pydantic.Field(default_factory=dict)
-    inputs: dict[str, str] = pydantic.Field(default_factory=dict)
-    state_thresholds: dict[str, Any] = pydantic.Field(default_factory=dict)
 
 
 class ScheduleSubmission(RunSubmission):
