@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,17 +92,23 @@ RUN_OPTIONS: list[Callable[[Any], Any]] = [
 
 
 def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give ``command`` the flags of :data:`RUN_OPTIONS`, and the run's options they make as
+    its ``given`` argument."""
+
+    @functools.wraps(command)
+    def with_options(
+        *args: Any, params: Sequence[str], thresholds: Sequence[str], **kwargs: Any
+    ) -> Any:
+        given = RunOptions(
+            params=parse_pairs("--param", params, "--param epochs=3"),
+            state_thresholds=parse_pairs("--threshold", thresholds, "--threshold running='1 min'"),
+        )
+        return command(*args, given=given, **kwargs)
+
+    decorated: Callable[..., Any] = with_options
     for option in reversed(RUN_OPTIONS):
-        command = option(command)
-    return command
-
-
-def options_of(params: Sequence[str], thresholds: Sequence[str]) -> RunOptions:
-    """The run's options from the flags of :data:`RUN_OPTIONS`."""
-    return RunOptions(
-        params=parse_pairs("--param", params, "--param epochs=3"),
-        state_thresholds=parse_pairs("--threshold", thresholds, "--threshold running='1 min'"),
-    )
+        decorated = option(decorated)
+    return decorated
 
 
 RESOURCE_OPTIONS: list[Callable[[Any], Any]] = [

@@ -16,7 +16,6 @@ from runplane.cli.options import (
     WholeNumber,
     apply_resource_options,
     load_function,
-    options_of,
     resource_options,
     run_options,
 )
@@ -25,6 +24,7 @@ from runplane.runs import MAX_LISTED, RunState
 if TYPE_CHECKING:
     from runplane.client import Backend
     from runplane.runs import RunRecord
+    from runplane.spec.run_options import RunOptions
 
 
 def terminal(stderr: bool = False) -> Any:
@@ -99,8 +99,7 @@ def run_command(
     handler: str | None,
     name: str | None,
     kind: str | None,
-    params: tuple[str, ...],
-    thresholds: tuple[str, ...],
+    given: RunOptions,
     **options: Any,
 ) -> None:
     """Run a function from SOURCE (a .py file or function.yaml).
@@ -112,7 +111,6 @@ def run_command(
 
     fn = apply_resource_options(load_function(source, name, handler, kind), options)
     service = _service()
-    given = options_of(params, thresholds)
     uid = service.submit(fn, given, source_dir=str(Path(source).resolve().parent)).uid
     console = terminal(stderr=True)
     signal.signal(signal.SIGTERM, _interrupted)  # a stopped command aborts its run, as Ctrl-C

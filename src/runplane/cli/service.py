@@ -10,13 +10,13 @@ import click
 from runplane.cli.options import (
     apply_resource_options,
     load_function,
-    options_of,
     resource_options,
     run_options,
 )
 
 if TYPE_CHECKING:
     from runplane.client.remote import ApiBackend
+    from runplane.spec.run_options import RunOptions
 
 
 def _api(what: str) -> ApiBackend:
@@ -42,13 +42,12 @@ def schedule_create(
     cron: str,
     handler: str | None,
     name: str | None,
-    params: tuple[str, ...],
-    thresholds: tuple[str, ...],
+    given: RunOptions,
     **options: Any,
 ) -> None:
     """Run a function from SOURCE on a cron schedule."""
     fn = apply_resource_options(load_function(source, name, handler, None), options)
-    record = _api("a schedule").schedule(fn, cron, options_of(params, thresholds))
+    record = _api("a schedule").schedule(fn, cron, given)
     click.echo(f"{record['id']} {record['project']}/{record['name']} '{record['cron']}'")
 
 
