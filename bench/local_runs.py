@@ -68,6 +68,7 @@ def main() -> None:
     import runplane
     from runplane.config import load_settings
     from runplane.service.embedded import EmbeddedService
+    from runplane.spec.run_options import RunOptions
 
     header("embedded default: run overhead, throughput and supervision")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -75,11 +76,12 @@ def main() -> None:
     print(f"isolation: {service.runtime.isolation}")
     fn = runplane.code_to_function("noop", filename=str(code), handler="handler")
     fn.with_requests(cpu="100m", mem="32Mi")
-    service.wait(service.submit(fn, params={"x": 2}).uid)  # warm-up: imports, database, ledger
+    once = RunOptions(params={"x": 2})
+    service.wait(service.submit(fn, once).uid)  # warm-up: imports, database, ledger
     samples = []
     for _ in range(args.runs):
         start = time.perf_counter()
-        record = service.wait(service.submit(fn, params={"x": 2}).uid)
+        record = service.wait(service.submit(fn, once).uid)
         samples.append(time.perf_counter() - start)
         assert record.state == "completed", record
         assert record.results == {"return": 2}, record
@@ -87,7 +89,7 @@ def main() -> None:
 
     start = time.perf_counter()
     cpu = time.process_time()
-    uids = [service.submit(fn, params={"x": i}).uid for i in range(args.queued)]
+    uids = [service.submit(fn, RunOptions(params={"x": i})).uid for i in range(args.queued)]
     submitted = time.perf_counter() - start
     records = [service.wait(uid) for uid in uids]
     elapsed = time.perf_counter() - start
@@ -103,7 +105,7 @@ def main() -> None:
 
     held = runplane.code_to_function("sleeper", filename=str(sleeper), handler="handler")
     held.with_requests(cpu="10m", mem="32Mi")
-    uids = [service.submit(held, params={"seconds": 8.0}).uid for _ in range(args.held)]
+    uids = [service.submit(held, RunOptions(params={"seconds": 8.0})).uid for _ in range(args.held)]
     deadline = time.monotonic() + 60
     while any(service.get(uid).state != "running" for uid in uids):
         assert time.monotonic() < deadline, "the held runs did not all start"

@@ -182,15 +182,18 @@ def render(
 def run(function: Function, **options: Any) -> RunHandle | Any:
     """Run ``function``: the same as ``function.run(**options)``."""
     from runplane import client
+    from runplane.spec.run_options import RunArguments
 
-    return client.run(function, **options)
+    return client.run(function, RunArguments(**options))
 
 
 class _Client:
     """The client layer for ``Function.run``/``deploy``, imported on the first call."""
 
-    def run(self, function: Any, /, **options: Any) -> Any:
-        return run(function, **options)
+    def run(self, function: Any, arguments: Any, /) -> Any:
+        from runplane import client
+
+        return client.run(function, arguments)
 
     def deploy(self, function: Any, /) -> Any:
         from runplane import client

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     class Client(Protocol):
-        def run(self, function: Any, /, **options: Any) -> Any:
-            """Run ``function`` ("Run now"), or store a schedule for it ("Schedule for later")."""
+        def run(self, function: Any, arguments: Any, /) -> Any:
+            """Run ``function`` ("Run now"), or store a schedule for it ("Schedule for later"),
+            as ``arguments`` (a :class:`~runplane.spec.run_options.RunArguments`) say."""
 
         def deploy(self, function: Any, /) -> Any:
             """Deploy a serving function."""

@@ -21,6 +21,7 @@ from runplane.config import load_settings
 from runplane.runtimes.local import cgroups
 from runplane.runtimes.local.cgroups import steps
 from runplane.service.embedded import EmbeddedService
+from runplane.spec.run_options import RunOptions
 
 from .test_lifecycle import DAEMON, read_pid
 from .test_local_runs import SLEEP, wait_for
@@ -138,8 +139,7 @@ def test_a_daemon_is_gone_within_a_second_of_the_end(service, make_function, tmp
     thresholds = {"running": "1s"} if ending == "threshold" else {}
     uid = service.submit(
         make_function(DAEMON, name="daemonizer"),
-        params={"pidfile": str(pidfile), "linger": linger},
-        state_thresholds=thresholds,
+        RunOptions(params={"pidfile": str(pidfile), "linger": linger}, state_thresholds=thresholds),
     ).uid
     daemon = read_pid(pidfile)
     main = wait_for(lambda: (r := service.store.get(uid)).attempts and r.attempts[0].process_id)
@@ -223,7 +223,7 @@ def test_a_fork_bomb_stops_at_the_pids_limit(monkeypatch, make_function):
 def test_requests_and_limits_as_the_kubelet_sets_them(service, make_function):
     fn = make_function(SLEEP).with_requests(cpu="250m", mem="64Mi")
     fn.with_limits(cpu="1500m", mem="300Mi")
-    uid = service.submit(fn, params={"seconds": 30}).uid
+    uid = service.submit(fn, RunOptions(params={"seconds": 30})).uid
     wait_for(lambda: service.store.get(uid).state == "running")
 
     def read(controller: str, name: str) -> str:

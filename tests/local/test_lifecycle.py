@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from runplane.service.core import process_alive
+from runplane.spec.run_options import RunOptions
 
 from .test_local_runs import wait_for
 
@@ -57,7 +58,8 @@ def test_a_daemon_the_run_started_ends_with_the_run(
     linger = 0.0 if ending == "completes" else 60.0
     thresholds = {"running": "1s"} if ending == "threshold" else {}
     uid = service.submit(
-        fn, params={"pidfile": str(pidfile), "linger": linger}, state_thresholds=thresholds
+        fn,
+        RunOptions(params={"pidfile": str(pidfile), "linger": linger}, state_thresholds=thresholds),
     ).uid
     daemon = read_pid(pidfile)
     assert psutil.Process(daemon).ppid() != psutil.Process().pid  # it left the run's tree

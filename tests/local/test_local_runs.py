@@ -7,6 +7,7 @@ import time
 import pytest
 
 from runplane.errors import InvalidValueError, NotFoundError, RunFinishedError
+from runplane.spec.run_options import RunOptions
 
 SLEEP = """
 import time
@@ -45,7 +46,7 @@ def test_results_artifacts_and_usage(isolation, service, make_function, tmp_path
             return {{"epochs": epochs, "rate": rate, "tags": tags, "type": type(epochs).__name__}}
     """)
     fn.with_requests(cpu="500m", mem="64Mi")
-    uid = service.submit(fn, params={"epochs": "3", "tags": '["a", "b"]'}).uid
+    uid = service.submit(fn, RunOptions(params={"epochs": "3", "tags": '["a", "b"]'})).uid
     record = service.wait(uid, timeout=30)
     assert record.state == "completed", record.status_text
     returned = {"epochs": 3, "rate": 0.5, "tags": ["a", "b"], "type": "int"}
@@ -140,8 +141,8 @@ def test_cpu_limit_confines_to_one_core(isolation, service, make_function):
 
 def test_runs_that_do_not_fit_together_run_one_after_the_other(service, make_function):
     fn = make_function(SLEEP).with_requests(cpu="1500m", mem="64Mi")
-    first = service.submit(fn, params={"seconds": 1}).uid
-    second = service.submit(fn, params={"seconds": 1}).uid
+    first = service.submit(fn, RunOptions(params={"seconds": 1})).uid
+    second = service.submit(fn, RunOptions(params={"seconds": 1})).uid
     a, b = (service.wait(uid, timeout=30) for uid in (first, second))
     assert a.state == b.state == "completed"
     assert a.results["end"] <= b.results["start"] or b.results["end"] <= a.results["start"]
@@ -151,8 +152,8 @@ def test_runs_that_do_not_fit_together_run_one_after_the_other(service, make_fun
 
 def test_small_runs_run_together(service, make_function):
     fn = make_function(SLEEP).with_requests(cpu="500m", mem="64Mi")
-    first = service.submit(fn, params={"seconds": 1}).uid
-    second = service.submit(fn, params={"seconds": 1}).uid
+    first = service.submit(fn, RunOptions(params={"seconds": 1})).uid
+    second = service.submit(fn, RunOptions(params={"seconds": 1})).uid
     a, b = (service.wait(uid, timeout=30) for uid in (first, second))
     assert a.results["start"] < b.results["end"]
     assert b.results["start"] < a.results["end"]
@@ -160,12 +161,12 @@ def test_small_runs_run_together(service, make_function):
 
 def test_high_priority_queued_later_starts_first(service, make_function):
     blocker = make_function(SLEEP, name="blocker").with_requests(cpu=2)
-    hold = service.submit(blocker, params={"seconds": 1.5}).uid
+    hold = service.submit(blocker, RunOptions(params={"seconds": 1.5})).uid
     wait_for(lambda: service.store.get(hold).state == "running")
     work = make_function(SLEEP, name="work").with_requests(cpu=2)
-    low = service.submit(work.with_priority_class("low"), params={"seconds": 0.2}).uid
+    low = service.submit(work.with_priority_class("low"), RunOptions(params={"seconds": 0.2})).uid
     wait_for(lambda: service.store.get(low).reason == "Unschedulable")  # queued behind "hold"
-    high = service.submit(work.with_priority_class("high"), params={"seconds": 0.2}).uid
+    high = service.submit(work.with_priority_class("high"), RunOptions(params={"seconds": 0.2})).uid
     records = {uid: service.wait(uid, timeout=30) for uid in (hold, low, high)}
     assert all(r.state == "completed" for r in records.values())
     assert records[high].started_at < records[low].started_at
@@ -206,7 +207,9 @@ def test_gpu_request_on_a_machine_without_gpus_pends_with_reason(service, make_f
 def test_running_threshold_aborts_with_status_text(service, make_function):
     fn = make_function(SLEEP)
     start = time.monotonic()
-    uid = service.submit(fn, params={"seconds": 30}, state_thresholds={"running": "1s"}).uid
+    uid = service.submit(
+        fn, RunOptions(params={"seconds": 30}, state_thresholds={"running": "1s"})
+    ).uid
     record = service.wait(uid, timeout=30)
     assert time.monotonic() - start < 10
     assert record.state == "aborted"
@@ -231,9 +234,9 @@ def test_pending_threshold_counts_from_entering_the_state(service, make_function
 @BOTH
 def test_abort_running_and_pending(isolation, service, make_function):
     fn = make_function(SLEEP).with_requests(cpu=2)
-    running = service.submit(fn, params={"seconds": 30}).uid
+    running = service.submit(fn, RunOptions(params={"seconds": 30})).uid
     wait_for(lambda: service.store.get(running).state == "running")
-    pending = service.submit(fn, params={"seconds": 30}).uid
+    pending = service.submit(fn, RunOptions(params={"seconds": 30})).uid
     wait_for(lambda: service.store.get(pending).status_text.startswith("0/1"))
     assert service.wait(service.abort(pending).uid, timeout=10).state == "aborted"
     record = service.wait(service.abort(running).uid, timeout=10)
@@ -325,7 +328,7 @@ def test_volumes_map_to_local_directories(monkeypatch, make_function, tmp_path):
 def test_bad_inputs_leave_no_run_behind(service, make_function, kwargs, error, message):
     fn = make_function(SLEEP)
     with pytest.raises(error) as caught:
-        service.submit(fn, **kwargs)
+        service.submit(fn, RunOptions(**kwargs))
     assert str(caught.value).startswith(message)
     assert service.store.list_runs() == []
     assert not (service.settings.local.home / "runs").exists() or not any(
@@ -408,7 +411,7 @@ def test_the_machine_as_a_node_shows_what_runs_hold(service, make_function):
     (idle,) = service.runtime.nodes()
     assert idle.free["cpu"] == idle.allocatable["cpu"] == 2000
     uid = service.submit(
-        make_function(SLEEP).with_requests(cpu="1500m"), params={"seconds": 30}
+        make_function(SLEEP).with_requests(cpu="1500m"), RunOptions(params={"seconds": 30})
     ).uid
     wait_for(lambda: service.store.get(uid).state == "running")
     (busy,) = service.runtime.nodes()

@@ -10,6 +10,7 @@ import pytest
 
 from runplane.service.embedded import EmbeddedService
 from runplane.spec import Function
+from runplane.spec.run_options import RunOptions
 
 ALLREDUCE = """
 def train(context, scale: int = 1):
@@ -32,7 +33,7 @@ def test_two_ranks_allreduce_and_rank_zero_logs_the_results(
     make_function: Callable[..., Function], service: EmbeddedService
 ):
     fn = _mpijob(make_function, ALLREDUCE)
-    record = service.wait(service.submit(fn, params={"scale": 10}).uid, timeout=120)
+    record = service.wait(service.submit(fn, RunOptions(params={"scale": 10})).uid, timeout=120)
     assert record.state == "completed", record.status_text
     # Ranks 1 and 2 (times 10) sum to 30 on every rank; only rank 0's results are recorded.
     returned = {"total": 30, "world_size": 2, "logging": True}

@@ -13,6 +13,7 @@ import yaml
 
 from runplane.config import load_settings
 from runplane.service.embedded import EmbeddedService
+from runplane.spec.run_options import RunOptions
 
 from .test_local_runs import wait_for
 
@@ -140,7 +141,7 @@ def test_killed_executor_is_recovered_on_next_start(tmp_path):
         import runplane
 
         fn = runplane.code_to_function("again", filename=str(fn_path), handler="handler")
-        uid = restarted.submit(fn.with_requests(cpu=2), params={"seconds": 0.1}).uid
+        uid = restarted.submit(fn.with_requests(cpu=2), RunOptions(params={"seconds": 0.1})).uid
         assert restarted.wait(uid, timeout=30).state == "completed"
     finally:
         restarted.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from runplane.service.embedded import EmbeddedService
 from runplane.spec import Function
+from runplane.spec.run_options import RunOptions
 
 WORDCOUNT = """
 def count(context, path: str):
@@ -37,7 +38,9 @@ def test_word_count_with_two_executors(
     fn = make_function(WORDCOUNT, handler="count", name="wordcount", kind="spark")
     fn.spec.replicas = 2
     fn.with_driver_limits(mem="1Gi").with_executor_limits(mem="512Mi", cpu=1)
-    record = service.wait(service.submit(fn, params={"path": str(words)}).uid, timeout=240)
+    record = service.wait(
+        service.submit(fn, RunOptions(params={"path": str(words)})).uid, timeout=240
+    )
     assert record.state == "completed", (record.status_text, service.logs(record.uid)[0][-3000:])
     counts = {"the": 3, "cat": 2, "dog": 1, "and": 1}
     assert record.results == {

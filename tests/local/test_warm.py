@@ -15,6 +15,7 @@ import pytest
 
 from runplane.config import load_settings
 from runplane.service.embedded import EmbeddedService
+from runplane.spec.run_options import RunOptions
 
 from .test_local_runs import wait_for
 
@@ -104,7 +105,7 @@ def test_what_a_run_does_to_its_interpreter_never_reaches_the_next(
     poison = make_function(POISON, name="poison")
     check = make_function(CHECK, name="check")
     release = tmp_path / "release"
-    first = service.submit(poison, params={"how": how, "release": str(release)}).uid
+    first = service.submit(poison, RunOptions(params={"how": how, "release": str(release)})).uid
     if how != "thread":
         record = service.wait(first, timeout=30)
         expected = {
@@ -235,7 +236,7 @@ def test_supervising_running_runs_costs_next_to_nothing(service, make_function, 
             while not os.path.exists(release):
                 time.sleep(0.05)
     """).with_requests(cpu="10m", mem="32Mi")
-    uids = [service.submit(fn, params={"release": str(release)}).uid for _ in range(10)]
+    uids = [service.submit(fn, RunOptions(params={"release": str(release)})).uid for _ in range(10)]
     wait_for(lambda: all(service.store.get(uid).state == "running" for uid in uids), timeout=60)
     forkserver = psutil.Process(server(service))
     ours, theirs = time.process_time(), sum(forkserver.cpu_times()[:2])

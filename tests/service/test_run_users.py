@@ -22,6 +22,7 @@ import pytest
 
 import runplane
 from runplane.client.remote import ApiBackend
+from runplane.spec.run_options import RunOptions
 from testbed import serve
 
 TOKEN = "users-token-for-the-tests"
@@ -121,12 +122,14 @@ def test_a_run_cannot_read_the_service_or_another_run(reachable_home, tmp_path):
         assert SECRET.encode() in Path(f"/proc/{process.pid}/environ").read_bytes()
         probe = backend.submit(
             function(tmp_path, "probe", PROBE),
-            params={
-                "server_pid": process.pid,
-                "database": str(database),
-                "other_run": str(other),
-                "runs": str(reachable_home / "runs"),
-            },
+            RunOptions(
+                params={
+                    "server_pid": process.pid,
+                    "database": str(database),
+                    "other_run": str(other),
+                    "runs": str(reachable_home / "runs"),
+                }
+            ),
         )
         record = backend.wait(probe.uid, timeout=60)
         assert record.state == "completed", record.status_text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from runplane.errors import SHOWN_DIGITS, InvalidValueError, RunplaneError
 from runplane.spec.bounds import MAX_GPUS
 from runplane.spec.function import Function
 from runplane.spec.quantity import parse_quantity
+from runplane.spec.run_options import RunOptions
 
 
 class WholeNumber(click.ParamType[int]):
@@ -67,6 +69,46 @@ def parse_pairs(flag: str, pairs: Sequence[str], example: str) -> dict[str, str]
             raise InvalidValueError(flag, pair, "the form is key=value", example)
         parsed[key] = value
     return parsed
+
+
+#: The flags of a run's options (:class:`~runplane.spec.run_options.RunOptions`), for every
+#: command that starts or schedules runs.
+RUN_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option(
+        "--param",
+        "params",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Handler parameter, converted to its annotated type.",
+    ),
+    click.option(
+        "--threshold",
+        "thresholds",
+        multiple=True,
+        metavar="STATE=TIME",
+        help="State threshold for this run, e.g. running='1 min'.",
+    ),
+]
+
+
+def run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give ``command`` the flags of :data:`RUN_OPTIONS`, and the run's options they make as
+    its ``given`` argument."""
+
+    @functools.wraps(command)
+    def with_options(
+        *args: Any, params: Sequence[str], thresholds: Sequence[str], **kwargs: Any
+    ) -> Any:
+        given = RunOptions(
+            params=parse_pairs("--param", params, "--param epochs=3"),
+            state_thresholds=parse_pairs("--threshold", thresholds, "--threshold running='1 min'"),
+        )
+        return command(*args, given=given, **kwargs)
+
+    decorated: Callable[..., Any] = with_options
+    for option in reversed(RUN_OPTIONS):
+        decorated = option(decorated)
+    return decorated
 
 
 RESOURCE_OPTIONS: list[Callable[[Any], Any]] = [

@@ -16,14 +16,15 @@ from runplane.cli.options import (
     WholeNumber,
     apply_resource_options,
     load_function,
-    parse_pairs,
     resource_options,
+    run_options,
 )
 from runplane.runs import MAX_LISTED, RunState
 
 if TYPE_CHECKING:
     from runplane.client import Backend
     from runplane.runs import RunRecord
+    from runplane.spec.run_options import RunOptions
 
 
 def terminal(stderr: bool = False) -> Any:
@@ -86,20 +87,7 @@ def _summary(record: RunRecord) -> Any:
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("--handler", help="Function in the file to call.")
 @click.option("--name", help="Function name (default: the file name).")
-@click.option(
-    "--param",
-    "params",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Handler parameter, converted to its annotated type.",
-)
-@click.option(
-    "--threshold",
-    "thresholds",
-    multiple=True,
-    metavar="STATE=TIME",
-    help="State threshold for this run, e.g. running='1 min'.",
-)
+@run_options
 @click.option(
     "--kind",
     type=click.Choice(["job", "mpijob", "spark"]),
@@ -111,8 +99,7 @@ def run_command(
     handler: str | None,
     name: str | None,
     kind: str | None,
-    params: tuple[str, ...],
-    thresholds: tuple[str, ...],
+    given: RunOptions,
     **options: Any,
 ) -> None:
     """Run a function from SOURCE (a .py file or function.yaml).
@@ -124,12 +111,7 @@ def run_command(
 
     fn = apply_resource_options(load_function(source, name, handler, kind), options)
     service = _service()
-    uid = service.submit(
-        fn,
-        params=parse_pairs("--param", params, "--param epochs=3"),
-        state_thresholds=parse_pairs("--threshold", thresholds, "--threshold running='1 min'"),
-        source_dir=str(Path(source).resolve().parent),
-    ).uid
+    uid = service.submit(fn, given, source_dir=str(Path(source).resolve().parent)).uid
     console = terminal(stderr=True)
     signal.signal(signal.SIGTERM, _interrupted)  # a stopped command aborts its run, as Ctrl-C
     try:

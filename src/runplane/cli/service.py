@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from runplane.cli.options import (
     apply_resource_options,
     load_function,
-    parse_pairs,
     resource_options,
+    run_options,
 )
 
+if TYPE_CHECKING:
+    from runplane.client.remote import ApiBackend
+    from runplane.spec.run_options import RunOptions
 
-def _api(what: str) -> Any:
+
+def _api(what: str) -> ApiBackend:
     from runplane.client import api_backend
 
     return api_backend(what)
@@ -31,26 +35,19 @@ def schedule_group() -> None:
 @click.option("--cron", required=True, help="Five cron fields, e.g. '*/5 * * * *'.")
 @click.option("--handler", help="Function in the file to call.")
 @click.option("--name", help="Function name (default: the file name).")
-@click.option("--param", "params", multiple=True, metavar="KEY=VALUE")
-@click.option("--threshold", "thresholds", multiple=True, metavar="STATE=TIME")
+@run_options
 @resource_options
 def schedule_create(
     source: str,
     cron: str,
     handler: str | None,
     name: str | None,
-    params: tuple[str, ...],
-    thresholds: tuple[str, ...],
+    given: RunOptions,
     **options: Any,
 ) -> None:
     """Run a function from SOURCE on a cron schedule."""
     fn = apply_resource_options(load_function(source, name, handler, None), options)
-    record = _api("a schedule").schedule(
-        fn,
-        cron,
-        parse_pairs("--param", params, "--param epochs=3"),
-        parse_pairs("--threshold", thresholds, "--threshold running='1 min'"),
-    )
+    record = _api("a schedule").schedule(fn, cron, given)
     click.echo(f"{record['id']} {record['project']}/{record['name']} '{record['cron']}'")
 
 

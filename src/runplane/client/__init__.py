@@ -17,6 +17,7 @@ from runplane.errors import InvalidValueError
 from runplane.runs import RunRecord, RunState, Usage
 from runplane.spec.function import Function, FunctionKind, require_kind
 from runplane.spec.loaders import embed_command
+from runplane.spec.run_options import RunArguments, RunOptions
 
 if TYPE_CHECKING:
     from runplane.client.remote import ApiBackend
@@ -39,13 +40,10 @@ class Backend(Protocol):
     """Where runs go: the embedded service in this process, or a remote one."""
 
     def submit(
-        self,
-        fn: Function,
-        params: Mapping[str, Any] | None = None,
-        inputs: Mapping[str, Any] | None = None,
-        state_thresholds: Mapping[str, Any] | None = None,
-        source_dir: str = "",
-    ) -> RunRecord: ...
+        self, fn: Function, options: RunOptions | None = None, source_dir: str = ""
+    ) -> RunRecord:
+        """Start a run of ``fn``; ``source_dir`` is where its code came from on this machine
+        (the run's working directory when it runs here)."""
 
     def get(self, uid: str) -> RunRecord: ...
 
@@ -138,28 +136,7 @@ def api_backend(what: str) -> ApiBackend:
     return service
 
 
-def run(
-    fn: Function,
-    runspec: Any = None,
-    handler: Any = None,
-    name: str = "",
-    project: str = "",
-    params: Mapping[str, Any] | None = None,
-    inputs: Mapping[str, Any] | None = None,
-    state_thresholds: Mapping[str, Any] | None = None,
-    watch: bool = True,
-    schedule: str | None = None,
-    local: bool | None = None,
-    artifact_path: str | None = None,
-    workdir: str = "",
-    hyperparams: Mapping[str, Any] | None = None,
-    hyper_param_options: Any = None,
-    returns: Sequence[str] | None = None,
-    labels: Mapping[str, str] | None = None,
-    selector: str | None = None,
-    param_file_secrets: Mapping[str, str] | None = None,
-    retry: Any = None,
-) -> Any:
+def run(fn: Function, given: RunArguments) -> Any:
     """Run ``fn`` where runs go (see :func:`backend`; ``local=True``: this machine) and return
     its :class:`RunHandle`; with ``watch`` wait, printing its output. With ``schedule`` (cron)
     store a schedule instead. With hyperparameters, run one child per parameter set and
@@ -170,40 +147,20 @@ def run(
     """
     main = sys.modules.get("__main__")
     script_dir = str(Path(getattr(main, "__file__", "") or ".").resolve().parent)
-    call = prepare(
-        fn,
-        runspec,
-        handler=handler,
-        name=name,
-        project=project,
-        params=params,
-        inputs=inputs,
-        artifact_path=artifact_path,
-        workdir=workdir,
-        hyperparams=hyperparams,
-        hyper_param_options=hyper_param_options,
-        returns=returns,
-        state_thresholds=state_thresholds,
-        labels=labels,
-        selector=selector,
-    )
-    call.fn = embed_command(apply_retry(call.fn, retry))
+    call = prepare(fn, given)
+    call.fn = embed_command(apply_retry(call.fn, given.retry))
     source_dir = call.source_dir or script_dir
     call.source_dir = source_dir
-    if schedule is not None:
-        return api_backend("a schedule").schedule(
-            call.fn, schedule, call.params, call.state_thresholds
-        )
-    service = local_backend() if local else backend()
+    if given.schedule is not None:
+        return api_backend("a schedule").schedule(call.fn, given.schedule, call.options)
+    service = local_backend() if given.local else backend()
     if call.iterates:
         from runplane.client.hyper import run_iterations
 
-        return run_iterations(service, call, watch)
-    record = service.submit(
-        call.fn, call.params, call.inputs, call.state_thresholds, source_dir=source_dir
-    )
+        return run_iterations(service, call, given.watch)
+    record = service.submit(call.fn, call.options, source_dir=source_dir)
     handle = RunHandle(service, record.uid)
-    if watch:
+    if given.watch:
         said = ""
         for current, text in follow(service, record.uid, interval=0.2):
             if text:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from typing import Any
 from runplane.errors import InvalidValueError, NotFoundError, OutOfScopeError
 from runplane.spec.function import BuildSpec, Function
 from runplane.spec.labels import normalize_name
+from runplane.spec.run_options import RunArguments, RunOptions
 from runplane.spec.task import HyperParamOptions, RunTemplate, check_hyperparams
 
 #: The data stores runplane reads: local paths (and mounted volumes). Anything else names an
@@ -26,19 +27,18 @@ _LOCAL_SCHEMES = ("", "file")
 
 @dataclass
 class Call:
-    """What to submit: the function as this run needs it, and the run's arguments."""
+    """What to submit: the function as this run needs it, the run's options, and the
+    hyperparameter search that spreads it over child runs, if any."""
 
     fn: Function
-    params: dict[str, Any] = field(default_factory=dict)
-    inputs: dict[str, str] = field(default_factory=dict)
-    state_thresholds: dict[str, Any] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=RunOptions)
     hyperparams: dict[str, list[Any]] = field(default_factory=dict)
-    options: HyperParamOptions = field(default_factory=HyperParamOptions)
+    search: HyperParamOptions = field(default_factory=HyperParamOptions)
     source_dir: str = ""
 
     @property
     def iterates(self) -> bool:
-        return bool(self.hyperparams or self.options.param_file)
+        return bool(self.hyperparams or self.search.param_file)
 
 
 def task_of(runspec: Any) -> RunTemplate | None:
@@ -60,60 +60,50 @@ def task_of(runspec: Any) -> RunTemplate | None:
     )
 
 
-def prepare(
-    fn: Function,
-    runspec: Any = None,
-    handler: Any = None,
-    name: str = "",
-    project: str = "",
-    params: Mapping[str, Any] | None = None,
-    inputs: Mapping[str, Any] | None = None,
-    artifact_path: str | None = None,
-    workdir: str = "",
-    hyperparams: Mapping[str, Any] | None = None,
-    hyper_param_options: HyperParamOptions | None = None,
-    returns: Sequence[str] | None = None,
-    state_thresholds: Mapping[str, Any] | None = None,
-    labels: Mapping[str, str] | None = None,
-    selector: str | None = None,
-    source_dir: str = "",
-) -> Call:
+def prepare(fn: Function, given: RunArguments) -> Call:
     """The call's function (a copy: the caller's is left as it was) and arguments."""
-    task = task_of(runspec)
-    if task is None and isinstance(runspec, Mapping):
-        params = {**runspec, **(params or {})}
+    task = task_of(given.runspec)
+    params = given.params
+    if task is None and isinstance(given.runspec, Mapping):
+        params = {**given.runspec, **(params or {})}
     task = task or RunTemplate()
     fn = fn.model_copy(deep=True)
-    work_dir = Path(workdir or source_dir or ".").resolve()
+    work_dir = Path(given.workdir or ".").resolve()
+    handler = given.handler
     _set_handler(fn, handler if handler is not None else task.spec.handler, work_dir)
     if not fn.spec.build.source and not fn.spec.command:  # module.function of the source
         _set_handler(fn, fn.spec.handler, work_dir)
-    name = name or task.metadata.name
+    name = given.name or task.metadata.name
     if name:
         fn.metadata.name = str(normalize_name("run(name=...)", name))
     elif not fn.metadata.name:  # named after the handler, made a valid name without a word
         fn.metadata.name = fn.spec.handler.replace("_", "-").lower().strip("-") or "job"
-    project = project or task.metadata.project
+    project = given.project or task.metadata.project
     if project:
         fn.metadata.project = project
-    if labels or task.metadata.labels:
-        fn.set_labels({**task.metadata.labels, **dict(labels or {})})
-    if returns or task.spec.returns:
-        fn.spec.returns = list(returns or task.spec.returns)
-    path = artifact_path or task.spec.artifact_path
+    if given.labels or task.metadata.labels:
+        fn.set_labels({**task.metadata.labels, **dict(given.labels or {})})
+    if given.returns or task.spec.returns:
+        fn.spec.returns = list(given.returns or task.spec.returns)
+    path = given.artifact_path or task.spec.artifact_path
     if path:
         fn.spec.artifact_path = _local_path("artifact_path", path)
-    options = hyper_param_options or task.spec.hyper_param_options
-    if selector is not None:
-        options = HyperParamOptions(**{**options.to_dict(), "selector": selector})
+    search = given.hyper_param_options or task.spec.hyper_param_options
+    if given.selector is not None:
+        search = HyperParamOptions(**{**search.to_dict(), "selector": given.selector})
+    options = RunOptions(
+        params={**task.spec.parameters, **dict(params or {})},
+        inputs=_inputs({**task.spec.inputs, **dict(given.inputs or {})}),
+        state_thresholds=dict(given.state_thresholds or {}),
+    )
     return Call(
         fn=fn,
-        params={**task.spec.parameters, **dict(params or {})},
-        inputs=_inputs({**task.spec.inputs, **dict(inputs or {})}),
-        state_thresholds=dict(state_thresholds or {}),
-        hyperparams=check_hyperparams(hyperparams) if hyperparams else task.spec.hyperparams,
         options=options,
-        source_dir=str(work_dir) if (workdir or source_dir) else "",
+        hyperparams=(
+            check_hyperparams(given.hyperparams) if given.hyperparams else task.spec.hyperparams
+        ),
+        search=search,
+        source_dir=str(work_dir) if given.workdir else "",
     )
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.spec.function import BuildSpec, Function, FunctionKind
 from runplane.spec.resources import Resources
+from runplane.spec.run_options import RunOptions
 from runplane.spec.task import HyperParamOptions
 
 if TYPE_CHECKING:
@@ -195,10 +196,10 @@ def run_iterations(service: Backend, call: Call, watch: bool) -> RunHandle:
     """Run every child, then the parent; returns the parent's handle."""
     from runplane.client.handle import RunHandle
 
-    sets = parameter_sets(call.hyperparams, call.options)
-    chosen = selector_of(call.options.selector)
-    stop = condition_of(call.options.stop_condition)
-    window = call.options.parallel_runs or (1 if stop else len(sets))
+    sets = parameter_sets(call.hyperparams, call.search)
+    chosen = selector_of(call.search.selector)
+    stop = condition_of(call.search.stop_condition)
+    window = call.search.parallel_runs or (1 if stop else len(sets))
     rows: list[dict[str, Any]] = []
     errors = 0
     for batch in _batches(list(enumerate(sets, start=1)), window):
@@ -222,15 +223,13 @@ def run_iterations(service: Backend, call: Call, watch: bool) -> RunHandle:
                 )
         if stop and any(stop(_outputs(row)) for row in rows[-len(batch) :]):
             break
-        if call.options.max_errors is not None and errors > call.options.max_errors:
+        if call.search.max_errors is not None and errors > call.search.max_errors:
             break
-    best, error = _best(rows, chosen, errors, call.options.max_errors)
+    best, error = _best(rows, chosen, errors, call.search.max_errors)
     parent = _parent_function(call.fn)
     best_results = _outputs(rows[best - 1]) if best else {}
-    record = service.submit(
-        parent,
-        {"best_iteration": best, "best_results": best_results, "iterations": rows, "error": error},
-    )
+    params = {"best_iteration": best, "best_results": best_results, "iterations": rows}
+    record = service.submit(parent, RunOptions(params={**params, "error": error}))
     handle = RunHandle(service, record.uid)
     handle.wait()
     return handle
@@ -246,13 +245,8 @@ def _submit_child(service: Backend, call: Call, number: int, params: dict[str, A
 
     child = call.fn.model_copy(deep=True)
     child.set_label("runplane.io/iteration", str(number))
-    record = service.submit(
-        child,
-        {**call.params, **params},
-        call.inputs,
-        call.state_thresholds,
-        source_dir=call.source_dir,
-    )
+    options = call.options.model_copy(update={"params": {**call.options.params, **params}})
+    record = service.submit(child, options, source_dir=call.source_dir)
     return RunHandle(service, record.uid)
 
 

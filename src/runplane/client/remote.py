@@ -14,6 +14,7 @@ from runplane.runs import RunRecord, Usage, check_limit, check_uid
 from runplane.runtimes.contract import Answer, Call
 from runplane.service.wire import API, FUNCTION_STATUS, INVOKE_TIMEOUT, NEXT_OFFSET
 from runplane.spec.function import Function
+from runplane.spec.run_options import RunOptions
 
 
 class ApiError(RunplaneError):
@@ -72,19 +73,10 @@ class ApiBackend:
             raise self._not_the_api(answer) from None
 
     def submit(
-        self,
-        fn: Function,
-        params: Mapping[str, Any] | None = None,
-        inputs: Mapping[str, Any] | None = None,
-        state_thresholds: Mapping[str, Any] | None = None,
-        source_dir: str = "",
+        self, fn: Function, options: RunOptions | None = None, source_dir: str = ""
     ) -> RunRecord:
-        body = {
-            "function": fn.to_dict(),
-            "params": dict(params or {}),
-            "inputs": {k: str(v) for k, v in (inputs or {}).items()},
-            "state_thresholds": dict(state_thresholds or {}),
-        }
+        """``source_dir`` is this machine's: the service runs the code the function carries."""
+        body = {"function": fn.to_dict(), **(options or RunOptions()).model_dump()}
         return RunRecord.from_json(self._call("POST", "/runs", json=body))
 
     def get(self, uid: str) -> RunRecord:
@@ -117,18 +109,12 @@ class ApiBackend:
         return [RunRecord.from_json(item) for item in self._call("GET", "/runs", params=params)]
 
     def schedule(
-        self,
-        fn: Function,
-        cron: str,
-        params: Mapping[str, Any] | None = None,
-        state_thresholds: Mapping[str, Any] | None = None,
+        self, fn: Function, cron: str, options: RunOptions | None = None
     ) -> dict[str, Any]:
-        body = {
-            "function": fn.to_dict(),
-            "schedule": cron,
-            "params": dict(params or {}),
-            "state_thresholds": dict(state_thresholds or {}),
-        }
+        """Store a cron schedule of ``fn``; each run it fires gets ``options``' parameters and
+        thresholds (a schedule keeps no inputs)."""
+        given = (options or RunOptions()).model_dump()
+        body = {"function": fn.to_dict(), "schedule": cron, **given}
         return dict(self._call("POST", "/schedules", json=body))
 
     def schedules(self) -> list[dict[str, Any]]:

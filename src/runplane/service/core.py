@@ -15,8 +15,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any, Self
+from collections.abc import Sequence
+from typing import Self
 
 import psutil
 
@@ -30,6 +30,7 @@ from runplane.service.recorder import Recorder
 from runplane.service.records import RunStore
 from runplane.service.shared import Shared
 from runplane.spec.function import Function
+from runplane.spec.run_options import RunOptions
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
 
 log = logging.getLogger(__name__)
@@ -138,9 +139,7 @@ class RunService:
     def submit(
         self,
         fn: Function,
-        params: Mapping[str, Any] | None = None,
-        inputs: Mapping[str, Any] | None = None,
-        state_thresholds: Mapping[str, Any] | None = None,
+        options: RunOptions | None = None,
         source_dir: str = "",
         role: str | None = None,
         uid: str | None = None,
@@ -153,19 +152,20 @@ class RunService:
         passes a deterministic ``uid``; a uid already recorded raises ``RunExistsError``.
         """
         uid = uid or uuid.uuid4().hex
+        given = options or RunOptions()
         request = build_request(
             fn,
             self.settings,
             uid=uid,
-            params=params,
-            inputs={str(k): str(v) for k, v in (inputs or {}).items()},
+            params=given.params,
+            inputs=given.inputs,
             role=role,
             source_dir=source_dir,
         )
         thresholds = {
             **self.settings.function_defaults.state_thresholds,
             **fn.spec.state_thresholds,
-            **check_thresholds("run(state_thresholds=...)", state_thresholds or {}),
+            **check_thresholds("run(state_thresholds=...)", given.state_thresholds),
         }
         self.runtime.check(request)
         record = self.store.create(

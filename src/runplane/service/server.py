@@ -38,6 +38,7 @@ from runplane.service.records import RunStore
 from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
 from runplane.spec.function import Function
 from runplane.spec.loaders import new_function
+from runplane.spec.run_options import RunOptions
 from runplane.spec.thresholds import check_thresholds
 
 log = logging.getLogger(__name__)
@@ -79,24 +80,10 @@ class Server:
         """What the start found (see :meth:`RunService._reconcile`)."""
         return self.runs.reconciliation
 
-    def submit(
-        self,
-        fn: Function,
-        who: Principal,
-        params: Mapping[str, Any] | None = None,
-        inputs: Mapping[str, Any] | None = None,
-        state_thresholds: Mapping[str, Any] | None = None,
-    ) -> RunRecord:
+    def submit(self, fn: Function, who: Principal, options: RunOptions | None = None) -> RunRecord:
         """Run ``fn`` for ``who``: only with the Secrets their token grants, as their run."""
         check_secret_grant(fn, who)
-        return self.runs.submit(
-            fn,
-            params=params,
-            inputs=inputs,
-            state_thresholds=state_thresholds,
-            role=who.role,
-            owner=who.user,
-        )
+        return self.runs.submit(fn, options, role=who.role, owner=who.user)
 
     def deploy(self, fn: Function, who: Principal) -> list[str]:
         """Apply a serving function's Deployment, Service and autoscaler, with only the
@@ -134,27 +121,24 @@ class Server:
         return self.runs.runtime.nodes()
 
     def schedule(
-        self,
-        fn: Function,
-        cron: str,
-        params: dict[str, Any],
-        state_thresholds: dict[str, Any],
-        who: Principal,
+        self, fn: Function, cron: str, options: RunOptions, who: Principal
     ) -> ScheduleRecord:
         """ "Schedule for later": store a cron schedule of ``fn``, refusing now what would fail
         at every fire (the cron, Secrets not granted, policies, code, parameters, thresholds).
+        Each run it fires gets ``options``' parameters and thresholds; a schedule keeps no
+        inputs.
         """
         check_cron(cron)
         check_secret_grant(fn, who)
-        build_request(fn, self.settings, uid="0" * 32, params=params, role=who.role)
-        check_thresholds("state_thresholds", state_thresholds)
+        build_request(fn, self.settings, uid="0" * 32, params=options.params, role=who.role)
+        check_thresholds("state_thresholds", options.state_thresholds)
         return self.schedules.create(
             project=fn.metadata.project,
             name=fn.metadata.name,
             cron=cron,
             function=fn.to_dict(),
-            params=params,
-            state_thresholds=state_thresholds,
+            params=options.params,
+            state_thresholds=options.state_thresholds,
             user=who.user,
             role=who.role,
         )
@@ -210,8 +194,7 @@ class Server:
         try:
             self.runs.submit(
                 fn,
-                params=schedule.params,
-                state_thresholds=schedule.state_thresholds,
+                RunOptions(params=schedule.params, state_thresholds=schedule.state_thresholds),
                 role=schedule.role or None,
                 uid=uid,
                 owner=schedule.created_by,

@@ -36,6 +36,7 @@ from runplane.spec.metadata import Metadata
 from runplane.spec.resources import gpu_entries
 from runplane.spec.retries import patched
 from runplane.spec.roles import ResourceCalls
+from runplane.spec.run_options import RunArguments
 from runplane.spec.scheduling import check_preemption_mode, check_priority_class_name
 from runplane.spec.thresholds import check_thresholds
 from runplane.spec.volumes import Mount, Volume, add_volume
@@ -372,7 +373,8 @@ class Function(SpecModel, ResourceCalls):
             "param_file_secrets": param_file_secrets,
             "retry": retry,
         }
-        return hooks.client().run(self, **{k: v for k, v in options.items() if v is not None})
+        given = {k: v for k, v in options.items() if v is not None}
+        return hooks.client().run(self, RunArguments(**given))
 
     def deploy(self) -> Any:
         """Deploy a serving function: replicas on this machine, or a Deployment, Service and

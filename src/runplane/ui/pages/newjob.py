@@ -29,6 +29,7 @@ from runplane.service.preflight import Placement
 from runplane.service.schedules import check_cron, next_fires
 from runplane.spec.bounds import check_json
 from runplane.spec.function import Function, FunctionKind
+from runplane.spec.run_options import RunOptions
 from runplane.ui.jobform import (
     Code,
     Errors,
@@ -303,8 +304,7 @@ def router(ui: UI) -> APIRouter:
                     ui.server.schedule,
                     checked.fn,
                     form.cron,
-                    form.run_params,
-                    {},
+                    RunOptions(params=form.run_params),
                     who,
                 )
                 return RedirectResponse(
@@ -314,7 +314,7 @@ def router(ui: UI) -> APIRouter:
                 lambda: ui.server.submit(
                     checked.fn,  # type: ignore[arg-type]
                     who,
-                    params=form.run_params,
+                    RunOptions(params=form.run_params),
                 )
             )
         except RunplaneError as error:

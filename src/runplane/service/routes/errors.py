@@ -1,0 +1,64 @@
+"""The API's one error shape: every 4xx says what kind of error, the message the SDK and CLI
+give, and the field, whether a route, the request's validation or FastAPI itself refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from runplane.errors import RunplaneError, shown
+from runplane.spec.bounds import MAX_DEPTH
+
+
+class ErrorOut(pydantic.BaseModel):
+    error: str
+    message: str
+    field: str | None = None
+
+
+#: The refusals every operation may answer, as its description declares them.
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 422)
+}
+
+
+def _error(error: str, message: str, status: int, field: str | None = None) -> JSONResponse:
+    body = ErrorOut(error=error, message=message, field=field)
+    return JSONResponse(body.model_dump(), status_code=status)
+
+
+def answer_errors(app: FastAPI) -> None:
+    """Make ``app`` answer every refusal in the one shape."""
+
+    @app.exception_handler(RunplaneError)
+    async def runplane_error(_: Request, error: RunplaneError) -> JSONResponse:
+        return _error(
+            type(error).__name__, str(error), error.http_status, getattr(error, "field", None)
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
+        response = _error("HTTPError", str(error.detail), error.status_code)
+        response.headers.update(error.headers or {})
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
+        first = error.errors()[0]
+        where = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
+        field = ".".join(where) or "request"
+        if first.get("type") == "json_invalid":
+            detail = first.get("ctx", {}).get("error", "")
+            return _error("InvalidValueError", f"the body is not valid JSON ({detail})", 422)
+        value = first.get("input")
+        message = f"{field}: {shown(value)} is not valid; {first.get('msg', 'invalid')}"
+        return _error("InvalidValueError", message, 422, field)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(_: Request, error: RecursionError) -> JSONResponse:
+        return _error("InvalidValueError", f"the body nests deeper than {MAX_DEPTH} levels", 422)

@@ -1,0 +1,84 @@
+"""``/runs``: submitting runs, listing and reading them, their events, output and usage, and
+aborting them. A user sees their own runs; an admin everyone's."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from runplane.runs import MAX_LISTED, RunRecord, RunState, TransitionRecord, Usage
+from runplane.service.access import check_owner
+from runplane.service.auth import Principal
+from runplane.service.routes.context import Service, User
+from runplane.service.routes.fields import Name, Uid
+from runplane.service.routes.submissions import RunSubmission, function_of
+from runplane.service.server import Server
+from runplane.service.wire import NEXT_OFFSET
+
+router = APIRouter()
+
+
+def run_of(server: Server, uid: str, who: Principal) -> RunRecord:
+    """The run ``uid`` (or a unique prefix) names, if the caller may see it. A refusal
+    repeats only what the caller gave: not the rest of another user's uid, nor its owner."""
+    record = server.runs.get(uid)
+    check_owner(who, record.owner, f"run {uid}")
+    return record
+
+
+@router.post("/runs", status_code=201)
+def submit_run(body: RunSubmission, server: Service, who: User) -> RunRecord:
+    return server.submit(function_of(server, body), who, body)
+
+
+@router.get("/runs")
+def list_runs(
+    server: Service,
+    who: User,
+    project: Annotated[Name | None, Query()] = None,
+    state: Annotated[list[str] | None, Query(max_length=len(RunState))] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 50,
+    owner: Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")] = None,
+) -> list[RunRecord]:
+    """Runs, newest first: a user's own; an admin's choice of owner, or everyone's."""
+    if not who.admin:
+        owner = who.user
+    return server.runs.list_runs(project=project, states=state or (), limit=limit, owner=owner)
+
+
+@router.get("/runs/{uid}")
+def get_run(uid: Uid, server: Service, who: User) -> RunRecord:
+    return run_of(server, uid, who)
+
+
+@router.post("/runs/{uid}/abort")
+def abort_run(uid: Uid, server: Service, who: User) -> RunRecord:
+    return server.runs.abort(run_of(server, uid, who).uid)
+
+
+@router.get("/runs/{uid}/events")
+def run_events(uid: Uid, server: Service, who: User) -> list[TransitionRecord]:
+    return run_of(server, uid, who).transitions
+
+
+@router.get(
+    "/runs/{uid}/logs",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}}},
+)
+def run_logs(
+    uid: Uid, server: Service, who: User, offset: Annotated[int, Query(ge=0, le=2**53)] = 0
+) -> Response:
+    """The run's output from byte ``offset``, in chunks: the next read starts at the
+    offset in the ``X-Runplane-Next-Offset`` header."""
+    chunk, next_offset = server.runs.logs(run_of(server, uid, who).uid, offset)
+    return Response(
+        chunk, media_type="application/octet-stream", headers={NEXT_OFFSET: str(next_offset)}
+    )
+
+
+@router.get("/runs/{uid}/usage")
+def run_usage(uid: Uid, server: Service, who: User) -> Usage:
+    """What the run used: so far while it runs, in all once it ended."""
+    return server.runs.usage(run_of(server, uid, who).uid)
