@@ -45,8 +45,8 @@ from kubernetes.client.exceptions import ApiException
 import runplane
 from runplane import names
 from runplane.config import load_settings
-from runplane.runtimes.kubernetes.rest import RestApi
-from runplane.runtimes.kubernetes.watch import DELETED, VANISHED, PodWatch
+from runplane.runtimes.kubernetes.api.rest import RestApi
+from runplane.runtimes.kubernetes.api.watch import DELETED, VANISHED, PodWatch
 from runplane.service.server import Server
 from testbed import topology
 

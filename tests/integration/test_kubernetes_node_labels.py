@@ -15,9 +15,9 @@ import pytest
 from runplane.config import Settings
 from runplane.errors import InvalidValueError, NotFoundError, PolicyError
 from runplane.runtimes.kubernetes import KubernetesRuntime
-from runplane.runtimes.kubernetes.calls import Calls
+from runplane.runtimes.kubernetes.api.calls import Calls
+from runplane.runtimes.kubernetes.api.rest import RestApi
 from runplane.runtimes.kubernetes.nodes import label_node
-from runplane.runtimes.kubernetes.rest import RestApi
 from testbed import kube, topology
 from testbed.pytest_plugin import TestbedCluster
 

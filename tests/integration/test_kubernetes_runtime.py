@@ -28,7 +28,7 @@ from runplane.runs import RunState
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.kubernetes import KubernetesRuntime, PodWatch
-from runplane.runtimes.kubernetes.rest import RestApi
+from runplane.runtimes.kubernetes.api.rest import RestApi
 from runplane.spec.function import Function
 from testbed import cluster as tb_cluster
 from testbed import kube, topology

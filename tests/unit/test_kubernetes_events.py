@@ -15,8 +15,9 @@ from kubernetes.client.exceptions import ApiException
 from runplane import names
 from runplane.runs import RunState
 from runplane.runtimes.kubernetes import pod_to_event
+from runplane.runtimes.kubernetes.api.backoff import Backoff
+from runplane.runtimes.kubernetes.api.watch import PodWatch
 from runplane.runtimes.kubernetes.tracker import RunTracker
-from runplane.runtimes.kubernetes.watch import Backoff, PodWatch
 
 UID = "0123456789abcdef0123"
 T0 = "2026-01-01T10:00:00Z"

@@ -7,9 +7,9 @@ from typing import Any
 from runplane import names
 from runplane.config import Settings
 from runplane.runs import FailureClass, RunState, classify
+from runplane.runtimes.kubernetes.api.watch import ADDED, DELETED, MODIFIED, VANISHED
 from runplane.runtimes.kubernetes.nodes import NodeBook
 from runplane.runtimes.kubernetes.pod_events import node_lost_event
-from runplane.runtimes.kubernetes.watch import ADDED, DELETED, MODIFIED, VANISHED
 from tests.unit.test_kubernetes_events import UID, pod
 
 

@@ -14,15 +14,16 @@ Client: the official ``kubernetes`` package (kubernetes-client/python), used syn
   client; lightkube is typed and pleasant but depends on a much smaller maintainer base.
 
 Modules: ``runtime`` (the runtime contract), ``submit`` (idempotent pod and Secret creation),
-``watch`` (list-then-watch loop), ``tracker`` (observations to de-duplicated events),
-``pod_events`` (pod -> RunEvent, pure), ``deploy`` (server-side apply), ``cluster`` (node
-summary, pure), ``calls`` (retries and errors), ``rest`` (raw JSON requests), ``client``
-(kubeconfig / in-cluster).
+``tracker`` (observations to de-duplicated events), ``pod_events`` (pod -> RunEvent, pure),
+``gang`` and ``podgroup`` (runs of several pods), ``logspool`` (run output), ``nodes`` (node
+groups and node loss), ``deploy`` (server-side apply), ``cluster`` (node summary, pure). They
+talk to the cluster through :mod:`.api`, the generic client that knows nothing of runs
+(connection, raw JSON requests, retries, the list-then-watch loop).
 """
 
-from runplane.runtimes.kubernetes.calls import ClusterError
+from runplane.runtimes.kubernetes.api.calls import ClusterError
+from runplane.runtimes.kubernetes.api.watch import PodWatch, WatchStats
 from runplane.runtimes.kubernetes.pod_events import pod_to_event
 from runplane.runtimes.kubernetes.runtime import KubernetesRuntime
-from runplane.runtimes.kubernetes.watch import PodWatch, WatchStats
 
 __all__ = ["ClusterError", "KubernetesRuntime", "PodWatch", "WatchStats", "pod_to_event"]

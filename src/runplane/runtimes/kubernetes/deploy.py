@@ -18,8 +18,13 @@ from runplane import names
 from runplane.errors import NotFoundError
 from runplane.runtimes.contract import Answer, Call
 from runplane.runtimes.deployments import deployment_state
-from runplane.runtimes.kubernetes.calls import Calls
-from runplane.runtimes.kubernetes.rest import APPLY_PATCH, object_path
+from runplane.runtimes.kubernetes.api.calls import Calls
+from runplane.runtimes.kubernetes.api.rest import (
+    APPLY_PATCH,
+    BACKGROUND,
+    collection_path,
+    object_path,
+)
 
 _AUTOSCALER = ("autoscaling/v2", "HorizontalPodAutoscaler")
 _MOUNTED = ("ConfigMap", "Secret")
@@ -38,13 +43,12 @@ def apply(calls: Calls, manifests: Iterable[Mapping[str, Any]]) -> list[str]:
         body = json.dumps(manifest)
         calls.checked(
             f"applying {manifest['kind']} {meta['name']}",
-            lambda path=path, body=body: calls.rest.json(  # type: ignore[misc]
+            lambda path=path, body=body: calls.json(  # type: ignore[misc]
                 "PATCH",
                 path,
                 {"fieldManager": names.MANAGER, "force": "true"},
                 body=body,
                 content_type=APPLY_PATCH,
-                timeout=calls.timeout,
             ),
         )
         applied.append(f"{manifest['kind']}/{meta['name']}")
@@ -53,11 +57,7 @@ def apply(calls: Calls, manifests: Iterable[Mapping[str, Any]]) -> list[str]:
             deployment = meta["name"]
     if deployment and _AUTOSCALER not in kinds:
         path = object_path(*_AUTOSCALER, calls.namespace, deployment)
-        try:
-            calls.rest.json("DELETE", path, timeout=calls.timeout)
-        except ApiException as error:
-            if error.status != 404:
-                raise calls.refused(f"removing the autoscaler of {deployment}", error) from None
+        calls.change(f"removing the autoscaler of {deployment}", "DELETE", path)
     return applied
 
 
@@ -70,11 +70,8 @@ def _selector(project: str | None = None, name: str | None = None) -> str:
 def listing(calls: Calls, port: int) -> list[dict[str, Any]]:
     """The serving functions' Deployments in the namespace, as ``runplane get deployments``
     shows them; ``url`` is the Service's address inside the cluster."""
-    path = f"/apis/apps/v1/namespaces/{calls.namespace}/deployments"
-    found = calls.checked(
-        "listing deployments",
-        lambda: calls.rest.json("GET", path, {"labelSelector": _selector()}, timeout=calls.timeout),
-    )
+    path = collection_path("apps/v1", "Deployment", calls.namespace)
+    found = calls.read("listing deployments", path, {"labelSelector": _selector()})
     listed = []
     for item in found.get("items") or []:
         meta = item["metadata"]
@@ -104,13 +101,7 @@ def remove(calls: Calls, project: str, name: str) -> str:
         )
     for api_version, kind in (("apps/v1", "Deployment"), ("v1", "Service"), _AUTOSCALER):
         path = object_path(api_version, kind, calls.namespace, name)
-        try:
-            calls.rest.json(
-                "DELETE", path, body={"propagationPolicy": "Background"}, timeout=calls.timeout
-            )
-        except ApiException as error:
-            if error.status != 404:
-                raise calls.refused(f"deleting {kind} {name}", error) from None
+        calls.change(f"deleting {kind} {name}", "DELETE", path, body=BACKGROUND)
     return f"{project}/{name}"
 
 

@@ -33,8 +33,8 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from runplane.bootstrap import RESULTS_MARKER
-from runplane.runtimes.kubernetes.rest import RestApi, pods_path
-from runplane.runtimes.kubernetes.watch import CONNECTION_ENDED, Backoff, shutdown
+from runplane.runtimes.kubernetes.api.backoff import Backoff
+from runplane.runtimes.kubernetes.api.rest import CONNECTION_ENDED, RestApi, pods_path, shutdown
 from runplane.runtimes.output import OUTPUT, private_dir, read_output
 
 log = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ from kubernetes.client.exceptions import ApiException
 from runplane import names
 from runplane.config import PreemptibleNodes
 from runplane.errors import NotFoundError, PolicyError
-from runplane.runtimes.kubernetes.calls import Calls, ClusterError, api_message
-from runplane.runtimes.kubernetes.rest import MERGE_PATCH
-from runplane.runtimes.kubernetes.watch import DELETED, VANISHED
+from runplane.runtimes.kubernetes.api.calls import Calls, ClusterError, api_message
+from runplane.runtimes.kubernetes.api.rest import MERGE_PATCH
+from runplane.runtimes.kubernetes.api.watch import DELETED, VANISHED
 from runplane.spec.labels import check_dns_subdomain
 
 #: Called with the name of a node that was deleted, its group and whether it was spot, from
@@ -40,7 +40,7 @@ class NodeBook:
         self._nodes: dict[str, tuple[str, bool]] = {}
 
     def observe(self, kind: str, node: dict[str, Any]) -> None:
-        """A :class:`~runplane.runtimes.kubernetes.watch.PodWatch` handler for Nodes."""
+        """A :class:`~runplane.runtimes.kubernetes.api.watch.PodWatch` handler for Nodes."""
         meta = node.get("metadata") or {}
         name = str(meta.get("name") or "")
         if not name:
@@ -74,12 +74,8 @@ def label_node(calls: Calls, name: str, change: Mapping[str, str | None]) -> dic
     try:
         node = calls.retried(
             what,
-            lambda: calls.rest.json(
-                "PATCH",
-                f"/api/v1/nodes/{name}",
-                body=patch,
-                content_type=MERGE_PATCH,
-                timeout=calls.timeout,
+            lambda: calls.json(
+                "PATCH", f"/api/v1/nodes/{name}", body=patch, content_type=MERGE_PATCH
             ),
         )
     except ApiException as error:

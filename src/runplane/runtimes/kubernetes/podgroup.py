@@ -13,10 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from runplane.placement import pod_requests
-from runplane.runtimes.kubernetes.calls import Calls
+from runplane.runtimes.kubernetes.api.calls import Calls
 
 API_VERSION = "scheduling.x-k8s.io/v1alpha1"
 #: The label that puts a pod in a group (the plugin's ``PodGroupLabel``).
@@ -25,18 +23,8 @@ PLURAL = "podgroups"
 
 
 def served(calls: Calls) -> bool:
-    """Whether the API server serves PodGroups (API discovery of the group version)."""
-    try:
-        found = calls.rest.json("GET", f"/apis/{API_VERSION}", timeout=calls.timeout)
-    except ApiException as error:
-        if error.status in (403, 404):
-            return False
-        raise calls.refused(f"discovering {API_VERSION}", error) from None
-    return any(r.get("name") == PLURAL for r in found.get("resources") or [])
-
-
-def path(namespace: str) -> str:
-    return f"/apis/{API_VERSION}/namespaces/{namespace}/{PLURAL}"
+    """Whether the API server serves PodGroups."""
+    return calls.serves(API_VERSION, PLURAL)
 
 
 def _quantity(resource: str, amount: int) -> str:

@@ -12,7 +12,6 @@ thread (an async service calls them through ``asyncio.to_thread``).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,30 +22,31 @@ from kubernetes.client.exceptions import ApiException
 
 from runplane import names
 from runplane.config import Settings
-from runplane.errors import ConfigError
 from runplane.placement import NodeSummary
 from runplane.rendering.workloads import gang_pod_specs
 from runplane.runs import RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import cluster, deploy
-from runplane.runtimes.kubernetes.calls import Calls, api_message
-from runplane.runtimes.kubernetes.client import api_client
-from runplane.runtimes.kubernetes.gang import GangGate
-from runplane.runtimes.kubernetes.logspool import LogSpool
-from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
-from runplane.runtimes.kubernetes.pod_events import main_container, node_lost_event, pod_to_event
-from runplane.runtimes.kubernetes.rest import (
+from runplane.runtimes.kubernetes.api.calls import Calls
+from runplane.runtimes.kubernetes.api.client import api_client
+from runplane.runtimes.kubernetes.api.namespaces import ensure_namespace
+from runplane.runtimes.kubernetes.api.rest import (
+    BACKGROUND,
+    JSON,
     MERGE_PATCH,
-    WORKLOADS,
     RestApi,
     collection_path,
     object_path,
     pods_path,
 )
-from runplane.runtimes.kubernetes.submit import Submitter
+from runplane.runtimes.kubernetes.api.watch import DELETED, MODIFIED, VANISHED, PodWatch
+from runplane.runtimes.kubernetes.gang import GangGate
+from runplane.runtimes.kubernetes.logspool import LogSpool
+from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
+from runplane.runtimes.kubernetes.pod_events import main_container, node_lost_event, pod_to_event
+from runplane.runtimes.kubernetes.submit import WORKLOADS, Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
-from runplane.runtimes.kubernetes.watch import DELETED, MODIFIED, VANISHED, PodWatch
 from runplane.runtimes.labelling import check_label_change
 
 log = logging.getLogger(__name__)
@@ -170,11 +170,10 @@ class KubernetesRuntime:
                 preconditions["resourceVersion"] = meta["resourceVersion"]
             self._tracker.losing(meta["uid"], event)  # the watch may see the delete first
             try:
-                self._calls.rest.json(
+                self._calls.json(
                     "DELETE",
                     pods_path(self.namespace, meta["name"]),
                     body={"gracePeriodSeconds": 0, "preconditions": preconditions},
-                    timeout=self._calls.timeout,
                 )
             except ApiException as error:
                 if error.status == 409:  # it changed since it was read: read it again
@@ -190,9 +189,7 @@ class KubernetesRuntime:
         if it is gone or cannot be read."""
         name = pod["metadata"]["name"]
         try:
-            fresh: dict[str, Any] = self._calls.rest.json(
-                "GET", pods_path(self.namespace, name), timeout=self._calls.timeout
-            )
+            fresh = self._calls.json("GET", pods_path(self.namespace, name))
         except Exception:
             return pod
         same = (fresh.get("metadata") or {}).get("uid") == pod["metadata"].get("uid")
@@ -251,9 +248,7 @@ class KubernetesRuntime:
     # -- the cluster ----------------------------------------------------------------------
 
     def _list(self, what: str, path: str, query: Mapping[str, Any]) -> list[dict[str, Any]]:
-        found = self._calls.checked(
-            what, lambda: self._calls.rest.json("GET", path, query, timeout=self._calls.timeout)
-        )
+        found = self._calls.read(what, path, query)
         items: list[dict[str, Any]] = found.get("items") or []
         return items
 
@@ -305,7 +300,7 @@ class KubernetesRuntime:
             path = collection_path(api_version, kind, self.namespace)
             query = {"labelSelector": self._selector(uid)}
             try:
-                answer = self._calls.rest.json("GET", path, query, timeout=self._calls.timeout)
+                answer = self._calls.json("GET", path, query)
             except ApiException as error:
                 if error.status in (403, 404):  # not installed, or not ours to list
                     continue
@@ -371,16 +366,7 @@ class KubernetesRuntime:
         for kind, workload in workloads:  # or its operator would make its pods again
             meta = workload["metadata"]
             path = object_path(workload["apiVersion"], kind, self.namespace, meta["name"])
-            try:
-                self._calls.rest.json(
-                    "DELETE",
-                    path,
-                    body={"propagationPolicy": "Background"},
-                    timeout=self._calls.timeout,
-                )
-            except ApiException as error:
-                if error.status != 404:
-                    raise self._calls.refused(f"deleting {kind} {meta['name']}", error) from None
+            self._calls.change(f"deleting {kind} {meta['name']}", "DELETE", path, body=BACKGROUND)
         if not pods:  # its operator had made no pod yet: nothing else will say it ended
             self._tracker.deliver(
                 f"workload-{uid}", RunEvent(uid, RunState.ABORTED, reason=reason, message=message)
@@ -388,73 +374,13 @@ class KubernetesRuntime:
         return True
 
     def _on_pod(
-        self, method: str, name: str, body: dict[str, Any], content_type: str = "application/json"
+        self, method: str, name: str, body: dict[str, Any], content_type: str = JSON
     ) -> bool:
-        """Patch or delete one pod; False if it is already gone (or was replaced)."""
-        try:
-            self._calls.rest.json(
-                method,
-                pods_path(self.namespace, name),
-                body=body,
-                content_type=content_type,
-                timeout=self._calls.timeout,
-            )
-            return True
-        except ApiException as error:
-            if error.status in (404, 409, 422):  # 409/422: the uid precondition failed
-                return False
-            raise self._calls.refused(f"aborting pod {name}", error) from None
-
-
-def ensure_namespace(calls: Calls) -> None:
-    """The runtime's namespace exists, or is created now; when it may not be, the service
-    refuses to start, saying what is missing (a run submitted into a missing namespace could
-    only fail)."""
-    path = f"/api/v1/namespaces/{calls.namespace}"
-    try:
-        calls.retried(
-            f"reading namespace {calls.namespace}",
-            lambda: calls.rest.json("GET", path, timeout=calls.timeout),
-        )
-        return
-    except ApiException as error:
-        if error.status != 404:
-            raise _unusable(calls.namespace, error) from None
-    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": calls.namespace}}
-    try:
-        calls.retried(
-            f"creating namespace {calls.namespace}",
-            lambda: calls.rest.json("POST", "/api/v1/namespaces", body=body, timeout=calls.timeout),
-        )
-        log.info("created namespace %s", calls.namespace)
-    except ApiException as error:
-        if error.status != 409:  # 409: another service created it meanwhile
-            raise _unusable(calls.namespace, error) from None
-    _await_default_account(calls)
-
-
-def _await_default_account(calls: Calls, timeout: float = 30.0) -> None:
-    """A new namespace takes pods once its ``default`` ServiceAccount exists (the API server
-    refuses them before); wait for it, so the first run does not fail for that."""
-    path = f"/api/v1/namespaces/{calls.namespace}/serviceaccounts/default"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            calls.rest.json("GET", path, timeout=calls.timeout)
-            return
-        except ApiException as error:
-            if error.status != 404 or time.monotonic() > deadline:
-                return  # not ours to read, or slow: the first run says so if it matters
-        time.sleep(0.1)
-
-
-def _unusable(namespace: str, error: ApiException) -> ConfigError:
-    return ConfigError(
-        f"namespace: runplane runs pods in namespace {namespace!r}, which it cannot use: HTTP "
-        f"{error.status}: {api_message(error)}; create it (kubectl create namespace "
-        f"{namespace}) or let runplane's account create namespaces, or set RUNPLANE_NAMESPACE "
-        "to one it may use"
-    )
+        """Patch or delete one pod; False if it is already gone (or was replaced: 409 and 422
+        say the uid precondition failed)."""
+        path, gone = pods_path(self.namespace, name), (404, 409, 422)
+        what = f"aborting pod {name}"
+        return self._calls.change(what, method, path, gone, body=body, content_type=content_type)
 
 
 def _started(pod: Mapping[str, Any]) -> bool:

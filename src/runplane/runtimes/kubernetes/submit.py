@@ -17,17 +17,17 @@ from kubernetes.client.exceptions import ApiException
 from runplane import names
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.runtimes.kubernetes import podgroup
-from runplane.runtimes.kubernetes.calls import Calls
-from runplane.runtimes.kubernetes.rest import (
-    WORKLOADS,
-    collection_path,
-    configmaps_path,
-    object_path,
-    pods_path,
-    secrets_path,
-)
+from runplane.runtimes.kubernetes.api.calls import Calls
+from runplane.runtimes.kubernetes.api.rest import manifest_path
 
 log = logging.getLogger(__name__)
+
+#: The operators' workloads a run may be (docs/runtimes.md), besides a Pod.
+WORKLOADS = (
+    ("kubeflow.org/v2beta1", "MPIJob"),
+    ("kubeflow.org/v1", "MPIJob"),
+    ("sparkoperator.k8s.io/v1beta2", "SparkApplication"),
+)
 
 
 class Submitter:
@@ -94,26 +94,16 @@ class Submitter:
             self._apply_secret(secret)
         (workload,) = (m for m in owned if m["kind"] not in ("Secret", "ConfigMap"))
         if workload["kind"] == "Pod":
-            return self._create_pod(workload)
+            self._create_own(workload)
+            return str(workload["metadata"]["name"])
         grouped = bool(gang) and podgroup.served(self.calls)
         if grouped:
             for labels in template_labels(workload):
                 labels[podgroup.LABEL] = workload["metadata"]["name"]
-        created = self._create_workload(workload)
+        created = self._create_own(workload)
         if grouped and gang:
-            self._create_pod_group(podgroup.pod_group(created, gang))
+            self._create(podgroup.pod_group(created, gang))  # None: a retried launch made it
         return str(created["metadata"]["name"])
-
-    def _create_pod_group(self, group: dict[str, Any]) -> None:
-        name = group["metadata"]["name"]
-        try:
-            self.calls.retried(
-                f"creating PodGroup {name}",
-                lambda: self._post(podgroup.path(self.namespace), group),
-            )
-        except ApiException as error:
-            if error.status != 409:  # 409: a retried launch made it already
-                raise self.calls.refused(f"creating PodGroup {name}", error) from None
 
     def _own(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """A copy with this runtime's ownership labels, on the object and on the pods its
@@ -127,16 +117,15 @@ class Submitter:
                 labels[names.INSTANCE] = self.instance
         return obj
 
-    def _create_workload(self, workload: dict[str, Any]) -> dict[str, Any]:
-        """An MPIJob or SparkApplication, for its operator, as the API server has it; a retry
-        finds its own (409)."""
-        name: str = workload["metadata"]["name"]
-        api_version, kind = workload["apiVersion"], workload["kind"]
-        path = collection_path(api_version, kind, self.namespace)
+    def _create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """``obj`` as the API server has it once created; ``None`` where one of its name
+        exists already. A retry of a create that was applied finds its own (409)."""
+        what = f"creating {_word(obj)} {obj['metadata']['name']}"
         try:
-            return self.calls.retried(f"creating {kind} {name}", lambda: self._post(path, workload))
+            return self.calls.create(what, manifest_path(obj, self.namespace), obj)
         except ApiException as error:
-            if error.status == 404:
+            api_version, kind = obj["apiVersion"], obj["kind"]
+            if error.status == 404 and (api_version, kind) in WORKLOADS:
                 raise InvalidValueError(
                     "kind",
                     f"{api_version} {kind}",
@@ -144,100 +133,51 @@ class Submitter:
                     "(and CRD), or set mpijob_api_version to the version it serves",
                     "kubectl get crd mpijobs.kubeflow.org",
                 ) from None
-            if error.status != 409:
-                raise self.calls.refused(f"creating {kind} {name}", error) from None
-            theirs = self.calls.checked(
-                f"reading {kind} {name}",
-                lambda: self.calls.rest.json(
-                    "GET",
-                    object_path(api_version, kind, self.namespace, name),
-                    timeout=self.calls.timeout,
-                ),
-            )
-            self._check_same_run(kind, workload, theirs)
-        return theirs
+            raise self.calls.refused(what, error) from None
 
-    def _check_same_run(self, what: str, mine: dict[str, Any], theirs: dict[str, Any]) -> None:
-        name = mine["metadata"]["name"]
-        ours = mine["metadata"]["labels"]
+    def _read(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """The object of ``obj``'s name as the API server has it."""
+        what = f"reading {obj['kind']} {obj['metadata']['name']}"
+        return self.calls.read(what, manifest_path(obj, self.namespace, named=True))
+
+    def _create_own(self, workload: dict[str, Any]) -> dict[str, Any]:
+        """The run's pod (or MPIJob or SparkApplication, for its operator), as the API server
+        has it: created now, or by an earlier try of this attempt; one of another run's is a
+        clash to report."""
+        created = self._create(workload)
+        if created is not None:
+            return created
+        what, name = _word(workload), workload["metadata"]["name"]
+        theirs = self._read(workload)
+        mine = workload["metadata"]["labels"]
         found = (theirs.get("metadata") or {}).get("labels") or {}
         keys = [names.RUN_UID, names.ATTEMPT] + ([names.INSTANCE] if self.instance else [])
-        if any(ours.get(key) != found.get(key) for key in keys):
+        if any(mine.get(key) != found.get(key) for key in keys):
             raise ConflictError(
                 f"{what} {name}",
                 f"already exists in namespace {self.namespace} and belongs to run "
-                f"{found.get(names.RUN_UID, '(none)')!r}, not to run {ours[names.RUN_UID]!r}; "
-                "delete it or use a new run uid",
-            )
-        log.info("%s %s already exists for this run attempt; not creating another", what, name)
-
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.calls.rest.json("POST", path, body=body, timeout=self.calls.timeout)
-
-    def _read(self, kind: str, name: str) -> dict[str, Any]:
-        path = (pods_path if kind == "Pod" else secrets_path)(self.namespace, name)
-        return self.calls.checked(
-            f"reading {kind} {name}",
-            lambda: self.calls.rest.json("GET", path, timeout=self.calls.timeout),
-        )
-
-    def _create_pod(self, pod: dict[str, Any]) -> str:
-        name: str = pod["metadata"]["name"]
-        try:
-            self.calls.retried(
-                f"creating pod {name}", lambda: self._post(pods_path(self.namespace), pod)
-            )
-        except ApiException as error:
-            if error.status != 409:
-                raise self.calls.refused(f"creating pod {name}", error) from None
-            self._adopt(pod)
-        return name
-
-    def _adopt(self, pod: dict[str, Any]) -> None:
-        """A pod of that name exists: ours from an earlier try, or a clash to report."""
-        name = pod["metadata"]["name"]
-        mine = pod["metadata"]["labels"]
-        theirs = (self._read("Pod", name).get("metadata") or {}).get("labels") or {}
-        keys = [names.RUN_UID, names.ATTEMPT] + ([names.INSTANCE] if self.instance else [])
-        if any(mine.get(key) != theirs.get(key) for key in keys):
-            raise ConflictError(
-                f"pod {name}",
-                f"already exists in namespace {self.namespace} and belongs to run "
-                f"{theirs.get(names.RUN_UID, '(none)')!r} attempt "
-                f"{theirs.get(names.ATTEMPT, '(none)')!r}, not to run {mine[names.RUN_UID]!r} "
+                f"{found.get(names.RUN_UID, '(none)')!r} attempt "
+                f"{found.get(names.ATTEMPT, '(none)')!r}, not to run {mine[names.RUN_UID]!r} "
                 f"attempt {mine.get(names.ATTEMPT)!r}; delete it or use a new run uid",
             )
-        log.info("pod %s already exists for this run attempt; not creating another", name)
+        log.info("%s %s already exists for this run attempt; not creating another", what, name)
+        return theirs
 
     def _ensure_configmap(self, configmap: dict[str, Any]) -> None:
         """The bootstrap ConfigMap, created once per namespace and content: its name is its
         content's hash and it is immutable, so an existing one is already right."""
         name = configmap["metadata"]["name"]
-        if name in self._known_configmaps:
-            return
-        try:
-            self.calls.retried(
-                f"creating configmap {name}",
-                lambda: self._post(configmaps_path(self.namespace), configmap),
-            )
-        except ApiException as error:
-            if error.status != 409:
-                raise self.calls.refused(f"creating configmap {name}", error) from None
-        self._known_configmaps.add(name)
+        if name not in self._known_configmaps:
+            self._create(configmap)
+            self._known_configmaps.add(name)
 
     def _apply_secret(self, secret: dict[str, Any]) -> None:
         """Create, or refresh a Secret an earlier run of the same function created."""
-        name = secret["metadata"]["name"]
-        try:
-            self.calls.retried(
-                f"creating secret {name}", lambda: self._post(secrets_path(self.namespace), secret)
-            )
+        if self._create(secret) is not None:
             return
-        except ApiException as error:
-            if error.status != 409:
-                raise self.calls.refused(f"creating secret {name}", error) from None
+        name = secret["metadata"]["name"]
         labels = secret["metadata"]["labels"]
-        theirs = (self._read("Secret", name).get("metadata") or {}).get("labels") or {}
+        theirs = (self._read(secret).get("metadata") or {}).get("labels") or {}
         if any(labels.get(k) != theirs.get(k) for k in (names.PROJECT, names.FUNCTION)):
             raise ConflictError(
                 f"secret {name}",
@@ -245,14 +185,15 @@ class Submitter:
                 "for this function; runplane will not overwrite it (use another secret name)",
             )
         try:
-            self.calls.rest.json(
-                "PUT",
-                secrets_path(self.namespace, name),
-                body=secret,
-                timeout=self.calls.timeout,
-            )
+            self.calls.json("PUT", manifest_path(secret, self.namespace, named=True), body=secret)
         except ApiException as error:
             raise self.calls.refused(f"updating secret {name}", error) from None
+
+
+def _word(obj: Mapping[str, Any]) -> str:
+    """How messages name the object's kind: the core kinds in lower case, as ``kubectl`` does."""
+    kind = str(obj["kind"])
+    return kind.lower() if kind in ("Pod", "Secret", "ConfigMap") else kind
 
 
 def template_labels(obj: dict[str, Any]) -> list[dict[str, str]]:

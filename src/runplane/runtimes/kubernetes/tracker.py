@@ -17,8 +17,8 @@ from typing import Any
 from runplane import names
 from runplane.runs import Reason, RunState
 from runplane.runtimes.events import RunEvent
+from runplane.runtimes.kubernetes.api.watch import DELETED, VANISHED
 from runplane.runtimes.kubernetes.pod_events import pod_to_event, results_in_log
-from runplane.runtimes.kubernetes.watch import DELETED, VANISHED
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class RunTracker:
         self._losing: dict[str, RunEvent] = {}
 
     def observe(self, kind: str, pod: dict[str, Any]) -> None:
-        """A :class:`~runplane.runtimes.kubernetes.watch.PodWatch` handler."""
+        """A :class:`~runplane.runtimes.kubernetes.api.watch.PodWatch` handler."""
         key = str((pod.get("metadata") or {}).get("uid") or "")
         gone = kind in (DELETED, VANISHED)
         event = pod_to_event(pod, deleted=gone)

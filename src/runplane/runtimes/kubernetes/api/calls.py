@@ -1,20 +1,20 @@
-"""The runtime's requests to the API server: retried where a repeat is harmless, refusals in
-runplane's error hierarchy."""
+"""Requests to the API server within one namespace: retried where a repeat is harmless, with
+one timeout, refusals in runplane's error hierarchy."""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar, Unpack
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from runplane.errors import RunplaneError
-from runplane.runtimes.kubernetes.rest import RestApi
-from runplane.runtimes.kubernetes.watch import Backoff
+from runplane.runtimes.kubernetes.api.backoff import Backoff
+from runplane.runtimes.kubernetes.api.rest import Options, Query, RestApi
 
 log = logging.getLogger(__name__)
 
@@ -85,3 +85,54 @@ class Calls:
         return ClusterError(
             f"kubernetes: {what} in {self.namespace}: HTTP {error.status}: {api_message(error)}"
         )
+
+    def json(
+        self, method: str, path: str, query: Query = None, **options: Unpack[Options]
+    ) -> dict[str, Any]:
+        """One request, answered as JSON, within this namespace's timeout unless told another."""
+        options.setdefault("timeout", self.timeout)
+        return self.rest.json(method, path, query, **options)
+
+    def read(self, what: str, path: str, query: Query = None) -> dict[str, Any]:
+        """A GET, retried; refusals as :class:`ClusterError`."""
+        return self.checked(what, lambda: self.json("GET", path, query))
+
+    def create(self, what: str, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A POST of an object with a deterministic name, retried; ``None`` where one of that
+        name exists already (409), for the caller to judge. Other refusals stay
+        ``ApiException``."""
+        try:
+            return self.retried(what, lambda: self.json("POST", path, body=body))
+        except ApiException as error:
+            if error.status == 409:
+                return None
+            raise
+
+    def change(
+        self,
+        what: str,
+        method: str,
+        path: str,
+        missing: Collection[int] = (404,),
+        **options: Unpack[Options],
+    ) -> bool:
+        """A change (a patch, a delete) sent once; ``False`` where the answer's status is in
+        ``missing`` (the object is gone, or no longer the one meant); other refusals as
+        :class:`ClusterError`."""
+        try:
+            self.json(method, path, **options)
+        except ApiException as error:
+            if error.status in missing:
+                return False
+            raise self.refused(what, error) from None
+        return True
+
+    def serves(self, api_version: str, plural: str) -> bool:
+        """Whether the API server serves ``plural`` in ``api_version`` (API discovery)."""
+        try:
+            found = self.json("GET", f"/apis/{api_version}")
+        except ApiException as error:
+            if error.status in (403, 404):
+                return False
+            raise self.refused(f"discovering {api_version}", error) from None
+        return any(r.get("name") == plural for r in found.get("resources") or [])

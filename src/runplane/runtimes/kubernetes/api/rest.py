@@ -9,20 +9,28 @@ JSON exactly as rendered and reads pods as the server wrote them. Errors stay th
 
 from __future__ import annotations
 
+import http.client
 import json
+import logging
 from collections.abc import Mapping
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypedDict, Unpack, cast
 
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+log = logging.getLogger(__name__)
+
 Timeout = float | tuple[float, float] | None
+#: A request's query parameters; those that are ``None`` are left out.
+Query = Mapping[str, Any] | None
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+#: A delete's options that leave what the object owns to the garbage collector, in the background.
+BACKGROUND: Mapping[str, str] = {"propagationPolicy": "Background"}
 
-#: Where each kind runplane renders lives in the API (group/version path, plural).
+#: Where each namespaced kind runplane writes lives in the API (group/version path, plural).
 _RESOURCES = {
     ("v1", "Pod"): ("/api/v1", "pods"),
     ("v1", "Secret"): ("/api/v1", "secrets"),
@@ -39,9 +47,20 @@ _RESOURCES = {
         "/apis/sparkoperator.k8s.io/v1beta2",
         "sparkapplications",
     ),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"): (
+        "/apis/scheduling.x-k8s.io/v1alpha1",
+        "podgroups",
+    ),
 }
-#: The operators' workloads a run may be (docs/runtimes.md), besides a Pod.
-WORKLOADS = tuple(key for key in _RESOURCES if key[1] in ("MPIJob", "SparkApplication"))
+
+#: How a streamed read ends when the connection drops, times out or is closed under it.
+CONNECTION_ENDED = (
+    urllib3.exceptions.HTTPError,
+    http.client.HTTPException,
+    OSError,
+    ValueError,
+    AttributeError,
+)
 
 
 def collection_path(api_version: str, kind: str, namespace: str) -> str:
@@ -50,21 +69,28 @@ def collection_path(api_version: str, kind: str, namespace: str) -> str:
 
 
 def object_path(api_version: str, kind: str, namespace: str, name: str) -> str:
-    prefix, plural = _RESOURCES[(api_version, kind)]
-    return f"{prefix}/namespaces/{namespace}/{plural}/{name}"
+    return f"{collection_path(api_version, kind, namespace)}/{name}"
+
+
+def manifest_path(manifest: Mapping[str, Any], namespace: str, named: bool = False) -> str:
+    """Where ``manifest`` is created (its collection), or, ``named``, where it is read."""
+    path = collection_path(manifest["apiVersion"], manifest["kind"], namespace)
+    return f"{path}/{manifest['metadata']['name']}" if named else path
+
+
+class Options(TypedDict, total=False):
+    """What a request may add to its method, path and query."""
+
+    body: object
+    content_type: str
+    timeout: Timeout
 
 
 class Requests(Protocol):
     """What the watch needs of the API: JSON answers, and a GET read as it streams."""
 
     def json(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, Any] | None = None,
-        body: object = None,
-        content_type: str = ...,
-        timeout: Timeout = None,
+        self, method: str, path: str, query: Query = None, **options: Unpack[Options]
     ) -> dict[str, Any]: ...
 
     def stream(
@@ -73,24 +99,18 @@ class Requests(Protocol):
 
 
 class RestApi:
-    """The few core/v1 calls the runtime makes, on raw JSON."""
+    """Requests on raw JSON, over one API client's connections."""
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
 
-    def send(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, Any] | None = None,
-        body: object = None,
-        content_type: str = JSON,
-        timeout: Timeout = None,
-    ) -> Any:
+    def send(self, method: str, path: str, query: Query = None, **options: Unpack[Options]) -> Any:
+        """The answer of a request the server took (2xx), its body not read yet."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         headers = {"Accept": JSON}
+        body = options.get("body")
         if body is not None:
-            headers["Content-Type"] = content_type
+            headers["Content-Type"] = options.get("content_type", JSON)
         request = self.api.param_serialize(
             method=method,
             resource_path=path,
@@ -99,40 +119,37 @@ class RestApi:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = self.api.call_api(*request, _request_timeout=timeout)
+        response = self.api.call_api(*request, _request_timeout=options.get("timeout"))
         if not 200 <= response.status <= 299:
             response.read()  # type: ignore[no-untyped-call]
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response
 
     def json(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, Any] | None = None,
-        body: object = None,
-        content_type: str = JSON,
-        timeout: Timeout = None,
+        self, method: str, path: str, query: Query = None, **options: Unpack[Options]
     ) -> dict[str, Any]:
-        response = self.send(method, path, query, body, content_type, timeout)
+        response = self.send(method, path, query, **options)
         response.read()
         return cast(dict[str, Any], json.loads(response.data or b"{}"))
 
     def stream(
         self, path: str, query: Mapping[str, Any], timeout: Timeout = None
     ) -> urllib3.BaseHTTPResponse:
-        """A GET whose body is read as it arrives (a watch)."""
+        """A GET whose body is read as it arrives (a watch, a log)."""
         response = self.send("GET", path, query, timeout=timeout)
         return cast(urllib3.BaseHTTPResponse, response.response)
 
 
+def shutdown(response: urllib3.BaseHTTPResponse) -> None:
+    """Unblock a read of a streamed answer in another thread: shut the socket down, then close."""
+    shutdown = getattr(response, "shutdown", None)
+    try:
+        if shutdown is not None:
+            shutdown()
+        response.close()
+    except Exception as error:  # closing a half-dead connection may fail; it is going anyway
+        log.debug("closing a streamed response: %s", error)
+
+
 def pods_path(namespace: str, name: str | None = None) -> str:
     return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
-
-
-def secrets_path(namespace: str, name: str | None = None) -> str:
-    return f"/api/v1/namespaces/{namespace}/secrets" + (f"/{name}" if name else "")
-
-
-def configmaps_path(namespace: str, name: str | None = None) -> str:
-    return f"/api/v1/namespaces/{namespace}/configmaps" + (f"/{name}" if name else "")

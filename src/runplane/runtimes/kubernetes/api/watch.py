@@ -17,16 +17,14 @@ A small, kopf-like building block, written against the raw API rather than the c
 * **Clean stop.** ``stop()`` closes the open response from the caller's thread, so the loop
   does not sit in a blocking read until the next event.
 
-Objects are passed on as the plain JSON dicts the API sends (no model deserialisation), which
-is what :func:`~runplane.runtimes.kubernetes.pod_events.pod_to_event` reads.
+Objects are passed on as the plain JSON dicts the API sends (no model deserialisation), as the
+handler's readers want them.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +34,8 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from runplane.runtimes.kubernetes.rest import Requests, pods_path
+from runplane.runtimes.kubernetes.api.backoff import Backoff
+from runplane.runtimes.kubernetes.api.rest import CONNECTION_ENDED, Requests, pods_path, shutdown
 
 log = logging.getLogger(__name__)
 
@@ -48,16 +47,6 @@ GONE = 410
 
 #: Called once per pod change, from the watch thread: (event type, pod as a JSON dict).
 Handler = Callable[[str, dict[str, Any]], None]
-
-
-#: How a streamed read ends when the connection drops, times out or is closed under it.
-CONNECTION_ENDED = (
-    urllib3.exceptions.HTTPError,
-    http.client.HTTPException,
-    OSError,
-    ValueError,
-    AttributeError,
-)
 
 
 class Expired(Exception):
@@ -74,17 +63,6 @@ class WatchStats:
     errors: int = 0
     bookmarks: int = 0
     events: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    initial: float = 0.5
-    maximum: float = 30.0
-
-    def delay(self, failures: int) -> float:
-        """Full jitter around an exponential step, so many watchers do not retry in lockstep."""
-        step = min(self.maximum, self.initial * 2 ** max(failures - 1, 0))
-        return random.uniform(step / 2, step)
 
 
 def _uid(pod: dict[str, Any]) -> str:
@@ -330,17 +308,6 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
                 yield line
     if pending.strip():
         yield pending
-
-
-def shutdown(response: urllib3.BaseHTTPResponse) -> None:
-    """Unblock a read in another thread: shut the socket down, then close."""
-    shutdown = getattr(response, "shutdown", None)
-    try:
-        if shutdown is not None:
-            shutdown()
-        response.close()
-    except Exception as error:  # closing a half-dead connection may fail; it is going anyway
-        log.debug("closing the watch response: %s", error)
 
 
 def _describe(error: BaseException) -> str:
