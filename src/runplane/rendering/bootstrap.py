@@ -46,7 +46,7 @@ def bootstrap_configmap(namespace: str) -> dict[str, Any]:
 def bootstrap_volume() -> dict[str, Any]:
     """The ConfigMap as a folder (mounted at :data:`names.BOOTSTRAP_DIR`): the script the
     container runs at its top, the package's modules in the folder named as the package is
-    imported in a pod. The script's own folder comes first on ``sys.path``, so it finds them."""
+    imported in a pod; the script puts its own folder first on ``sys.path`` to find them."""
     items = [
         {
             "key": key,
