@@ -1,9 +1,9 @@
 """A pod's program: run the invocation its variables carry, or serve, and report.
 
-A pod runs the package as its ConfigMap lays it out (``runplane.rendering``): the modules in a
-folder named :data:`SHIPPED_AS`, and beside it ``__main__.py``, the script the container starts
-with the image's own ``python3``. When the image does have runplane (of the same protocol), the
-installed copy runs instead, with whatever it adds.
+A pod runs the package as its ConfigMap lays it out (``runplane.rendering.bootstrap``): the
+modules in a folder named :data:`SHIPPED_AS`, and beside it ``__main__.py``, the script the
+container starts with the image's own ``python3``. When the image does have runplane (of the
+same protocol), the installed copy runs instead, with whatever it adds.
 """
 
 from __future__ import annotations
