@@ -98,7 +98,9 @@ RESERVED_ENV = frozenset(
 OWN = "runplane-"
 BOOTSTRAP_VOLUME = f"{OWN}bootstrap"
 BOOTSTRAP_DIR = "/runplane/bootstrap"
-BOOTSTRAP_SCRIPT = "runplane_bootstrap.py"
+#: The script a run's container starts, at the top of the bootstrap's volume, beside the folder
+#: of the package's modules (``rendering.bootstrap``).
+BOOTSTRAP_SCRIPT = "__main__.py"
 #: What a run's container runs: runplane's bootstrap with the image's own Python.
 BOOTSTRAP_COMMAND = ("python3", f"{BOOTSTRAP_DIR}/{BOOTSTRAP_SCRIPT}")
 RUN_VOLUME = f"{OWN}run"

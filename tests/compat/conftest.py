@@ -32,6 +32,6 @@ def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Pa
 
     config.current.cache_clear()
     monkeypatch.setattr(projects, "_current", None)
-    monkeypatch.setattr(bootstrap, "_current", None)
+    monkeypatch.setattr(bootstrap.current, "_current", None)
     yield home
     config.current.cache_clear()

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 import runplane
 from runplane import names
 from runplane.config import load_settings
-from runplane.rendering.manifests import bootstrap_configmap_name
+from runplane.rendering.bootstrap import bootstrap_configmap_name
 from runplane.service.api import create_app
 from runplane.service.server import Server
 from testbed import serve, topology

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,13 +15,28 @@ from pathlib import Path
 import runplane.bootstrap as bootstrap
 from runplane import names
 from runplane.bootstrap import RESULTS_MARKER, Invocation
+from runplane.rendering.bootstrap import bootstrap_configmap, bootstrap_volume
 
-SOURCE = Path(bootstrap.__file__)
+PACKAGE = Path(bootstrap.__file__).parent
 
 
-def pod(invocation: Invocation, tmp_path: Path, *flags: str, script: Path = SOURCE):
-    """Run the bootstrap as a container would: a script, the invocation in the environment.
+def shipped(mount: Path) -> Path:
+    """The bootstrap as a pod's kubelet lays it out: its ConfigMap's keys where the volume's
+    items put them, under ``mount``; returns the script the container's command runs."""
+    data = bootstrap_configmap("default")["data"]
+    for item in bootstrap_volume()["configMap"]["items"]:
+        path = mount / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(data[item["key"]])
+    python, script = names.BOOTSTRAP_COMMAND
+    assert python == "python3"
+    return mount / Path(script).relative_to(names.BOOTSTRAP_DIR)
+
+
+def pod(invocation: Invocation, tmp_path: Path, *flags: str, script: Path | None = None):
+    """Run the bootstrap as a container would: its script, the invocation in the environment.
     ``-I -S``: no site-packages, so no runplane to import."""
+    script = script or shipped(tmp_path / "bootstrap")
     env = {
         "PATH": os.environ["PATH"],
         **invocation.to_env(),
@@ -35,18 +49,23 @@ def pod(invocation: Invocation, tmp_path: Path, *flags: str, script: Path = SOUR
 
 
 def test_it_keeps_to_the_python_39_language_and_the_standard_library():
-    tree = ast.parse(SOURCE.read_text(), feature_version=(3, 9))
-    imported = {
-        alias.name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in (
-            node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
-        )
-    }
-    # runplane: only to find an installed copy; pandas: only when the handler hands over or
-    # asks for a DataFrame (log_dataset, as_df), so the handler's image has it.
-    assert imported - set(sys.stdlib_module_names) == {"runplane", "pandas"}
+    imported = set()
+    for module in PACKAGE.glob("*.py"):
+        tree = ast.parse(module.read_text(), feature_version=(3, 9))
+        imported |= {
+            alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            or (isinstance(node, ast.ImportFrom) and not node.level)  # not its own modules
+            for alias in (
+                node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+            )
+        }
+    # runplane: only to find an installed copy; runplane_bootstrap: itself, as a pod's script
+    # imports it; pandas: only when the handler hands over or asks for a DataFrame
+    # (log_dataset, as_df), so the handler's image has it.
+    assert imported - set(sys.stdlib_module_names) == {"runplane", "runplane_bootstrap", "pandas"}
+    assert bootstrap.SHIPPED_AS == "runplane_bootstrap"
 
 
 def test_a_pod_without_runplane_runs_the_handler(tmp_path):
@@ -89,15 +108,14 @@ def test_results_too_large_for_the_termination_message_end_the_log(tmp_path):
 
 
 def test_an_image_with_runplane_runs_its_own_copy(tmp_path):
-    shipped = tmp_path / "shipped" / names.BOOTSTRAP_SCRIPT
-    shipped.parent.mkdir()
-    shutil.copy(SOURCE, shipped)
+    script = shipped(tmp_path / "shipped")
     # The shipped copy, altered so that running it (instead of the installed one) would show.
-    shipped.write_text(
-        shipped.read_text().replace("def run_pod(", "def _unused(", 1) + "\nrun_pod = None\n"
+    program = script.parent / bootstrap.SHIPPED_AS / "pod.py"
+    program.write_text(
+        program.read_text().replace("def run_pod(", "def _unused(", 1) + "\nrun_pod = None\n"
     )
     code = "def train(context):\n    return {'ok': True}\n"
-    done = pod(Invocation("u4", "p", "f", "train", code, "t.py"), tmp_path, script=shipped)
+    done = pod(Invocation("u4", "p", "f", "train", code, "t.py"), tmp_path, script=script)
     assert done.returncode == 0, done.stderr
     results = json.loads((tmp_path / "termination-log").read_text())["results"]
     assert results == {"ok": True, "return": {"ok": True}}
@@ -142,7 +160,8 @@ def test_sigterm_unwinds_the_handler_and_is_reported(tmp_path):
         names.ENV_RUN_DIR: str(tmp_path / "run"),
         "RUNPLANE_TERMINATION_LOG": str(tmp_path / "termination-log"),
     }
-    process = subprocess.Popen([sys.executable, "-I", "-S", str(SOURCE)], env=env, cwd=tmp_path)
+    script = shipped(tmp_path / "bootstrap")
+    process = subprocess.Popen([sys.executable, "-I", "-S", str(script)], env=env, cwd=tmp_path)
     deadline = time.monotonic() + 30
     while not (tmp_path / "ready").exists():  # the handler has started
         assert process.poll() is None

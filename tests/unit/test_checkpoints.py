@@ -19,7 +19,7 @@ from runplane.bootstrap import Context, Invocation
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
 from runplane.runtimes.request import build_request
-from tests.unit.test_bootstrap import SOURCE
+from tests.unit.test_bootstrap import shipped
 
 CODE = "def train(context):\n    return {}\n"
 
@@ -89,7 +89,8 @@ def test_sigterm_calls_the_preemption_callbacks_first(tmp_path):
         names.ENV_RUN_DIR: str(tmp_path / "run"),
         "RUNPLANE_TERMINATION_LOG": str(tmp_path / "termination-log"),
     }
-    process = subprocess.Popen([sys.executable, "-I", "-S", str(SOURCE)], env=env, cwd=tmp_path)
+    script = shipped(tmp_path / "bootstrap")
+    process = subprocess.Popen([sys.executable, "-I", "-S", str(script)], env=env, cwd=tmp_path)
     deadline = time.monotonic() + 30
     while not (tmp_path / "ready").exists():
         assert process.poll() is None

@@ -58,7 +58,7 @@ def test_render_python_file_with_flags(workdir):
     assert done.returncode == 0, done.stderr
     configmap, pod = yaml.safe_load_all(done.stdout)  # what the pod mounts comes first
     assert configmap["kind"] == "ConfigMap"
-    assert configmap["data"]["runplane_bootstrap.py"].startswith('"""')  # readable, as a block
+    assert configmap["data"]["__main__.py"].startswith('"""')  # readable, as a block
     spec = pod["spec"]
     assert spec["containers"][0]["resources"] == {
         "requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},

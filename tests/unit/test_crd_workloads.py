@@ -171,7 +171,7 @@ def test_a_spark_function_renders_a_valid_sparkapplication(code):
     request = build_request(fn, Settings(), uid="s" * 32)
     app = valid(request.manifests[0], "sparkoperator.k8s.io_sparkapplications.yaml")
     spec = app["spec"]
-    assert spec["mainApplicationFile"] == "local:///runplane/bootstrap/runplane_bootstrap.py"
+    assert spec["mainApplicationFile"] == "local:///runplane/bootstrap/__main__.py"
     assert spec["executor"]["instances"] == 2
     driver, executor = spec["driver"], spec["executor"]
     assert (driver["cores"], driver["coreLimit"], driver["memory"]) == (1, "1", "1024m")

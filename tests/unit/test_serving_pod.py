@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 
 import runplane
-import runplane.bootstrap as bootstrap
 from runplane import names
 from runplane.bootstrap import Event, Response, answer
 from runplane.config import Settings
 from runplane.runtimes.local.autoscale import Autoscaler
+from tests.unit.test_bootstrap import shipped
 
 CODE = """
 import time
@@ -68,7 +68,7 @@ def pod(tmp_path: Path) -> Iterator[str]:
     port = _free_port()
     env[names.ENV_HTTP_PORT] = str(port)
     process = subprocess.Popen(
-        [sys.executable, "-I", "-S", str(Path(bootstrap.__file__))],
+        [sys.executable, "-I", "-S", str(shipped(tmp_path / "bootstrap"))],
         env={"PATH": os.environ["PATH"], **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

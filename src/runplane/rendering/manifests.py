@@ -7,16 +7,14 @@ the current settings say and nothing left over from before.
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from runplane import bootstrap, names
+from runplane import names
 from runplane.config import Settings
 from runplane.errors import ConflictError, InvalidValueError
+from runplane.rendering.bootstrap import bootstrap_configmap, bootstrap_volume
 from runplane.rendering.dask import (
     DASK_IMAGE,
     render_autoscaler,
@@ -43,34 +41,6 @@ from runplane.spec.resources import COMPUTE, QoSClass, gpu_entries, qos_class
 #: What a run's container runs: runplane's bootstrap, shipped in a ConfigMap, with the image's
 #: own Python; the image needs nothing of runplane.
 BOOTSTRAP_COMMAND = list(names.BOOTSTRAP_COMMAND)
-
-
-@cache
-def bootstrap_configmap_name() -> str:
-    """The bootstrap's ConfigMap, named by its content: a service of another runplane version
-    in the same namespace uses its own, and the object can be immutable."""
-    digest = hashlib.sha256(_bootstrap_source().encode()).hexdigest()[:12]
-    return f"{names.BOOTSTRAP_VOLUME}-{digest}"
-
-
-@cache
-def _bootstrap_source() -> str:
-    return Path(bootstrap.__file__).read_text(encoding="utf-8")
-
-
-def bootstrap_configmap(namespace: str) -> dict[str, Any]:
-    """The ConfigMap holding the program every run's pod starts (see :mod:`runplane.bootstrap`)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": bootstrap_configmap_name(),
-            "namespace": namespace,
-            "labels": {names.MANAGED_BY: names.MANAGER},
-        },
-        "immutable": True,
-        "data": {names.BOOTSTRAP_SCRIPT: _bootstrap_source()},
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,9 +203,7 @@ def _pod_spec(
             {"name": names.BOOTSTRAP_VOLUME, "mountPath": names.BOOTSTRAP_DIR, "readOnly": True}
         )
         mounts.append({"name": names.RUN_VOLUME, "mountPath": names.RUN_DIR})
-        volumes.append(
-            {"name": names.BOOTSTRAP_VOLUME, "configMap": {"name": bootstrap_configmap_name()}}
-        )
+        volumes.append(bootstrap_volume())
         volumes.append({"name": names.RUN_VOLUME, "emptyDir": {}})
     if spec.args:
         container["args"] = list(spec.args)

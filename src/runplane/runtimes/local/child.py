@@ -3,7 +3,7 @@
 Started by the executor as ``python .../runtimes/local/child.py RUN_DIR``, already in the run's
 cgroup and as the run's user. It reads ``RUN_DIR/spec.json`` and imports only the standard
 library and :mod:`runplane.bootstrap`, the program that runs every handler, here and in pods:
-from runplane's package when the interpreter has it, else from its file next to this one, so
+from runplane's package when the interpreter has it, else from its folder beside this one's, so
 any Python 3.9+ (``local.python``) can run a run.
 
 ``child.py --check DIR`` is the start-up probe of runs under users of their own: it loads what
@@ -48,11 +48,13 @@ def _die_with_executor(expected_parent: int) -> None:
 def _bootstrap() -> ModuleType:
     try:
         import runplane.bootstrap as bootstrap
-    except ImportError:  # another interpreter than runplane's: load the file itself
+    except ImportError:  # another interpreter than runplane's: load the package's folder
         import importlib.util
 
-        path = _HERE.parents[1] / "bootstrap.py"
-        spec = importlib.util.spec_from_file_location("runplane_bootstrap", path)
+        folder = _HERE.parents[1] / "bootstrap"
+        spec = importlib.util.spec_from_file_location(
+            "runplane_bootstrap", folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
         assert spec is not None
         assert spec.loader is not None
         bootstrap = importlib.util.module_from_spec(spec)

@@ -244,7 +244,7 @@ def _call_noop(bootstrap: ModuleType) -> None:
             if context._events is not None:
                 context._events.close()
             signal.signal(signal.SIGTERM, terminate)
-            vars(bootstrap)["_current"] = None
+            bootstrap.become_current(None)
             sys.modules.pop(invocation.module_name, None)
 
 
