@@ -22,7 +22,7 @@ def test_runtime_classes_are_function_kinds():
     assert isinstance(mlrun.new_function("d", kind="dask"), mlrun.runtimes.DaskCluster)
     assert isinstance(mlrun.new_function("m", kind="mpijob"), mlrun.runtimes.MpiRuntimeV1)
     assert isinstance(mlrun.new_function("s", kind="spark"), mlrun.runtimes.Spark3Runtime)
-    assert set(kinds.__all__) == mlrun.runtimes._KIND_NAMES
+    assert set(kinds.__all__) == mlrun.runtimes.KIND_NAMES
 
 
 def test_mlconf_reads_runplane_settings(monkeypatch):

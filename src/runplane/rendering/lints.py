@@ -1,11 +1,13 @@
 """Warnings about settings that are valid but risky, from the best-practices document.
 
 Each rule is a small function of the effective (defaults-merged) settings returning a
-:class:`Lint` or ``None``, so rules read one at a time and are tested one at a time.
+:class:`Lint` or ``None``, so rules read one at a time and are tested one at a time; it is
+written as a check returning its advice, and :func:`rule` gives it its code and field.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,61 +38,80 @@ class Effective:
     gpus: int
     mode: PreemptionMode
 
+    def asks(self, key: str) -> bool:
+        """Whether the pod requests ``key`` (a limit alone is its request too)."""
+        return key in self.requests or key in self.limits
+
+    def limit_above_request(self, key: str) -> bool:
+        """Whether ``key`` has both, the limit higher: the pod may burst past what it reserved."""
+        if key not in self.limits or key not in self.requests:
+            return False
+        limit = parse_quantity(f"limits.{key}", self.limits[key], key)
+        return limit > parse_quantity(f"requests.{key}", self.requests[key], key)
+
 
 Rule = Callable[[Effective], Lint | None]
 
 
-def memory_limit_above_request(e: Effective) -> Lint | None:
-    if "memory" not in e.limits or "memory" not in e.requests:
+def rule(code: str, field: str) -> Callable[[Callable[[Effective], str | None]], Rule]:
+    """A rule from a check that says what is risky (``None``: nothing), as the lint ``code``
+    about ``field``, so each check holds only its condition and its advice."""
+
+    def make(check: Callable[[Effective], str | None]) -> Rule:
+        @functools.wraps(check)
+        def linted(e: Effective) -> Lint | None:
+            message = check(e)
+            return None if message is None else Lint(code, field, message)
+
+        return linted
+
+    return make
+
+
+@rule("memory-limit-above-request", "resources")
+def memory_limit_above_request(e: Effective) -> str | None:
+    if not e.limit_above_request("memory"):
         return None
-    limit = parse_quantity("limits.memory", e.limits["memory"], "memory")
-    request = parse_quantity("requests.memory", e.requests["memory"], "memory")
-    if limit <= request:
-        return None
-    return Lint(
-        "memory-limit-above-request",
-        "resources",
+    return (
         f"memory limit {e.limits['memory']} is above the request {e.requests['memory']}: the "
         "pod may be evicted under node memory pressure, and the cluster autoscaler may not add "
-        "nodes for it; set the request equal to the limit for Guaranteed QoS",
+        "nodes for it; set the request equal to the limit for Guaranteed QoS"
     )
 
 
-def no_requests(e: Effective) -> Lint | None:
-    if any(key in e.requests or key in e.limits for key in ("cpu", "memory")):
+@rule("no-requests", "resources")
+def no_requests(e: Effective) -> str | None:
+    if e.asks("cpu") or e.asks("memory"):
         return None
-    return Lint(
-        "no-requests",
-        "resources",
+    return (
         "no CPU or memory requests: the pod is BestEffort, first to be evicted, and the "
-        "scheduler places it without reserving anything; set with_requests(mem=..., cpu=...)",
+        "scheduler places it without reserving anything; set with_requests(mem=..., cpu=...)"
     )
 
 
-def gpu_without_requests(e: Effective) -> Lint | None:
-    missing = [key for key in ("cpu", "memory") if key not in e.requests and key not in e.limits]
+@rule("gpu-without-requests", "resources")
+def gpu_without_requests(e: Effective) -> str | None:
+    missing = [key for key in ("cpu", "memory") if not e.asks(key)]
     if not e.gpus or not missing:
         return None
-    return Lint(
-        "gpu-without-requests",
-        "resources",
+    return (
         f"{e.gpus} GPU(s) without a {' or '.join(missing)} request: a GPU node can be filled "
-        "by pods that leave this one starved; request CPU and memory too",
+        "by pods that leave this one starved; request CPU and memory too"
     )
 
 
-def gpus_from_defaults(e: Effective) -> Lint | None:
+@rule("gpus-from-defaults", "resources.limits")
+def gpus_from_defaults(e: Effective) -> str | None:
     if not e.gpus or gpu_entries(e.function.spec.resources.limits):
         return None
-    return Lint(
-        "gpus-from-defaults",
-        "resources.limits",
+    return (
         f"{e.gpus} GPU(s) come from the service's User jobs defaults, not from this function: "
-        "it waits for a GPU node like any GPU job; with_limits(gpus=0) runs it without GPUs",
+        "it waits for a GPU node like any GPU job; with_limits(gpus=0) runs it without GPUs"
     )
 
 
-def stateful_job_on_spot(e: Effective) -> Lint | None:
+@rule("stateful-job-on-spot", "preemption_mode")
+def stateful_job_on_spot(e: Effective) -> str | None:
     if e.function.kind is FunctionKind.SERVING or e.mode not in (
         PreemptionMode.ALLOW,
         PreemptionMode.CONSTRAIN,
@@ -99,68 +120,58 @@ def stateful_job_on_spot(e: Effective) -> Lint | None:
     retry = e.function.spec.retry
     if e.function.spec.retries or (retry is not None and (retry.max_attempts or 1) > 1):
         return None
-    return Lint(
-        "stateful-job-on-spot",
-        "preemption_mode",
+    return (
         f"this job may run on spot nodes (mode {e.mode.value!r}) and has no retries: a spot "
         "interruption loses its work; set spec.retries (or with_retries), checkpoint from the "
-        "handler, or use with_preemption_mode('prevent')",
+        "handler, or use with_preemption_mode('prevent')"
     )
 
 
-def gpus_differ_from_workers(e: Effective) -> Lint | None:
+@rule("gpus-differ-from-workers", "spec.http.workers")
+def gpus_differ_from_workers(e: Effective) -> str | None:
     if e.function.kind is not FunctionKind.SERVING or not e.gpus:
         return None
     workers = e.function.spec.http.workers if e.function.spec.http else 1
     if workers == e.gpus:
         return None
-    return Lint(
-        "gpus-differ-from-workers",
-        "spec.http.workers",
+    return (
         f"{e.gpus} GPU(s) per pod but {workers} worker(s): each worker should own one GPU, or "
-        "the handler must share GPUs itself; use with_http(workers=...) or gpus(...)",
+        "the handler must share GPUs itself; use with_http(workers=...) or gpus(...)"
     )
 
 
-def autoscaling_without_cpu_request(e: Effective) -> Lint | None:
+@rule("autoscaling-without-cpu-request", "spec.max_replicas")
+def autoscaling_without_cpu_request(e: Effective) -> str | None:
     spec = e.function.spec
     if e.function.kind is not FunctionKind.SERVING or spec.max_replicas is None:
         return None
-    if "cpu" in e.requests or "cpu" in e.limits:
+    if e.asks("cpu"):
         return None
-    return Lint(
-        "autoscaling-without-cpu-request",
-        "spec.max_replicas",
+    return (
         "autoscaling on CPU utilisation needs a CPU request to measure against; the "
-        "autoscaler will not scale this function; set with_requests(cpu=...)",
+        "autoscaler will not scale this function; set with_requests(cpu=...)"
     )
 
 
-def autoscaled_limit_above_request(e: Effective) -> Lint | None:
+@rule("autoscaled-limit-above-request", "resources")
+def autoscaled_limit_above_request(e: Effective) -> str | None:
     spec = e.function.spec
     autoscaled = e.function.kind in (FunctionKind.SERVING, FunctionKind.DASK)
     if not autoscaled or spec.max_replicas is None:
         return None
-    above = [
-        key
-        for key in ("cpu", "memory")
-        if key in e.requests
-        and key in e.limits
-        and parse_quantity(key, e.limits[key], key) > parse_quantity(key, e.requests[key], key)
-    ]
+    above = [key for key in ("cpu", "memory") if e.limit_above_request(key)]
     if not above:
         return None
-    return Lint(
-        "autoscaled-limit-above-request",
-        "resources",
+    return (
         f"{' and '.join(above)} limit above the request on an autoscaled "
         f"{e.function.kind.value} function: scaling is decided against the request, so "
         "replicas running above it scale late and are evicted first; set the limit equal to "
-        "the request and let replicas, not bursts, absorb load",
+        "the request and let replicas, not bursts, absorb load"
     )
 
 
-def checkpoints_not_on_a_volume(e: Effective) -> Lint | None:
+@rule("checkpoints-not-on-a-volume", "spec.checkpoint_path")
+def checkpoints_not_on_a_volume(e: Effective) -> str | None:
     path = e.function.spec.checkpoint_path
     if not path:
         return None
@@ -168,12 +179,10 @@ def checkpoints_not_on_a_volume(e: Effective) -> Lint | None:
         root = str(mount.get("mountPath", "")).rstrip("/")
         if path == root or path.startswith(root + "/"):
             return None
-    return Lint(
-        "checkpoints-not-on-a-volume",
-        "spec.checkpoint_path",
+    return (
         f"checkpoints at {path} are on no volume of the function: in a pod they go with it, "
         "and the next attempt finds none (unless the service's auto-mount is there); mount a "
-        "volume that outlives the pod at or above it (e.g. fn.apply(mount_pvc(...)))",
+        "volume that outlives the pod at or above it (e.g. fn.apply(mount_pvc(...)))"
     )
 
 

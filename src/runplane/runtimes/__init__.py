@@ -14,7 +14,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-_KIND_NAMES = frozenset(
+#: MLRun's runtime class names; :mod:`runplane.runtimes.kinds` defines each (its ``__all__``).
+KIND_NAMES = frozenset(
     {
         "BaseRuntime",
         "DaskCluster",
@@ -34,7 +35,7 @@ _KIND_NAMES = frozenset(
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _KIND_NAMES:
+    if name not in KIND_NAMES:
         raise AttributeError(f"module 'runplane.runtimes' has no attribute {name!r}")
     from runplane.runtimes import kinds
 

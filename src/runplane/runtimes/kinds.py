@@ -12,24 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from runplane.runtimes import KIND_NAMES
 from runplane.spec.function import Function
 from runplane.spec.loaders import new_function
 
-__all__ = [
-    "BaseRuntime",
-    "DaskCluster",
-    "HandlerRuntime",
-    "KubeResource",
-    "KubejobRuntime",
-    "LocalRuntime",
-    "MpiRuntimeV1",
-    "MpiRuntimeV1Alpha1",
-    "RemoteRuntime",
-    "RemoteSparkRuntime",
-    "RuntimeKinds",
-    "ServingRuntime",
-    "Spark3Runtime",
-]
+#: The names :mod:`runplane.runtimes` answers with a class from here.
+__all__ = sorted(KIND_NAMES)
 
 
 class _KindName(type):

@@ -22,6 +22,18 @@ from runplane.spec.bounds import MAX_PARAMS_BYTES, check_json
 from runplane.spec.function import Function, FunctionKind
 from runplane.spec.handler import bind_parameters, parse_code, read_signature
 
+#: The kinds that are not run, each with why and what to do instead.
+_NOT_RUN: dict[FunctionKind, tuple[str, str]] = {
+    FunctionKind.SERVING: (
+        "serving functions are deployed, not run; use a job",
+        "code_to_function(..., kind='job')",
+    ),
+    FunctionKind.DASK: (
+        "a dask function is a cluster used through its client, not run; use fn.client",
+        "client = fn.client; client.submit(work, 1).result(); fn.close()",
+    ),
+}
+
 
 def build_request(
     fn: Function,
@@ -35,20 +47,9 @@ def build_request(
     attempt: int = 1,
 ) -> RunRequest:
     """Everything a runtime needs for one attempt of ``fn``, checked; nothing is started."""
-    if fn.kind is FunctionKind.SERVING:
-        raise InvalidValueError(
-            "kind",
-            fn.kind.value,
-            "serving functions are deployed, not run; use a job",
-            "code_to_function(..., kind='job')",
-        )
-    if fn.kind is FunctionKind.DASK:
-        raise InvalidValueError(
-            "kind",
-            fn.kind.value,
-            "a dask function is a cluster used through its client, not run; use fn.client",
-            "client = fn.client; client.submit(work, 1).result(); fn.close()",
-        )
+    if fn.kind in _NOT_RUN:
+        why, hint = _NOT_RUN[fn.kind]
+        raise InvalidValueError("kind", fn.kind.value, why, hint)
     code, filename = _code_of(fn)
     run_inputs: dict[str, str] = {}
     hints: dict[str, str] = {}

@@ -41,6 +41,7 @@ from runplane.runs import Reason
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.deployments import DeploymentState, deployment_state
 from runplane.runtimes.local.autoscale import Autoscaler
+from runplane.runtimes.local.detached import start_module
 from runplane.runtimes.local.launch import LocalRun, environment, plan
 from runplane.runtimes.local.ledger import Grant, Ledger
 from runplane.runtimes.local.node import detect_capacity, local_node
@@ -247,20 +248,14 @@ class ReplicaSet:
             }
         )
         env.pop(names.ENV_RUN_DIR, None)
-        output = os.open(directory / OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(output, f"--- replica {replica.index} starting ---\n".encode())
-            replica.process = subprocess.Popen(
-                [sys.executable, "-m", "runplane.runtimes.local.replica", str(directory)],
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=work,
-                start_new_session=True,
-            )
-        finally:
-            os.close(output)
+        replica.process = start_module(
+            "runplane.runtimes.local.replica",
+            directory,
+            directory / OUTPUT,
+            env,
+            work,
+            banner=f"--- replica {replica.index} starting ---",
+        )
         replica.state, replica.message = "starting", f"process {replica.process.pid}"
         replica.started = time.monotonic()
         replica.oom = False

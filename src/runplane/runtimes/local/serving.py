@@ -16,7 +16,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from runplane.errors import ConflictError, InvalidValueError, NotFoundError, Run
 from runplane.placement import evaluate
 from runplane.runtimes.contract import Answer, Call
 from runplane.runtimes.deployments import DeploymentState
+from runplane.runtimes.local.detached import start_module
 from runplane.runtimes.local.launch import INHERITED, plan
 from runplane.runtimes.local.node import local_node
 from runplane.runtimes.local.replicas import replica_request
@@ -152,19 +152,9 @@ def deploy(settings: Settings, manifests: Sequence[Mapping[str, Any]]) -> list[s
     inherited = (*INHERITED, *settings.local.inherit_env)
     env = {key: os.environ[key] for key in inherited if key in os.environ}
     env["RUNPLANE_CONFIG"] = os.devnull  # the settings are the deployer's, in settings.json
-    log = os.open(directory / SUPERVISOR_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        supervisor = subprocess.Popen(
-            [sys.executable, "-m", "runplane.runtimes.local.replicas", str(directory)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=directory,
-            start_new_session=True,
-        )
-    finally:
-        os.close(log)
+    supervisor = start_module(
+        "runplane.runtimes.local.replicas", directory, directory / SUPERVISOR_LOG, env, directory
+    )
     try:
         status = _wait_ready(directory, supervisor, settings.serving.ready_timeout)
     except DeployError:

@@ -4,8 +4,9 @@ v2; CPU quantities converted as the kubelet converts them."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from runplane.runtimes.local.cgroups import steps as on_files
 from runplane.runtimes.local.cgroups.steps import Steps
@@ -110,6 +111,27 @@ class Hierarchy(ABC):
     version: str
     #: This process's own group, under which runs' groups are made (for messages).
     where: str
+    #: Where this process's group is being made, for the message if that fails.
+    _under: Path
+
+    def _set_up(self, make: Callable[[], None]) -> None:
+        """Make this process's group with ``make``, then clear what gone runplanes left. On
+        failure whatever was made is removed again, and :class:`Unavailable` says why."""
+        try:
+            make()
+        except OSError as error:
+            self.close()
+            raise Unavailable(
+                f"cannot create a cgroup under {self._under}: {error.strerror}"
+            ) from None
+        except Unavailable:
+            self.close()
+            raise
+        self._sweep()
+
+    @abstractmethod
+    def _sweep(self) -> None:
+        """Kill and remove the groups runplane processes that are gone left behind."""
 
     @abstractmethod
     def group(self, name: str, limits: Limits) -> RunGroup:

@@ -9,30 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from runplane.runtimes.local.cgroups.files import (
-    executor_name,
-    keyed_text,
-    left_behind,
-    number,
-    number_text,
-    processes_in,
-    remove_group,
-    rmdir_if_empty,
-    rmdir_tree,
-    sigkill,
-    tree,
-    wait_until,
-)
-from runplane.runtimes.local.cgroups.model import (
-    KILL_TIMEOUT,
-    Counters,
-    Hierarchy,
-    Limits,
-    RunGroup,
-    Unavailable,
-    cfs_quota,
-    cpu_shares,
-)
+from runplane.runtimes.local.cgroups import files, model
 from runplane.runtimes.local.cgroups.steps import read, write
 
 #: The controllers a run's group needs.
@@ -42,18 +19,18 @@ CONTROLLERS = ("memory", "cpu", "cpuacct", "pids", "freezer")
 def freeze_and_kill(freezer: Path, timeout: float) -> None:
     """Freeze the group (so nothing forks while it is being killed), SIGKILL every process in it
     and its descendants, and thaw it so the signals are delivered."""
-    if not processes_in(tree(freezer)):
+    if not files.processes_in(files.tree(freezer)):
         return
     state = freezer / "freezer.state"
     write(state, "FROZEN")
     try:
-        wait_until(lambda: read(state) == "FROZEN", min(timeout, 1.0))
-        sigkill(processes_in(tree(freezer)))
+        files.wait_until(lambda: read(state) == "FROZEN", min(timeout, 1.0))
+        files.sigkill(files.processes_in(files.tree(freezer)))
     finally:
         write(state, "THAWED")
 
 
-class V1Group(RunGroup):
+class V1Group(model.RunGroup):
     def __init__(
         self, dirs: dict[str, Path], writes: Sequence[tuple[str, str | int, bool]] = ()
     ) -> None:
@@ -74,24 +51,24 @@ class V1Group(RunGroup):
             "removes": [str(directory) for directory in dirs.values()],
         }
 
-    def counted(self, texts: Mapping[str, str]) -> Counters:
-        return Counters(
-            peak_memory=number_text(texts.get(self._peak, "")),
-            cpu_seconds=number_text(texts.get(self._cpu, "")) / 1e9,
-            oom_kills=keyed_text(texts.get(self._oom, "")).get("oom_kill", 0),
-            pids_refused=keyed_text(texts.get(self._refused, "")).get("max", 0),
+    def counted(self, texts: Mapping[str, str]) -> model.Counters:
+        return model.Counters(
+            peak_memory=files.number_text(texts.get(self._peak, "")),
+            cpu_seconds=files.number_text(texts.get(self._cpu, "")) / 1e9,
+            oom_kills=files.keyed_text(texts.get(self._oom, "")).get("oom_kill", 0),
+            pids_refused=files.keyed_text(texts.get(self._refused, "")).get("max", 0),
         )
 
     def kill(self) -> None:
-        if number(self._dirs["pids"] / "pids.current") == 0:
+        if files.number(self._dirs["pids"] / "pids.current") == 0:
             return  # no process is left anywhere beneath (or the group is gone)
-        deadline = time.monotonic() + KILL_TIMEOUT
-        groups = [group for top in self._dirs.values() for group in tree(top)]
+        deadline = time.monotonic() + model.KILL_TIMEOUT
+        groups = [group for top in self._dirs.values() for group in files.tree(top)]
         try:
-            while processes_in(groups) and time.monotonic() < deadline:
+            while files.processes_in(groups) and time.monotonic() < deadline:
                 freeze_and_kill(self._dirs["freezer"], deadline - time.monotonic())
-                wait_until(
-                    lambda: not processes_in(groups),
+                files.wait_until(
+                    lambda: not files.processes_in(groups),
                     min(0.5, max(deadline - time.monotonic(), 0)),
                 )
         except FileNotFoundError:
@@ -99,46 +76,42 @@ class V1Group(RunGroup):
 
     def remove(self) -> None:
         for directory in self._dirs.values():
-            remove_group(directory)
+            files.remove_group(directory)
 
 
-class V1(Hierarchy):
+class V1(model.Hierarchy):
     version = "cgroup v1"
 
     def __init__(self, bases: dict[str, Path], own: dict[str, str], node_millicores: int) -> None:
         self._bases = bases
         self.where = own["memory"]
-        name = executor_name()
+        name = files.executor_name()
         self._groups: dict[str, Path] = {}
         self._memsw = False
-        try:
-            for controller, base in bases.items():
-                if not os.access(base, os.W_OK):
-                    raise Unavailable(f"{base} is not writable by uid {os.geteuid()}")
-                group = base / name
-                group.mkdir(exist_ok=True)
-                self._groups[controller] = group
-            write(self._groups["cpu"] / "cpu.shares", cpu_shares(node_millicores))
-            # Whether swap is accounted (``memsw`` files): then the limit covers swap too.
-            self._memsw = (self._groups["memory"] / "memory.memsw.limit_in_bytes").exists()
-        except OSError as error:
-            self.close()
-            raise Unavailable(f"cannot create a cgroup under {base}: {error.strerror}") from None
-        except Unavailable:
-            self.close()
-            raise
-        self._sweep()
+        self._set_up(lambda: self._make(name, node_millicores))
+
+    def _make(self, name: str, node_millicores: int) -> None:
+        for controller, base in self._bases.items():
+            self._under = base
+            if not os.access(base, os.W_OK):
+                raise model.Unavailable(f"{base} is not writable by uid {os.geteuid()}")
+            group = base / name
+            group.mkdir(exist_ok=True)
+            self._groups[controller] = group
+        write(self._groups["cpu"] / "cpu.shares", model.cpu_shares(node_millicores))
+        # Whether swap is accounted (``memsw`` files): then the limit covers swap too.
+        self._memsw = (self._groups["memory"] / "memory.memsw.limit_in_bytes").exists()
 
     def _sweep(self) -> None:
         """Kill and remove what runplane processes that are gone left behind (a run's daemon
         outlives its executor's SIGKILL; its group does not outlive the next runplane)."""
-        for name in left_behind(self._bases["freezer"]):
+        for name in files.left_behind(self._bases["freezer"]):
             with contextlib.suppress(OSError):
-                freeze_and_kill(self._bases["freezer"] / name, KILL_TIMEOUT)
+                freeze_and_kill(self._bases["freezer"] / name, model.KILL_TIMEOUT)
                 for base in self._bases.values():
-                    rmdir_tree(base / name)
+                    files.rmdir_tree(base / name)
 
-    def group(self, name: str, limits: Limits) -> RunGroup:
+    def group(self, name: str, limits: model.Limits) -> model.RunGroup:
         dirs = {controller: group / name for controller, group in self._groups.items()}
         memory, cpu = dirs["memory"], dirs["cpu"]
         writes: list[tuple[str, str | int, bool]] = []
@@ -150,14 +123,14 @@ class V1(Hierarchy):
                 writes.append((str(memory / "memory.swappiness"), 0, True))
         # A new group starts with the default period and no quota, and without a pids limit:
         # only what differs is written.
-        writes.append((str(cpu / "cpu.shares"), cpu_shares(limits.cpu_request), False))
+        writes.append((str(cpu / "cpu.shares"), model.cpu_shares(limits.cpu_request), False))
         if limits.cpu is not None:
-            writes.append((str(cpu / "cpu.cfs_quota_us"), cfs_quota(limits.cpu), False))
+            writes.append((str(cpu / "cpu.cfs_quota_us"), model.cfs_quota(limits.cpu), False))
         if limits.pids is not None:
             writes.append((str(dirs["pids"] / "pids.max"), limits.pids, False))
         return V1Group(dirs, writes)
 
     def close(self) -> None:
         for group in self._groups.values():
-            rmdir_if_empty(group)
+            files.rmdir_if_empty(group)
         self._groups = {}

@@ -10,39 +10,14 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from runplane.runtimes.local.cgroups.files import (
-    executor_name,
-    keyed,
-    keyed_text,
-    left_behind,
-    number_text,
-    processes_in,
-    remove_group,
-    rmdir_if_empty,
-    rmdir_tree,
-    sigkill,
-    tree,
-    wait_until,
-)
-from runplane.runtimes.local.cgroups.model import (
-    KILL_TIMEOUT,
-    PERIOD_US,
-    Counters,
-    Hierarchy,
-    Limits,
-    RunGroup,
-    Unavailable,
-    cfs_quota,
-    cpu_shares,
-    cpu_weight,
-)
+from runplane.runtimes.local.cgroups import files, model
 from runplane.runtimes.local.cgroups.steps import read, write
 
 #: The controllers runs' groups are given.
 CONTROLLERS = ("memory", "cpu", "pids")
 
 
-class V2Group(RunGroup):
+class V2Group(model.RunGroup):
     def __init__(self, directory: Path, writes: Sequence[tuple[str, str | int, bool]] = ()) -> None:
         self._dir = directory
         self.path = str(directory)
@@ -59,43 +34,45 @@ class V2Group(RunGroup):
             "removes": [str(directory)],
         }
 
-    def counted(self, texts: Mapping[str, str]) -> Counters:
-        return Counters(
-            peak_memory=number_text(texts.get(self._peak, "")),
-            cpu_seconds=keyed_text(texts.get(self._cpu, "")).get("usage_usec", 0) / 1e6,
-            oom_kills=keyed_text(texts.get(self._oom, "")).get("oom_kill", 0),
-            pids_refused=keyed_text(texts.get(self._refused, "")).get("max", 0),
+    def counted(self, texts: Mapping[str, str]) -> model.Counters:
+        return model.Counters(
+            peak_memory=files.number_text(texts.get(self._peak, "")),
+            cpu_seconds=files.keyed_text(texts.get(self._cpu, "")).get("usage_usec", 0) / 1e6,
+            oom_kills=files.keyed_text(texts.get(self._oom, "")).get("oom_kill", 0),
+            pids_refused=files.keyed_text(texts.get(self._refused, "")).get("max", 0),
         )
 
     def _populated(self) -> bool:
-        return keyed(self._dir / "cgroup.events").get("populated", 0) == 1
+        return files.keyed(self._dir / "cgroup.events").get("populated", 0) == 1
 
     def kill(self) -> None:
         with contextlib.suppress(FileNotFoundError):  # removed: only an empty group is
             self._kill()
 
     def _kill(self) -> None:
-        deadline = time.monotonic() + KILL_TIMEOUT
+        deadline = time.monotonic() + model.KILL_TIMEOUT
         while self._populated() and time.monotonic() < deadline:
             if (self._dir / "cgroup.kill").exists():  # Linux 5.14
                 write(self._dir / "cgroup.kill", 1)
             else:
                 write(self._dir / "cgroup.freeze", 1)
                 try:
-                    wait_until(
-                        lambda: keyed(self._dir / "cgroup.events").get("frozen") == 1,
+                    files.wait_until(
+                        lambda: files.keyed(self._dir / "cgroup.events").get("frozen") == 1,
                         min(1.0, deadline - time.monotonic()),
                     )
-                    sigkill(processes_in(tree(self._dir)))
+                    files.sigkill(files.processes_in(files.tree(self._dir)))
                 finally:
                     write(self._dir / "cgroup.freeze", 0)
-            wait_until(lambda: not self._populated(), min(0.5, max(deadline - time.monotonic(), 0)))
+            files.wait_until(
+                lambda: not self._populated(), min(0.5, max(deadline - time.monotonic(), 0))
+            )
 
     def remove(self) -> None:
-        remove_group(self._dir)
+        files.remove_group(self._dir)
 
 
-class V2(Hierarchy):
+class V2(model.Hierarchy):
     version = "cgroup v2"
 
     def __init__(
@@ -110,30 +87,26 @@ class V2(Hierarchy):
             self.version = "cgroup v2 (delegated)"
         self._base = base
         self._controllers = controllers
-        name = executor_name()
+        name = files.executor_name()
         self._group = base / name
-        try:
-            if not os.access(base, os.W_OK):
-                raise Unavailable(f"{base} is not writable by uid {os.geteuid()}")
-            offered = set(read(base / "cgroup.controllers").split())
-            missing = [c for c in controllers if c not in offered]
-            if missing:
-                raise Unavailable(
-                    f"the cgroup {own} is not given the {', '.join(missing)} controller(s); "
-                    "delegate them to it"
-                )
-            self._hand_down(base, own, name)
-            self._group.mkdir(exist_ok=True)
-            self._enable(self._group)
-            if "cpu" in controllers:
-                write(self._group / "cpu.weight", cpu_weight(cpu_shares(node_millicores)))
-        except OSError as error:
-            self.close()
-            raise Unavailable(f"cannot create a cgroup under {base}: {error.strerror}") from None
-        except Unavailable:
-            self.close()
-            raise
-        self._sweep()
+        self._under = base
+        self._set_up(lambda: self._make(base, own, name, node_millicores))
+
+    def _make(self, base: Path, own: str, name: str, node_millicores: int) -> None:
+        if not os.access(base, os.W_OK):
+            raise model.Unavailable(f"{base} is not writable by uid {os.geteuid()}")
+        offered = set(read(base / "cgroup.controllers").split())
+        missing = [c for c in self._controllers if c not in offered]
+        if missing:
+            raise model.Unavailable(
+                f"the cgroup {own} is not given the {', '.join(missing)} controller(s); "
+                "delegate them to it"
+            )
+        self._hand_down(base, own, name)
+        self._group.mkdir(exist_ok=True)
+        self._enable(self._group)
+        if "cpu" in self._controllers:
+            write(self._group / "cpu.weight", model.cpu_weight(model.cpu_shares(node_millicores)))
 
     def _enable(self, group: Path) -> None:
         if self._controllers:
@@ -149,9 +122,9 @@ class V2(Hierarchy):
         except OSError as error:
             if error.errno != errno.EBUSY:
                 raise
-        others = [pid for pid in processes_in([base]) if pid != os.getpid()]
+        others = [pid for pid in files.processes_in([base]) if pid != os.getpid()]
         if others:
-            raise Unavailable(
+            raise model.Unavailable(
                 f"the cgroup {own} also holds other processes ({len(others)}), so its "
                 "controllers cannot be handed to runs; start runplane in a cgroup of its own "
                 "(for example systemd-run --user --scope -p Delegate=yes runplane serve)"
@@ -162,12 +135,12 @@ class V2(Hierarchy):
         self._enable(base)
 
     def _sweep(self) -> None:
-        for name in left_behind(self._base):
+        for name in files.left_behind(self._base):
             with contextlib.suppress(OSError):
                 V2Group(self._base / name).kill()
-                rmdir_tree(self._base / name)
+                files.rmdir_tree(self._base / name)
 
-    def group(self, name: str, limits: Limits) -> RunGroup:
+    def group(self, name: str, limits: model.Limits) -> model.RunGroup:
         directory = self._group / name
         writes: list[tuple[str, str | int, bool]] = []
         # A new group starts unlimited, with the default period: only what differs is written.
@@ -175,14 +148,14 @@ class V2(Hierarchy):
             writes.append((str(directory / "memory.max"), limits.memory, False))
             writes.append((str(directory / "memory.swap.max"), 0, True))  # no swap controller
         if "cpu" in self._controllers:
-            weight = cpu_weight(cpu_shares(limits.cpu_request))
+            weight = model.cpu_weight(model.cpu_shares(limits.cpu_request))
             writes.append((str(directory / "cpu.weight"), weight, False))
             if limits.cpu is not None:
-                quota = f"{cfs_quota(limits.cpu)} {PERIOD_US}"
+                quota = f"{model.cfs_quota(limits.cpu)} {model.PERIOD_US}"
                 writes.append((str(directory / "cpu.max"), quota, False))
         if "pids" in self._controllers and limits.pids is not None:
             writes.append((str(directory / "pids.max"), limits.pids, False))
         return V2Group(directory, writes)
 
     def close(self) -> None:
-        rmdir_if_empty(self._group)
+        files.rmdir_if_empty(self._group)
