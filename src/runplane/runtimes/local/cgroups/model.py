@@ -17,9 +17,6 @@ MIN_SHARES, MAX_SHARES, MIN_QUOTA_US = 2, 262_144, 1_000
 #: How long a kill may take before runplane stops waiting for the group to empty.
 KILL_TIMEOUT = 5.0
 
-V1_CONTROLLERS = ("memory", "cpu", "cpuacct", "pids", "freezer")
-V2_CONTROLLERS = ("memory", "cpu", "pids")
-
 
 def cpu_shares(millicores: int) -> int:
     """A CPU request as v1 ``cpu.shares``, as the kubelet converts it (none: the minimum)."""
