@@ -56,7 +56,7 @@ class Backend(Protocol):
     def usage(self, uid: str) -> Usage: ...
 
     def list_runs(
-        self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+        self, *, project: str | None = None, states: Sequence[str] = (), limit: int = 50
     ) -> list[RunRecord]: ...
 
     def deploy(self, fn: Function) -> dict[str, Any]:
