@@ -13,8 +13,7 @@ from runplane.client import functions as catalog
 from runplane.client.handle import run_dict
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.runs import RunRecord, RunState
-from runplane.settings_view import SettingsView
-from runplane.settings_view import set_environment as _set_environment
+from runplane.settings_view import SettingsView, apply_environment
 
 __all__ = ["RunDB", "RunList", "get_run_db", "set_environment"]
 
@@ -226,4 +225,4 @@ def set_environment(
             "api_path", api_path, "the runplane service's URL", "'http://127.0.0.1:8470'"
         )
     view = SettingsView(current)
-    return _set_environment(view, api_path, artifact_path, access_key, username, env_file)
+    return apply_environment(view, api_path, artifact_path, access_key, env_file)

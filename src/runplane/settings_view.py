@@ -130,17 +130,16 @@ class SettingsView:
             clear()
 
 
-def set_environment(
+def apply_environment(
     mlconf: SettingsView,
-    api_path: str | None = None,
-    artifact_path: str = "",
-    access_key: str | None = None,
-    username: str | None = None,
-    env_file: str | None = None,
-    mock_functions: Any = None,
+    api_path: str | None,
+    artifact_path: str,
+    access_key: str | None,
+    env_file: str | None,
 ) -> tuple[str, str]:
-    """Point runs at a runplane service (``api_path``; ``access_key`` is its token) and set
-    the default artifact path; returns ``(default project, artifact path)``."""
+    """What ``set_environment`` does to the settings once its URL is checked: the variables
+    of ``env_file``, the service's URL and token, the artifact path; returns the default
+    project and artifact path that result."""
     if env_file:
         from dotenv import load_dotenv
 

@@ -7,7 +7,7 @@ import codecs
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from runplane.client.calls import prepare
 from runplane.client.handle import RunHandle
@@ -21,6 +21,7 @@ from runplane.spec.run_options import RunArguments, RunOptions
 
 if TYPE_CHECKING:
     from runplane.client.remote import ApiBackend
+    from runplane.client.serving import ServingRequest
     from runplane.runtimes.contract import Answer, Call
 
 __all__ = [
@@ -56,7 +57,7 @@ class Backend(Protocol):
     def usage(self, uid: str) -> Usage: ...
 
     def list_runs(
-        self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+        self, *, project: str | None = None, states: Sequence[str] = (), limit: int = 50
     ) -> list[RunRecord]: ...
 
     def deploy(self, fn: Function) -> dict[str, Any]:
@@ -192,14 +193,7 @@ def deploy(fn: Function) -> dict[str, Any] | bool:
     return backend().deploy(fn)
 
 
-def invoke(
-    fn: Function,
-    path: str = "",
-    body: Any = None,
-    method: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    timeout: float = 60.0,
-) -> Any:
+def invoke(fn: Function, **request: Unpack[ServingRequest]) -> Any:
     """Call a deployed serving function; the answer parsed from JSON when it is JSON. Through
     a service, the service sends the request on to the deployment and returns its answer."""
     from runplane.client.serving import answer_of, request_of
@@ -210,7 +204,7 @@ def invoke(
         "only serving functions are invoked; jobs are run",
         "code_to_function('serve', filename='serve.py', kind='serving', handler='handler')",
     )
-    call = request_of(path, body, method, headers, timeout)
+    call = request_of(request)
     return answer_of(backend().invoke(fn.metadata.project, fn.metadata.name, call))
 
 

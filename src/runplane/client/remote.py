@@ -101,7 +101,7 @@ class ApiBackend:
         return Usage(**self._call("GET", f"/runs/{check_uid(uid)}/usage"))
 
     def list_runs(
-        self, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+        self, *, project: str | None = None, states: Sequence[str] = (), limit: int = 50
     ) -> list[RunRecord]:
         params: dict[str, Any] = {"limit": check_limit("limit", limit), "state": list(states)}
         if project:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from runplane.errors import RunplaneError
 from runplane.runtimes.contract import Answer, Call
@@ -21,17 +21,23 @@ class InvokeError(RunplaneError):
         super().__init__(f"the function answered {status}: {text}")
 
 
-def request_of(
-    path: str,
-    body: Any,
-    method: str | None,
-    headers: Mapping[str, str] | None,
-    timeout: float,
-) -> Call:
+class ServingRequest(TypedDict, total=False):
+    """What ``fn.invoke`` was given, passed on as one: its keyword signature is MLRun's and
+    stays on the function alone (:func:`request_of` fills in what is absent)."""
+
+    path: str
+    body: Any
+    method: str | None
+    headers: Mapping[str, str] | None
+    timeout: float
+
+
+def request_of(request: ServingRequest) -> Call:
     """The request ``fn.invoke`` sends: bytes and text as they are, anything else as JSON;
     POST when there is a body, else GET, unless ``method`` says."""
+    body = request.get("body")
     content = b""
-    sent = dict(headers or {})
+    sent = dict(request.get("headers") or {})
     if isinstance(body, bytes):
         content = body
     elif isinstance(body, str):
@@ -39,7 +45,8 @@ def request_of(
     elif body is not None:
         content = json.dumps(body).encode()
         sent.setdefault("Content-Type", "application/json")
-    verb = method or ("POST" if body is not None else "GET")
+    verb = request.get("method") or ("POST" if body is not None else "GET")
+    path, timeout = request.get("path", ""), request.get("timeout", 60.0)
     return Call(method=verb, path=path, body=content, headers=sent, timeout=timeout)
 
 

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Self
+from typing import Self, Unpack
 
 import psutil
 
@@ -27,7 +27,7 @@ from runplane.runtimes.request import build_request
 from runplane.service.launcher import Launcher, Reconciliation
 from runplane.service.monitor import Monitor
 from runplane.service.recorder import Recorder
-from runplane.service.records import RunStore
+from runplane.service.records import RunListing, RunStore
 from runplane.service.shared import Shared
 from runplane.spec.function import Function
 from runplane.spec.run_options import RunOptions
@@ -206,28 +206,9 @@ class RunService:
     def get(self, uid: str) -> RunRecord:
         return self.store.get(uid)
 
-    def list_runs(
-        self,
-        project: str | None = None,
-        states: Sequence[str] = (),
-        limit: int = 50,
-        owner: str | None = None,
-        offset: int = 0,
-        uids: Sequence[str] | None = None,
-        updated_since: float | None = None,
-        brief: bool = False,
-    ) -> list[RunRecord]:
-        limit = check_limit("limit", limit)
-        return self.store.list_runs(
-            project=project,
-            states=states,
-            limit=limit,
-            owner=owner,
-            offset=offset,
-            uids=uids,
-            updated_since=updated_since,
-            brief=brief,
-        )
+    def list_runs(self, *, limit: int = 50, **listing: Unpack[RunListing]) -> list[RunRecord]:
+        """The store's listing (see :meth:`RunStore.list_runs`), its limit checked first."""
+        return self.store.list_runs(limit=check_limit("limit", limit), **listing)
 
     def count_runs(
         self, project: str | None = None, states: Sequence[str] = (), owner: str | None = None

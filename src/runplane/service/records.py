@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -40,6 +40,19 @@ from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
 
 TERMINAL_STATES = [state.value for state in TERMINAL]
+
+
+class RunListing(TypedDict, total=False):
+    """What :meth:`RunStore.list_runs` takes besides its limit, for those that pass a listing
+    on: which runs, from where in the list, and whether brief."""
+
+    project: str | None
+    states: Iterable[str]
+    owner: str | None
+    offset: int
+    uids: Iterable[str] | None
+    updated_since: float | None
+    brief: bool
 
 
 def attempt_of(a: Attempt) -> AttemptRecord:

@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from sqlalchemy import Engine, select
@@ -106,18 +106,9 @@ class ScheduleRecord:
 
 
 def _record(row: Schedule) -> ScheduleRecord:
+    """The record of a row: its columns are named as the record's fields."""
     return ScheduleRecord(
-        row.id,
-        row.project,
-        row.name,
-        row.cron,
-        row.params,
-        row.state_thresholds,
-        row.created_at,
-        row.created_by,
-        row.last_fired_at,
-        row.function,
-        row.role,
+        **{column.name: getattr(row, column.name) for column in fields(ScheduleRecord)}
     )
 
 
