@@ -130,8 +130,13 @@ def test_killed_executor_is_recovered_on_next_start(tmp_path):
         wait_for(lambda: not _alive(handler_pid), timeout=10)
     finally:
         observer.close()
-    restarted = EmbeddedService(load_settings()).start()
+    restarted = EmbeddedService(load_settings())
     try:
+        # Built, not started: nothing of what the dead executor left is settled yet.
+        assert restarted.store.get(record.uid).state == "running"
+        assert restarted.reconciliation.lost == []
+        restarted.start()
+        assert record.uid in restarted.reconciliation.lost
         lost = restarted.store.get(record.uid)
         assert lost.state == "error"
         assert lost.reason == "executor lost"
