@@ -47,14 +47,19 @@ def bootstrap_volume() -> dict[str, Any]:
     """The ConfigMap as a folder (mounted at :data:`names.BOOTSTRAP_DIR`): the script the
     container runs at its top, the package's modules in the folder named as the package is
     imported in a pod; the script puts its own folder first on ``sys.path`` to find them."""
-    items = [
+    items = [dict(item) for item in _items()]  # each pod gets its own: manifests are mutable
+    return {
+        "name": names.BOOTSTRAP_VOLUME,
+        "configMap": {"name": bootstrap_configmap_name(), "items": items},
+    }
+
+
+@cache
+def _items() -> tuple[dict[str, str], ...]:
+    return tuple(
         {
             "key": key,
             "path": key if key == names.BOOTSTRAP_SCRIPT else f"{bootstrap.SHIPPED_AS}/{key}",
         }
         for key in _modules()
-    ]
-    return {
-        "name": names.BOOTSTRAP_VOLUME,
-        "configMap": {"name": bootstrap_configmap_name(), "items": items},
-    }
+    )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runplane.spec.function import Function, FunctionKind
-from runplane.spec.quantity import parse_quantity
+from runplane.spec.quantity import resource_amount
 from runplane.spec.resources import gpu_entries
 from runplane.spec.scheduling import PreemptionMode
 
@@ -46,8 +46,7 @@ class Effective:
         """Whether ``key`` has both, the limit higher: the pod may burst past what it reserved."""
         if key not in self.limits or key not in self.requests:
             return False
-        limit = parse_quantity(f"limits.{key}", self.limits[key], key)
-        return limit > parse_quantity(f"requests.{key}", self.requests[key], key)
+        return resource_amount(key, self.limits[key]) > resource_amount(key, self.requests[key])
 
 
 Rule = Callable[[Effective], Lint | None]

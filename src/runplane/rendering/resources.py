@@ -26,15 +26,18 @@ class Quantities:
     """Requests or limits: each as written and as a number (millicores, bytes, devices)."""
 
     written: Mapping[str, str] = field(default_factory=dict)
-    amounts: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, entries: Mapping[str, Any]) -> Quantities:
-        """``entries`` (``{"cpu": "500m", "memory": 1e9}``) with their numbers."""
-        return cls(
-            {name: str(value) for name, value in entries.items()},
-            {name: resource_amount(name, value) for name, value in entries.items()},
-        )
+        """``entries`` (``{"cpu": "500m", "memory": 1e9}``), quantities checked where they
+        were set (the function's calls, the service's settings, a rendered manifest)."""
+        return cls({name: str(value) for name, value in entries.items()})
+
+    @property
+    def amounts(self) -> dict[str, int]:
+        """Each as a number, worked out when asked: rendering carries them to every run, and
+        most consumers read one or two (each conversion is cached)."""
+        return {name: resource_amount(name, value) for name, value in self.written.items()}
 
     @property
     def cpu(self) -> int | None:

@@ -168,6 +168,14 @@ def unit_of(name: str) -> str:
 def resource_amount(name: str, value: Any) -> int:
     """A quantity of resource ``name`` as a whole number in its :func:`unit_of`: millicores and
     bytes rounded up, devices rounded down."""
+    if isinstance(value, int | float | str):
+        return _amount(name, value)
+    return int(parse_quantity(name, value, "memory"))  # refused, naming the field
+
+
+@lru_cache(maxsize=4096, typed=True)
+def _amount(name: str, value: int | float | str) -> int:
+    """Cached: every render turns the same few quantities into numbers (as :func:`_parse`)."""
     unit = unit_of(name)
     if unit == "millicores":
         return millicores(parse_quantity(name, value, "cpu"))
