@@ -39,15 +39,20 @@ class Quantities:
         most consumers read one or two (each conversion is cached)."""
         return {name: resource_amount(name, value) for name, value in self.written.items()}
 
+    def amount(self, name: str) -> int | None:
+        """Resource ``name`` as a number; ``None`` when not set."""
+        value = self.written.get(name)
+        return None if value is None else resource_amount(name, value)
+
     @property
     def cpu(self) -> int | None:
         """Millicores; ``None`` when not set."""
-        return self.amounts.get("cpu")
+        return self.amount("cpu")
 
     @property
     def memory(self) -> int | None:
         """Bytes; ``None`` when not set."""
-        return self.amounts.get("memory")
+        return self.amount("memory")
 
     @property
     def gpus(self) -> int:

@@ -62,7 +62,7 @@ def _share(requests: Mapping[str, Any], price: NodeGroupPrice) -> float:
     asked = Quantities.of({k: v for k, v in requests.items() if k in ("cpu", "memory")})
     shares = []
     for resource, size in (("cpu", price.cpu), ("memory", price.memory)):
-        amount = asked.amounts.get(resource)
+        amount = asked.amount(resource)
         if size and amount is not None:
             total = resource_amount(resource, size)
             shares.append(amount / total if total else 1.0)
