@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -88,6 +89,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--breaches", type=int, default=100)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="sample the service with py-spy (per thread) until every run is Running; "
+        "writes collapsed stacks to this file",
+    )
     args = parser.parse_args()
     print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")
     work = Path(tempfile.mkdtemp(prefix="runplane-service-bench-"))
@@ -118,6 +125,24 @@ def main() -> int:
             return str(answer.json()["uid"])
 
         served = psutil.Process(service.pid)
+        profiler = None
+        if args.profile:
+            profiler = subprocess.Popen(
+                [
+                    "py-spy",
+                    "record",
+                    "--pid",
+                    str(service.pid),
+                    "--threads",
+                    "--rate",
+                    "200",
+                    "--format",
+                    "raw",
+                    "--output",
+                    str(args.profile),
+                ],
+                stdout=subprocess.DEVNULL,
+            )
         plane = [psutil.Process(p.pid) for p in running.processes]
         cpu_before = sum(served.cpu_times()[:2])
         plane_before = {p.pid: sum(p.cpu_times()[:2]) for p in plane}
@@ -151,6 +176,9 @@ def main() -> int:
                 break
             time.sleep(2)
         all_running_s = time.monotonic() - start
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait(timeout=60)
         # When the service saw the pod Running (pod times have whole-second resolution).
         latencies = [r.updated_at - r.created_at for r in done]
         print(
