@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 import psutil
 
-from testbed import cluster, kube, serve, topology
+from testbed import cluster, kube, meters, serve, topology
 
 TOKEN = "bench-token-0123456789"
 CODE = "def handler(context):\n    return 1\n"
@@ -69,10 +69,9 @@ def start_service(work: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes]
         "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
         "RUNPLANE_SERVICE__KUBECONFIG": str(kubeconfig),
         "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{work / 'service.db'}",
-        "RUNPLANE_SERVICE__TOKENS": f'[{{"token": "{TOKEN}", "user": "bench"}}]',
+        "RUNPLANE_SERVICE__TOKENS": f'[{{"token": "{TOKEN}", "user": "bench", "role": "admin"}}]',
     }
-    process, base = serve.start_service(env, work / "service.log")
-    return process, f"{base}/api/v1"
+    return serve.start_service(env, work / "service.log")
 
 
 def records(work: Path) -> list[Any]:
@@ -92,7 +91,8 @@ def main() -> int:
     parser.add_argument(
         "--profile",
         type=Path,
-        help="sample the service with py-spy (per thread) until every run is Running; "
+        help="sample the service with py-spy (the thread holding the GIL, named) until every "
+        "run is Running; "
         "writes collapsed stacks to this file",
     )
     args = parser.parse_args()
@@ -110,7 +110,8 @@ def main() -> int:
             api, (topology.node_manifest(group, n, i) for i, n in enumerate(group.node_names()))
         )
         topology.wait_nodes_ready(api, group.node_names(), timeout=300)
-        service, url = start_service(work, running.kubeconfig)
+        service, base = start_service(work, running.kubeconfig)
+        url = f"{base}/api/v1"
         headers = {"Authorization": f"Bearer {TOKEN}"}
         long_run = function(work, "steady", {"runplane.io/test-duration": "1h"}, "10m")
 
@@ -134,8 +135,9 @@ def main() -> int:
                     "--pid",
                     str(service.pid),
                     "--threads",
+                    "--gil",
                     "--rate",
-                    "200",
+                    "100",
                     "--format",
                     "raw",
                     "--output",
@@ -144,6 +146,7 @@ def main() -> int:
                 stdout=subprocess.DEVNULL,
             )
         plane = [psutil.Process(p.pid) for p in running.processes]
+        counted_before = meters.scrape(base, TOKEN)
         cpu_before = sum(served.cpu_times()[:2])
         plane_before = {p.pid: sum(p.cpu_times()[:2]) for p in plane}
         machine_before = sum(psutil.cpu_times()[:3])
@@ -209,6 +212,13 @@ def main() -> int:
         )
         rss = psutil.Process(service.pid).memory_info().rss
         print(f"service resident memory: {rss / 2**20:.0f} MiB")
+        # Counted over the whole benchmark: the runs, their breaches, nothing else.
+        spent = meters.per_run(
+            counted_before, meters.scrape(base, TOKEN), args.runs + args.breaches
+        )
+        print("per run (of all submitted), what the service counted:")
+        for key, value in spent.items():
+            print(f"  {key}: {value}")
         print(
             json.dumps(
                 {

@@ -7,11 +7,11 @@ of the same name that runplane did not make for this run is never taken over.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
 from kubernetes.client.exceptions import ApiException
 
 from runplane import names
@@ -108,7 +108,7 @@ class Submitter:
     def _own(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """A copy with this runtime's ownership labels, on the object and on the pods its
         operator will make (so the watch sees them); the rendered object stays untouched."""
-        obj: dict[str, Any] = json.loads(json.dumps(manifest))
+        obj: dict[str, Any] = orjson.loads(orjson.dumps(manifest))
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", self.namespace)
         for labels in [meta.setdefault("labels", {}), *template_labels(obj)]:
