@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -82,12 +83,61 @@ def records(work: Path) -> list[Any]:
     return store.list_runs(limit=1_000_000)
 
 
+def restarted(
+    work: Path,
+    kubeconfig: Path,
+    service: subprocess.Popen[bytes],
+    submit: Any,
+    clients: int,
+) -> tuple[subprocess.Popen[bytes], str, float]:
+    """Runs that end while the service is down or just after it is back: the service is
+    stopped and started again; each run must have recorded each of its changes once."""
+    short = function(work, "short", {"runplane.io/test-duration": "20s"}, "10m")
+    with ThreadPoolExecutor(clients) as pool:
+        ending = set(pool.map(submit, [{"function": short}] * 100))
+    deadline = time.monotonic() + 60
+    while sum(r.state == "running" for r in records(work) if r.uid in ending) < len(ending):
+        assert time.monotonic() < deadline, "the short runs did not start"
+        time.sleep(0.5)
+    before = {r.uid: [t.state for t in r.transitions] for r in records(work)}
+    began = time.monotonic()
+    service.terminate()
+    service.wait(timeout=60)
+    stopped_s = time.monotonic() - began
+    began = time.monotonic()
+    service, base = start_service(work, kubeconfig)
+    resumed_s = time.monotonic() - began  # answering: listed, watching, reconciled
+    deadline = time.monotonic() + 120
+    while True:
+        now = {r.uid: [t.state for t in r.transitions] for r in records(work)}
+        if all(now[uid][-1] == "completed" for uid in ending) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    ended = ["created", "pending", "running", "completed"]
+    wrong = [uid for uid in ending if now[uid] != ended]
+    changed = [uid for uid in before if uid not in ending and now[uid] != before[uid]]
+    print(
+        f"restart with {len(before)} runs recorded: stopped in {stopped_s:.1f} s, answering "
+        f"again (re-listed, watching, reconciled) {resumed_s:.1f} s after it started; "
+        f"{len(ending) - len(wrong)}/{len(ending)} runs that ended around the restart recorded "
+        f"each change once, {len(changed)} other runs changed by the restart"
+    )
+    return service, base, resumed_s
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--breaches", type=int, default=100)
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="once every run is Running, start runs of 20 s, stop the service (SIGTERM) and "
+        "start another: how long it takes to re-list and resume, and whether every event "
+        "was recorded once",
+    )
     parser.add_argument(
         "--profile",
         type=Path,
@@ -126,6 +176,7 @@ def main() -> int:
             return str(answer.json()["uid"])
 
         served = psutil.Process(service.pid)
+        rss_idle = served.memory_info().rss
         profiler = None
         if args.profile:
             profiler = subprocess.Popen(
@@ -190,6 +241,20 @@ def main() -> int:
             f"p99 {percentile(latencies, 0.99):.2f} s"
         )
 
+        rss_live = served.memory_info().rss
+        restart_s = None
+        print(
+            f"service resident memory with {len(done)} live runs: {rss_live / 2**20:.0f} MiB, "
+            f"{(rss_live - rss_idle) / max(len(done), 1) / 1024:.1f} KiB per live run over "
+            f"{rss_idle / 2**20:.0f} MiB at the start"
+        )
+        if args.restart:
+            service, base, restart_s = restarted(
+                work, running.kubeconfig, service, submit, args.clients
+            )
+            url = f"{base}/api/v1"
+            counted_before = Counter()  # the new service counts from zero
+            served = psutil.Process(service.pid)
         stuck = function(work, "stuck", {}, "1000")
         threshold = 2.0
         body = {"function": stuck, "state_thresholds": {"pending_not_scheduled": "2s"}}
@@ -233,6 +298,8 @@ def main() -> int:
                     "running_p99_s": round(percentile(latencies, 0.99), 2),
                     "breach_p99_s": round(percentile(lags, 0.99), 2),
                     "service_rss_mib": round(rss / 2**20),
+                    "live_run_kib": round((rss_live - rss_idle) / max(len(done), 1) / 1024, 1),
+                    "restart_s": None if restart_s is None else round(restart_s, 1),
                 }
             )
         )

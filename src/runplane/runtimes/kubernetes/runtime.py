@@ -304,6 +304,8 @@ class KubernetesRuntime:
         found = []
         for api_version, kind in WORKLOADS:
             path = collection_path(api_version, kind, self.namespace)
+            if not self._calls.serves(api_version, path.rsplit("/", 1)[1]):
+                continue  # its operator is not installed: nothing to list, no request
             query = {"labelSelector": self._selector(uid)}
             try:
                 answer = self._calls.json("GET", path, query)

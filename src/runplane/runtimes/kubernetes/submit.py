@@ -121,8 +121,9 @@ class Submitter:
         """``obj`` as the API server has it once created; ``None`` where one of its name
         exists already. A retry of a create that was applied finds its own (409)."""
         what = f"creating {_word(obj)} {obj['metadata']['name']}"
+        path = manifest_path(obj, self.namespace)
         try:
-            return self.calls.create(what, manifest_path(obj, self.namespace), obj)
+            created = self.calls.create(what, path, obj)
         except ApiException as error:
             api_version, kind = obj["apiVersion"], obj["kind"]
             if error.status == 404 and (api_version, kind) in WORKLOADS:
@@ -134,6 +135,9 @@ class Submitter:
                     "kubectl get crd mpijobs.kubeflow.org",
                 ) from None
             raise self.calls.refused(what, error) from None
+        if (obj["apiVersion"], obj["kind"]) in WORKLOADS:
+            self.calls.note_served(obj["apiVersion"], path.rsplit("/", 1)[1])
+        return created
 
     def _read(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The object of ``obj``'s name as the API server has it."""
