@@ -40,11 +40,11 @@ BUDGETS = {
     # reports ready with it), succeeded; the API server may split one into two.
     "kube_watch_events{watch=pod}": 6.0,
     # Its record: the run, its first transition and attempt in one transaction (4). Then a
-    # burst per change (pending, running, completed) when no other run's event shares it:
-    # a transaction loading the burst's runs with their attempts in one select, an update of
-    # the runs and an insert of the transitions (3 x 4); the attempt's start and end (2).
-    # Bursts that hold several runs' events cost less per run.
-    "sql_statements": 18.0,
+    # burst per pod event (created, scheduled, started, ended) when no other run's event
+    # shares it: a transaction loading the burst's runs with their attempts in one select and
+    # updating them (4 x 3), the transitions to pending, running and completed (3), the
+    # attempt's start and end (2). Bursts that hold several runs' events cost less per run.
+    "sql_statements": 21.0,
     # A run of one pod is placed by the cluster's scheduler, never by runplane.
     "placement_evaluations": 0.0,
 }

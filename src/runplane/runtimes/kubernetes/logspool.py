@@ -108,7 +108,8 @@ class LogSpool:
         self._copies: dict[str, _Copy] = {}  # by run uid: the copy of its current pod
         self._ready: list[tuple[float, int, _Copy]] = []  # a heap: when each may read next
         self._order = itertools.count()
-        self._nodes: dict[str, _Refusals] = {}  # nodes that refused to serve logs lately
+        self._nodes: dict[str, _Refusals] = {}  # nodes not known to serve logs, being asked
+        self._serving: set[str] = set()  # nodes that served a log since they last refused
         self._copiers: list[threading.Thread] = []
         self._idle = 0  # copiers waiting for work
         self._closed = False
@@ -198,14 +199,28 @@ class LogSpool:
         return None
 
     def _refused_until(self, copy: _Copy, now: float) -> float:
-        """When ``copy`` may ask its node again, if the node refused lately (lock held)."""
-        refusals = self._nodes.get(copy.node)
-        if refusals is None or copy.ended:  # an ended pod is read now: its node may have it
+        """When ``copy`` may ask its node (lock held). A node not known to serve logs is asked
+        by one copy at a time: the first of its pods, or the first after it refused and
+        rested; the others wait for that answer."""
+        if copy.ended or copy.node in self._serving:  # an ended pod is read now
             return now
+        refusals = self._nodes.setdefault(copy.node, _Refusals())
         if refusals.asking is not None or refusals.until > now:
             return max(refusals.until, now + _ASKING_PAUSE)
         refusals.asking = copy  # this copy asks for the node; the others wait for its answer
         return now
+
+    def served(self, node: str) -> None:
+        """``node`` answered a log request: its other pods may ask it at once."""
+        with self._lock:
+            self._nodes.pop(node, None)
+            self._serving.add(node)
+
+    def refusing(self, node: str) -> bool:
+        """Whether ``node`` refused every log request lately (a node without a kubelet API):
+        even an ended pod's last output is not asked of it."""
+        refusals = self._nodes.get(node)
+        return refusals is not None and refusals.count >= _HOPELESS
 
     def _step(self, copy: _Copy) -> None:
         """One read of ``copy``; then it is queued again, or retired when all is copied."""
@@ -216,11 +231,10 @@ class LogSpool:
             if refusals is not None and refusals.asking is copy:
                 refusals.asking = None
             if outcome is _Outcome.REFUSED:
+                self._serving.discard(copy.node)
                 refusals = self._nodes.setdefault(copy.node, _Refusals())
                 refusals.count += 1
                 refusals.until = time.monotonic() + _NODE_BACKOFF.delay(refusals.count)
-            elif outcome is not _Outcome.DONE and copy.node in self._nodes:
-                del self._nodes[copy.node]  # the node served it: the others may ask again
             if outcome is _Outcome.DONE or self._closed or copy.stopped:
                 self._retire(copy)
                 return
@@ -281,6 +295,8 @@ class _Refusals:
 
 #: How long the pods of a node wait while one of them asks it for its log.
 _ASKING_PAUSE = 1.0
+#: Refusals in a row after which a node is not asked even for an ended pod's last output.
+_HOPELESS = 3
 #: How long a node that refused to serve logs rests before it is asked again.
 _NODE_BACKOFF = Backoff(initial=2.0, maximum=300.0)
 
@@ -327,7 +343,7 @@ class _Copy:
 
     def read(self) -> _Outcome:
         """One read of the pod log from the cursor on."""
-        if self.stopped:
+        if self.stopped or (self.ended and self.spool.refusing(self.node)):
             return _Outcome.DONE
         last = self.ended
         cursor = self._cursor or self._start()
@@ -376,6 +392,7 @@ class _Copy:
             since = datetime.fromtimestamp(cursor.at // 1_000_000_000, tz=UTC)
             query["sinceTime"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
         response = self.spool.stream(self.pod, query)
+        self.spool.served(self.node)
         self.response = response
         if self.stopped:
             shutdown(response)
