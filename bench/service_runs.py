@@ -383,9 +383,10 @@ def main() -> int:
     args = parser.parse_args()
     print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")
     work = Path(tempfile.mkdtemp(prefix="runplane-service-bench-"))
-    running = cluster.start(
-        settings=cluster.Settings(terminated_pod_gc_threshold=12500), allow_build=False
-    )
+    # Thousands of kwok nodes on two busy cores may miss heartbeats: a grace of minutes keeps
+    # the node controller from evicting runs of nodes it would otherwise call unreachable.
+    settings = cluster.Settings(terminated_pod_gc_threshold=12500, node_monitor_grace="5m")
+    running = cluster.start(settings=settings, allow_build=False)
     try:
         api = kube.api_client(running.kubeconfig)
         topology.seed(api, topology.node_groups())

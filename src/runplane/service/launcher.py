@@ -202,7 +202,8 @@ class Launcher:
                     ]
                 )
                 lost.append(record.uid)
-        orphans = [uid for uid in existing if uid and not self.shared.store.exists(uid)]
+        recorded = self.shared.store.known(existing)
+        orphans = [uid for uid in existing if uid and uid not in recorded]
         delete = self.shared.settings.service.orphan_pods == "delete"
         for uid in orphans:
             log.warning(

@@ -110,7 +110,29 @@ def load_json(raw: bytes | str) -> Any:
 
 
 def _check_parsed(value: Any) -> None:
-    """Walk the parsed body once, without recursion, for refused numbers and depth."""
+    """Walk the parsed body once, without recursion, for refused numbers and depth; where one
+    is found, walk again keeping paths, to name it (every body passes here: the first walk
+    builds no path)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            if isinstance(item, _Refused):
+                break
+            continue
+        if depth >= MAX_BODY_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    else:
+        return
+    _name_refusal(value)
+
+
+def _name_refusal(value: Any) -> None:
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
         item, path = stack.pop()
