@@ -44,7 +44,12 @@ from runplane.runtimes.kubernetes.api.watch import DELETED, MODIFIED, VANISHED, 
 from runplane.runtimes.kubernetes.gang import GangGate
 from runplane.runtimes.kubernetes.logspool import LogSpool
 from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
-from runplane.runtimes.kubernetes.pod_events import main_container, node_lost_event, pod_to_event
+from runplane.runtimes.kubernetes.pod_events import (
+    kept,
+    main_container,
+    node_lost_event,
+    pod_to_event,
+)
 from runplane.runtimes.kubernetes.submit import WORKLOADS, Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
 from runplane.runtimes.labelling import check_label_change
@@ -116,6 +121,7 @@ class KubernetesRuntime:
             self._selector(),
             self._observe,
             resource_version=resource_version,
+            keep=kept,
         )
         self.watch.start()
 

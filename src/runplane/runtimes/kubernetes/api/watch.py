@@ -96,6 +96,7 @@ class PodWatch:
         backoff: Backoff | None = None,
         name: str = "runplane-pod-watch",
         path: str | None = None,
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self._rest = rest
         self.namespace = namespace
@@ -110,6 +111,8 @@ class PodWatch:
         self._page_size = page_size
         self._backoff = backoff or Backoff()
         self._known: dict[str, dict[str, Any]] = {}
+        #: What is kept of each object between events (all of it unless told).
+        self._keep = keep
         self._stop = threading.Event()
         self._synced = threading.Event()
         self._lock = threading.Lock()
@@ -293,7 +296,7 @@ class PodWatch:
         if kind in (DELETED, VANISHED):
             self._known.pop(uid, None)
         else:
-            self._known[uid] = pod
+            self._known[uid] = pod if self._keep is None else self._keep(pod)
         self.stats.events += 1
         meters.count("kube_watch_events", self._meter)
         try:
