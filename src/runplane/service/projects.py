@@ -8,7 +8,7 @@ of several users converges on one record, the first creator's.
 
 A project with runs, functions or schedules is not deleted unless the caller asks for
 ``cascading``: its stored functions and schedules go with it, while its runs' records stay
-(runplane keeps every run's record), so its name goes on naming them.
+(until the retention policy removes them), so its name goes on naming them.
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ from runplane.service.db.models import FunctionOwner, FunctionVersion, Run, Sche
 from runplane.service.db.models import Project as ProjectRow
 from runplane.spec.bounds import MAX_ITEMS, check_count, check_json, check_text
 from runplane.spec.labels import check_dns_label, check_labels
+from runplane.spec.retention import check_overrides
 
 #: The longest description, and the most a project's parameters take as JSON.
 MAX_DESCRIPTION_BYTES = 4096
 MAX_PARAMS_BYTES = 64 << 10
 MAX_IMAGE_LENGTH = 512
 #: Fields a caller may set; the name, owner and times are the record's own.
-EDITABLE = ("description", "params", "default_image", "labels")
+EDITABLE = ("description", "params", "default_image", "labels", "retention")
 
 
 class DeletionStrategy(StrEnum):
@@ -65,6 +66,9 @@ class ProjectRecord:
     params: dict[str, Any] = field(default_factory=dict)
     default_image: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    #: The terms of the service's retention policy this project overrides
+    #: (:mod:`runplane.spec.retention`); a term set to ``None`` keeps for ever.
+    retention: dict[str, Any] = field(default_factory=dict)
     created_at: float | None = None
     updated_at: float | None = None
     #: Whether the project has a record of its own (else it is known from its runs).
@@ -89,6 +93,8 @@ def check_fields(values: Mapping[str, Any]) -> dict[str, Any]:
             checked[key] = check_text(key, value, MAX_DESCRIPTION_BYTES, "'churn models'")
         elif key == "default_image":
             checked[key] = check_text(key, value, MAX_IMAGE_LENGTH, "'python:3.11'")
+        elif key == "retention":
+            checked[key] = check_overrides(key, value)
         elif key == "params":
             if not isinstance(value, Mapping):
                 raise InvalidValueError(key, value, "a dict of parameters", "{'lr': 0.1}")
@@ -108,6 +114,7 @@ def _record(row: ProjectRow) -> ProjectRecord:
         params=dict(row.params or {}),
         default_image=row.default_image,
         labels=dict(row.labels or {}),
+        retention=dict(row.retention or {}),
         created_at=row.created_at,
         updated_at=row.updated_at,
         recorded=True,
@@ -141,6 +148,16 @@ class ProjectStore:
             rows = {row.name: _record(row) for row in session.scalars(select(ProjectRow))}
         return [rows.get(name) or ProjectRecord(name) for name in self.names()]
 
+    def retention_overrides(self) -> dict[str, dict[str, Any]]:
+        """Each project that overrides the service's retention policy, with its terms."""
+        with self._sessions() as session:
+            rows = session.execute(
+                select(ProjectRow.name, ProjectRow.retention).where(
+                    ProjectRow.retention.is_not(None)
+                )
+            )
+            return {name: dict(terms) for name, terms in rows if terms}
+
     def get(self, name: str) -> ProjectRecord:
         """The project's record; a project known only from its runs, functions or schedules
         reads as a record without owner."""
@@ -172,6 +189,7 @@ class ProjectStore:
                     params=checked.get("params", {}),
                     default_image=checked.get("default_image", ""),
                     labels=checked.get("labels", {}),
+                    retention=checked.get("retention") or None,
                     created_at=now,
                     updated_at=now,
                 )
@@ -195,7 +213,7 @@ class ProjectStore:
             if row.owner != user and not admin:
                 raise _not_yours(name, user)
             for key, value in checked.items():
-                setattr(row, key, value)
+                setattr(row, key, (value or None) if key == "retention" else value)
             row.updated_at = time.time()
         return _record(row)
 

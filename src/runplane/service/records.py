@@ -128,6 +128,7 @@ def _record(
         artifacts=[{"key": a.key, "path": a.path, "size": a.size} for a in artifacts],
         attempt=run.attempt or 1,
         retry_at=run.retry_at,
+        logs_removed_at=run.logs_removed_at,
     )
 
 

@@ -35,6 +35,7 @@ from runplane.service.nodes import label_node
 from runplane.service.preflight import Placement, check_placement
 from runplane.service.projects import ProjectStore
 from runplane.service.records import RunStore
+from runplane.service.retention import Retention, Swept
 from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
 from runplane.spec.function import Function
 from runplane.spec.loaders import new_function
@@ -70,6 +71,11 @@ class Server:
             target=self._fire_schedules, daemon=True, name="runplane-schedules"
         )
         self._scheduler.start()
+        self.retention = Retention(engine, settings.local.home / "runs", settings.retention.batch)
+        self._retainer = threading.Thread(
+            target=self._retain, daemon=True, name="runplane-retention"
+        )
+        self._retainer.start()
 
     @property
     def settings(self) -> Settings:
@@ -210,6 +216,23 @@ class Server:
                 self.schedules.fire_due(time.time(), self.fire)
             except Exception:  # a bad schedule must not stop the others
                 log.exception("firing schedules failed")
+
+    def sweep(self, now: float | None = None) -> Swept:
+        """One pass of the retention policy (:mod:`runplane.service.retention`) as of
+        ``now``; the retention loop makes one every ``retention.interval`` seconds."""
+        return self.retention.sweep(
+            self.settings.retention,
+            self.projects.retention_overrides(),
+            time.time() if now is None else now,
+            stop=self._stop.is_set,
+        )
+
+    def _retain(self) -> None:
+        while not self._stop.wait(self.base_settings.retention.interval):
+            try:
+                self.sweep()
+            except Exception:  # the next pass tries again
+                log.exception("removing runs by the retention policy failed")
 
     def close(self, grace: float = 0.0) -> None:
         """Stop firing schedules and close the run service (see :meth:`RunService.close`);
