@@ -98,7 +98,7 @@ def _open_append(path: Path) -> int:
 
 
 def _mib(size: int) -> str:
-    return f"{size / (1 << 20):.1f} MiB"
+    return f"{size / (1 << 20):.1f} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
 
 
 def append_output(directory: Path, data: bytes, cap: int) -> None:
@@ -197,7 +197,8 @@ def finish_output(directory: Path, cap: int) -> None:
         try:
             _write_all(
                 fd,
-                MARKER + f"{dropped} bytes of output were dropped here; the last "
+                MARKER
+                + f"{dropped} bytes of output were dropped here; the last "
                 f"{len(end)} bytes follow\n".encode(),
             )
             _write_all(fd, end)

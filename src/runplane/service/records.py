@@ -250,6 +250,7 @@ class RunStore:
             "isolation": "",
             "attempt": 1,
             "retry_at": None,
+            "logs_removed_at": None,
         }
         transition: dict[str, Any] = {"run_uid": uid, "state": RunState.CREATED.value}
         transition |= {"reason": "", "message": "", "at": now}

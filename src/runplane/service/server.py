@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from runplane.config import Settings
@@ -72,6 +72,9 @@ class Server:
         )
         self._scheduler.start()
         self.retention = Retention(engine, settings.local.home / "runs", settings.retention.batch)
+        #: What retention reads the time from (tests set one).
+        self.clock: Callable[[], float] = time.time
+        self._retention_due = threading.Event()
         self._retainer = threading.Thread(
             target=self._retain, daemon=True, name="runplane-retention"
         )
@@ -223,12 +226,20 @@ class Server:
         return self.retention.sweep(
             self.settings.retention,
             self.projects.retention_overrides(),
-            time.time() if now is None else now,
+            self.clock() if now is None else now,
             stop=self._stop.is_set,
         )
 
+    def wake_retention(self) -> None:
+        """Have the retention loop make a pass now rather than at its next interval."""
+        self._retention_due.set()
+
     def _retain(self) -> None:
-        while not self._stop.wait(self.base_settings.retention.interval):
+        while True:
+            self._retention_due.wait(self.base_settings.retention.interval)
+            self._retention_due.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.sweep()
             except Exception:  # the next pass tries again
@@ -240,4 +251,5 @@ class Server:
         if self._stop.is_set():
             return
         self._stop.set()
+        self._retention_due.set()
         self.runs.close(grace)
