@@ -36,11 +36,24 @@ def add_runs(
     server: Server,
     project: str,
     ended: list[float | None],
-    owner: str = "bob",
     files: bool = False,
 ) -> list[str]:
     """Runs recorded as if they had run: ended at each of ``ended`` (seconds before NOW), or
-    still running (``None``); created in that order, a second apart."""
+    still running (``None``); created in that order, a second apart. With ``files``, each has
+    an artifact and output in its directory (compressed when it ended)."""
+    uids = add_runs_to(engine_of(server), project, ended)
+    for uid, ago in zip(uids, ended, strict=True):
+        if files:
+            directory = server.settings.local.home / "runs" / uid
+            (directory / "artifacts").mkdir(parents=True)
+            (directory / "artifacts" / "model.bin").write_bytes(b"weights")
+            append_output(directory, f"output of {uid}\n".encode(), 1 << 20)
+            if ago is not None:
+                finish_output(directory, 1 << 20)
+    return uids
+
+
+def add_runs_to(engine: Engine, project: str, ended: list[float | None]) -> list[str]:
     rows: list[dict[str, Any]] = []
     for index, ago in enumerate(ended):
         uid = uuid.uuid4().hex
@@ -69,17 +82,10 @@ def add_runs(
                 "state_since": created,
                 "ended_at": None if ago is None else NOW - ago,
                 "abort_requested": False,
-                "owner": owner,
+                "owner": "bob",
             }
         )
-        if files:
-            directory = server.settings.local.home / "runs" / uid
-            (directory / "artifacts").mkdir(parents=True)
-            (directory / "artifacts" / "model.bin").write_bytes(b"weights")
-            append_output(directory, f"output of {uid}\n".encode(), 1 << 20)
-            if ago is not None:
-                finish_output(directory, 1 << 20)
-    with engine_of(server).begin() as connection:
+    with engine.begin() as connection:
         connection.execute(insert(RUNS), rows)
     return [row["uid"] for row in rows]
 
@@ -177,7 +183,8 @@ def test_the_api_answers_while_thousands_of_runs_are_removed(server, client):
     assert len(seen) >= total // batch
     assert seen == sorted(seen, reverse=True)
     assert seen[0] == total + 1 - batch  # the first batch alone, committed and visible
-    assert seen[-1] == 1 and kept(server, "big") == {watched}
+    assert seen[-1] == 1
+    assert kept(server, "big") == {watched}
 
 
 def test_a_pass_stops_between_batches_when_the_service_stops(server):
@@ -228,3 +235,33 @@ def test_the_loop_removes_in_the_background_by_the_services_policy(server):
     assert not run_dir(server, old).exists()
     assert run_dir(server, young).exists()
     assert kept(server, "loop") == {old, young}
+
+
+def test_a_database_with_runs_and_projects_upgrades_to_retention(database):
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, text
+
+    from runplane.service.db import MIGRATIONS, connect
+    from runplane.service.projects import ProjectStore
+    from runplane.service.records import RunStore
+
+    before = create_engine(database)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with before.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0007")
+        connection.execute(
+            text(
+                "INSERT INTO projects (name, owner, description, params, default_image, labels,"
+                " created_at, updated_at) VALUES ('kept', 'bob', '', '{}', '', '{}', 1, 1)"
+            )
+        )
+    before.dispose()
+    engine = connect(database)  # upgrades to the newest migration
+    assert ProjectStore(engine).get("kept").retention == {}
+    assert ProjectStore(engine).retention_overrides() == {}
+    (uid,) = add_runs_to(engine, "kept", [DAY])
+    assert RunStore(engine).get(uid).logs_removed_at is None
+    engine.dispose()
