@@ -106,6 +106,17 @@ def check_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     return checked
 
 
+def _check_may_set_retention(values: Mapping[str, Any], user: str, admin: bool) -> None:
+    """A project's retention policy removes the runs of every user in it, and a project's
+    record belongs to whoever named it first: only admins set it."""
+    if "retention" in values and not admin:
+        raise PolicyError(
+            "retention",
+            f"a project's retention policy removes every user's runs in it; user {user!r} "
+            "may not set it (admins: any project's)",
+        )
+
+
 def _record(row: ProjectRow) -> ProjectRecord:
     return ProjectRecord(
         name=row.name,
@@ -170,12 +181,17 @@ class ProjectStore:
         raise NotFoundError(f"project {name!r} does not exist")
 
     def create(
-        self, name: str, owner: str, values: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        owner: str,
+        values: Mapping[str, Any] | None = None,
+        admin: bool = False,
     ) -> tuple[ProjectRecord, bool]:
         """The record of ``name``, made with ``values`` and ``owner`` when there is none;
         ``(record, created)``. An existing record is returned as it is (get-or-create)."""
         check_dns_label("name", name, "'churn-models'")
         checked = check_fields(values or {})
+        _check_may_set_retention(checked, owner, admin)
         now = time.time()
         try:
             with self._sessions.begin() as session:
@@ -201,8 +217,10 @@ class ProjectStore:
     def update(
         self, name: str, values: Mapping[str, Any], user: str, admin: bool = False
     ) -> ProjectRecord:
-        """Change the given fields of the record: its owner's or an admin's to do."""
+        """Change the given fields of the record: its owner's or an admin's to do (its
+        retention policy: an admin's only)."""
         checked = check_fields(values)
+        _check_may_set_retention(checked, user, admin)
         with self._sessions.begin() as session:
             row = session.get(ProjectRow, name)
             if row is None:
