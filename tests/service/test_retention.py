@@ -279,3 +279,21 @@ def test_a_database_with_runs_and_projects_upgrades_to_retention(database):
     (uid,) = add_runs_to(engine, "kept", [DAY])
     assert RunStore(engine).get(uid).logs_removed_at is None
     engine.dispose()
+
+
+def test_the_ui_says_a_runs_output_was_removed(server):
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from runplane.ui.app import mount
+
+    (uid,) = add_runs(server, "shown", [200 * DAY], files=True)
+    server.sweep(NOW)  # the service's policy: output after 90 days
+    app = FastAPI()
+    mount(app, server)
+    browser = TestClient(app)
+    browser.get("/ui/login", params={"token": USER["Authorization"].removeprefix("Bearer ")})
+    page = browser.get(f"/ui/runs/{uid}")
+    assert page.status_code == 200, page.text
+    assert 'id="logs-removed"' in page.text
+    assert "removed by the retention policy" in page.text
