@@ -5,10 +5,11 @@ output there as the kubelet serves it. Either way ``Runtime.logs`` reads the one
 offset, and a finished run's output outlives the process or pod that wrote it.
 
 A run keeps at most a cap of output (``Settings.retention.max_output_bytes``), written through
-:func:`append_output`: its first quarter as it comes, then, behind a marker line, only the
-latest bytes are held (``output.held``), since the end of a failed run's output is what says
-why it failed. :func:`finish_output` closes the output once the run ended: a second marker says
-how many bytes were dropped there, the held end follows, and the whole is compressed into
+:func:`append_output`: its first quarter as it comes, then only the latest bytes are held
+(``output.held``), since the end of a failed run's output is what says why it failed.
+:func:`finish_output` closes the output once the run ended: the held end follows the start,
+after a marker line saying how many bytes were dropped there if any were (an output within the
+cap is kept exactly as written), and the whole is compressed into
 ``output.log.gz`` of independent gzip members of :data:`LOG_CHUNK` bytes each, with an index
 of where each member starts (``output.log.gz.index``), so a read by offset inflates at most
 two members. The file only ever grows while the run is live, so offsets stay valid; and a
@@ -45,6 +46,8 @@ HEAD_SHARE = 4
 #: Every marker line runplane writes into a run's output starts with this.
 MARKER = b"[runplane] "
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC
+#: The most one step of inflating produces: small steps keep a read's memory near its chunk.
+_INFLATE_STEP = 1 << 16
 #: How far into the kept end a cut looks for the start of a line.
 _LINE_SEARCH = 4096
 
@@ -97,16 +100,12 @@ def _open_append(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _OPEN_FLAGS, 0o600)
 
 
-def _mib(size: int) -> str:
-    return f"{size / (1 << 20):.1f} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
-
-
 def append_output(directory: Path, data: bytes, cap: int) -> None:
     """Append ``data`` to the output of the run whose directory is ``directory``, keeping at
     most ``cap`` bytes of it: up to a quarter of the cap goes to ``output.log`` as it comes;
-    after that a marker line says the rest is held back, and only its latest three quarters of
-    the cap are kept until :func:`finish_output` appends them. One writer per run at a time
-    (the local supervisor, or the Kubernetes log copier)."""
+    the rest is held back (``output.held``), only its latest three quarters of the cap kept,
+    until :func:`finish_output` appends them. One writer per run at a time (the local
+    supervisor, or the Kubernetes log copier)."""
     if not data:
         return
     head, tail = _split(cap)
@@ -119,13 +118,6 @@ def append_output(directory: Path, data: bytes, cap: int) -> None:
             data = data[room:]
             if not data:
                 return
-            _write_all(
-                fd,
-                b"\n"
-                + MARKER
-                + f"the output passed {_mib(head)}: what follows is held back, "
-                f"and only its last {_mib(tail)} kept and shown when the run ends\n".encode(),
-            )
             os.close(os.open(held, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o600))
         finally:
             os.close(fd)
@@ -144,11 +136,28 @@ def _hold(directory: Path, data: bytes, keep: int) -> None:
         os.close(fd)
     if size <= 2 * keep:
         return
-    with open(_opened(held, os.O_RDONLY), "rb") as stream:
-        stream.seek(size - keep)
-        end = stream.read(keep)
-    _replace(held, end)
-    _replace(directory / DROPPED, str(_dropped(directory) + size - len(end)).encode())
+    temporary = held.with_name(HELD + ".new")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    source = _opened(held, os.O_RDONLY)
+    try:
+        target = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o600)
+        try:
+            _copy(source, size - keep, target)
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
+    os.replace(temporary, held)
+    _replace(directory / DROPPED, str(_dropped(directory) + size - keep).encode())
+
+
+def _copy(source: int, start: int, target: int) -> None:
+    """Copy ``source`` from ``start`` to its end onto ``target``, a chunk at a time: a service
+    finishing many runs holds a chunk of each, never a whole end."""
+    while chunk := os.pread(source, LOG_CHUNK, start):
+        _write_all(target, chunk)
+        start += len(chunk)
 
 
 def _opened(path: Path, flags: int) -> int:
@@ -178,32 +187,38 @@ def _dropped(directory: Path) -> int:
 
 
 def finish_output(directory: Path, cap: int) -> None:
-    """Close the output of a run that ended: the last bytes of its held end (three quarters
-    of ``cap``, from a line's start) follow a marker saying how many bytes were dropped
-    before them, and the whole is compressed (see the module's docstring). Doing it again
-    does nothing."""
+    """Close the output of a run that ended and compress it (see the module's docstring).
+    Its held end follows its start: all of it when the output stayed within ``cap`` (the
+    output is then exactly what the run wrote), else its last three quarters of the cap, from
+    a line's start, after a marker line saying how many bytes were dropped there. Doing it
+    again does nothing."""
     held = directory / HELD
     if os.path.lexists(held):
         _, keep = _split(cap)
-        with open(_opened(held, os.O_RDONLY), "rb") as stream:
-            size = os.fstat(stream.fileno()).st_size
-            stream.seek(max(size - keep, 0))
-            end = stream.read(keep)
-        if size > len(end):  # cut: start at the next line when one starts soon enough
-            newline = end.find(b"\n", 0, _LINE_SEARCH)
-            end = end[newline + 1 :] if newline >= 0 else end
-        dropped = _dropped(directory) + size - len(end)
-        fd = _open_append(directory / OUTPUT)
+        source = _opened(held, os.O_RDONLY)
         try:
-            _write_all(
-                fd,
-                MARKER
-                + f"{dropped} bytes of output were dropped here; the last "
-                f"{len(end)} bytes follow\n".encode(),
-            )
-            _write_all(fd, end)
+            size = os.fstat(source).st_size
+            start = max(size - keep, 0)
+            if start:  # cut: start at the next line when one starts soon enough
+                newline = os.pread(source, _LINE_SEARCH, start).find(b"\n")
+                start += newline + 1 if newline >= 0 else 0
+            dropped = _dropped(directory) + start
+            fd = _open_append(directory / OUTPUT)
+            try:
+                if dropped:
+                    _write_all(
+                        fd,
+                        b"\n"
+                        + MARKER
+                        + f"{dropped} bytes of output were dropped here (a run "
+                        f"keeps {cap} bytes of output: its start and its end); the last "
+                        f"{size - start} bytes follow\n".encode(),
+                    )
+                _copy(source, start, fd)
+            finally:
+                os.close(fd)
         finally:
-            os.close(fd)
+            os.close(source)
         os.unlink(held)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / DROPPED)
@@ -310,25 +325,26 @@ def _index(path: Path) -> tuple[int, list[int]] | None:
 
 def _inflate(stream: BinaryIO, skip: int) -> bytes:
     """``LOG_CHUNK`` bytes after the first ``skip`` of what ``stream`` inflates to (members
-    one after the other)."""
-    read = stream.read
-    wanted = skip + LOG_CHUNK
-    out = bytearray()
+    one after the other), holding little more than the chunk: what is skipped is dropped as
+    it comes."""
+    pieces: list[bytes] = []
+    size = 0
     unpacker = zlib.decompressobj(31)
-    while len(out) < wanted:
-        if unpacker.unconsumed_tail:
-            data = unpacker.unconsumed_tail
-        elif unpacker.eof:
-            data = unpacker.unused_data
-            unpacker = zlib.decompressobj(31)
-            if not data:
-                data = read(1 << 16)
-        else:
-            data = read(1 << 16)
+    pending = b""
+    while size < LOG_CHUNK:
+        if unpacker.eof:  # the next member starts in what the last one left over
+            pending, unpacker = unpacker.unused_data, zlib.decompressobj(31)
+        data = unpacker.unconsumed_tail or pending or stream.read(1 << 16)
+        pending = b""
         if not data:
             break
         try:
-            out += unpacker.decompress(data, wanted - len(out))
+            if skip:
+                skip -= len(unpacker.decompress(data, min(skip, _INFLATE_STEP)))
+                continue
+            piece = unpacker.decompress(data, min(LOG_CHUNK - size, _INFLATE_STEP))
         except zlib.error:
             break
-    return bytes(out[skip:wanted])
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces)
