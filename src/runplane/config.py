@@ -29,6 +29,7 @@ from runplane.errors import ConfigError, InvalidValueError, shown
 from runplane.spec.base import checked
 from runplane.spec.labels import check_labels
 from runplane.spec.resources import Resources, check_quantity_setting
+from runplane.spec.retention import RetentionPolicy
 from runplane.spec.retries import DEFAULT_POLICY, RetryLimits, RetryPolicy, overlay
 from runplane.spec.scheduling import PreemptionMode, check_tolerations
 from runplane.spec.thresholds import DEFAULT_THRESHOLDS, ThresholdValue, check_thresholds
@@ -269,6 +270,21 @@ class Local(pydantic.BaseModel):
     _quantity = checked("cpu", "memory", by=check_quantity_setting, where="local", optional=True)
 
 
+class Retention(RetentionPolicy):
+    """The service's retention policy (docs/retention.md), which a project's record may
+    override term by term, and how it is carried out."""
+
+    #: A finished run's output and the files of its directory go after this; its record stays.
+    logs_max_age: str | None = "90 days"
+    #: The most output a run keeps: its first quarter, then its last three quarters behind a
+    #: marker line saying how much was dropped between them.
+    max_output_bytes: int = pydantic.Field(default=32 << 20, ge=64 << 10, le=1 << 40)
+    #: Seconds between passes of the service's retention loop.
+    interval: float = pydantic.Field(default=60.0, gt=0)
+    #: Runs removed per transaction: each batch is short, so the API never waits on a pass.
+    batch: int = pydantic.Field(default=200, ge=1, le=10_000)
+
+
 #: The shortest bearer token the service accepts: a guessable token is an open door.
 MIN_TOKEN_LENGTH = 16
 #: Secret-name globs of a token's ``secrets``: a Secret name's characters, ``*`` and ``?``.
@@ -483,6 +499,8 @@ class Settings(BaseSettings):
     mpijob_api_version: Literal["kubeflow.org/v2beta1", "kubeflow.org/v1"] = "kubeflow.org/v2beta1"
     local: Local = pydantic.Field(default_factory=Local)
     service: Service = pydantic.Field(default_factory=Service)
+    #: How long finished runs, their output and files are kept, and each run's output cap.
+    retention: Retention = pydantic.Field(default_factory=Retention)
     #: An admin's caps on every function's retries (docs/resilience.md).
     retry_limits: RetryLimits = pydantic.Field(default_factory=RetryLimits)
     #: A runplane service to use instead of the embedded default (``RUNPLANE_API``).

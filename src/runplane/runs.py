@@ -358,6 +358,8 @@ class RunRecord:
     #: run waits between attempts (``None`` otherwise).
     attempt: int = 1
     retry_at: float | None = None
+    #: When retention removed the run's output and files; its record outlives them.
+    logs_removed_at: float | None = None
     transitions: list[TransitionRecord] = field(default_factory=list)
     attempts: list[AttemptRecord] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)

@@ -185,3 +185,19 @@ def test_projects_are_recorded_on_this_machine_and_read_from_the_run_db(tmp_path
 
 def _double(x: int) -> int:
     return x * 2
+
+
+def test_a_projects_retention_policy_is_saved_with_its_record(tmp_path):
+    project = mlrun.new_project("kept", context=str(tmp_path / "one"))
+    project.spec.retention = {"runs_max_count": 100, "logs_max_age": "14d"}
+    project.save()
+    db = mlrun.get_run_db()
+    assert db.get_project("kept").spec.retention == {"runs_max_count": 100, "logs_max_age": "14d"}
+    loaded = mlrun.load_project(str(tmp_path / "one"))
+    assert loaded.spec.retention == {"runs_max_count": 100, "logs_max_age": "14d"}  # in yaml
+    plain = mlrun.new_project("kept", context=str(tmp_path / "two"))  # sets no policy
+    plain.save()
+    assert db.get_project("kept").spec.retention == {"runs_max_count": 100, "logs_max_age": "14d"}
+    project.spec.retention = {"runs_max_count": 0}
+    with pytest.raises(mlrun.errors.MLRunInvalidArgumentError, match="retention.runs_max_count"):
+        project.save()

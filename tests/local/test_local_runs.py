@@ -64,7 +64,7 @@ def test_results_artifacts_and_usage(isolation, service, make_function, tmp_path
     assert record.peak_memory_bytes > (5 if isolation == "watchdog" else 1) * 2**20
     assert record.cpu_seconds > 0
     assert record.requests == {"cpu": "500m", "memory": "64Mi"}
-    log = (service.settings.local.home / "runs" / uid / "output.log").read_text()
+    log = service.logs(uid)[0].decode()
     assert "training 3 epochs" in log
 
 

@@ -179,7 +179,8 @@ def test_what_the_service_and_runs_write_is_their_owners(client, server, functio
     spec = [run_dir / "spec.json"] if server.settings.local.launcher == "fresh" else []
     for private in (
         *spec,
-        run_dir / "output.log",
+        run_dir / "output.log.gz",  # compressed once the run ended
+        run_dir / "output.log.gz.index",
         run_dir / "events.jsonl",
         Path(run["artifacts"][0]["path"]),
         run_dir / "work" / "scratch.txt",

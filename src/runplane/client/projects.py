@@ -2,9 +2,10 @@
 (``RUNPLANE_API``) or this machine's store.
 
 ``new_project``, ``get_or_create_project`` and ``project.save()`` keep a project's record
-(description, parameters, default image, labels) there; ``get_run_db().list_projects()`` and
-``get_project()`` read it back. A record belongs to whoever made it: saving another user's
-project leaves its record as it is, with a warning, and its ``project.yaml`` is still written.
+(description, parameters, default image, labels, retention policy) there;
+``get_run_db().list_projects()`` and ``get_project()`` read it back. A record belongs to
+whoever made it: saving another user's project leaves its record as it is, with a warning,
+and its ``project.yaml`` is still written.
 """
 
 from __future__ import annotations
@@ -27,15 +28,24 @@ def _backend() -> Backend:
 
 
 def record_values(
-    description: str, params: Mapping[str, Any], default_image: str, labels: Mapping[str, str]
+    description: str,
+    params: Mapping[str, Any],
+    default_image: str,
+    labels: Mapping[str, str],
+    retention: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What a project's record keeps; parameters as JSON has them (what its runs receive)."""
-    return {
+    """What a project's record keeps; parameters as JSON has them (what its runs receive).
+    A retention policy only when the project sets one: a ``project.yaml`` without one leaves
+    the record's (an admin may have set it through the API) as it is."""
+    values = {
         "description": description,
         "params": json.loads(json.dumps(dict(params), default=str)),
         "default_image": default_image,
         "labels": dict(labels),
     }
+    if retention:
+        values["retention"] = dict(retention)
+    return values
 
 
 def store(name: str, values: Mapping[str, Any], update: bool = True) -> dict[str, Any]:

@@ -60,6 +60,9 @@ class ProjectSpec:
     builds: dict[str, dict[str, Any]] = field(default_factory=dict)
     load_source_on_run: bool = False
     origin_url: str = ""
+    #: The service's retention policy terms this project overrides (``runs_max_age``,
+    #: ``runs_max_count``, ``logs_max_age``; docs/retention.md); empty: the service's.
+    retention: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: copy.deepcopy(v) for k, v in vars(self).items() if v not in ("", [], {})}
@@ -492,7 +495,8 @@ class Project:
     def save(self, filepath: str | None = None, store: bool = True) -> Project:
         """Write ``project.yaml`` in the project's context directory and, with ``store``,
         keep the project's record where runs go (the service, or this machine): its
-        description, parameters, default image and labels."""
+        description, parameters, default image, labels and, when it sets one, its retention
+        policy."""
         self.export(filepath)
         if store:
             self.store_record()
@@ -504,7 +508,11 @@ class Project:
         from runplane.client import projects as records
 
         values = records.record_values(
-            self.spec.description, self.spec.params, self.spec.default_image, self.metadata.labels
+            self.spec.description,
+            self.spec.params,
+            self.spec.default_image,
+            self.metadata.labels,
+            self.spec.retention,
         )
         records.store(self.name, values, update=update)
 
@@ -516,6 +524,7 @@ class Project:
         project.spec.params = dict(record.get("params") or {})
         project.spec.default_image = str(record.get("default_image") or "")
         project.metadata.labels = dict(record.get("labels") or {})
+        project.spec.retention = dict(record.get("retention") or {})
         return project
 
     @property

@@ -52,6 +52,15 @@ def process_alive(pid: int, started: float) -> bool:
 THIS_PROCESS = (psutil.Process().pid, psutil.Process().create_time())
 
 
+def removed_notice(at: float) -> bytes:
+    """What a run's output reads as once retention removed it: a marker line with the time."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    return (
+        f"[runplane] this run's output and files were removed by the retention policy at "
+        f"{when} (logs_max_age); its record is kept\n"
+    ).encode()
+
+
 class RunService:
     """Runs functions on one runtime and keeps their records.
 
@@ -216,8 +225,14 @@ class RunService:
         return self.store.count_runs(project=project, states=states, owner=owner)
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
-        """The run's output from byte ``offset`` (a bounded chunk), and the next offset."""
-        return self.runtime.logs(self.store.get(uid).uid, offset)
+        """The run's output from byte ``offset`` (a bounded chunk), and the next offset. Once
+        retention removed it, a line saying so stands in for it (:func:`removed_notice`)."""
+        record = self.store.get(uid)
+        if record.logs_removed_at is not None:
+            notice = removed_notice(record.logs_removed_at)
+            chunk = notice[offset:]
+            return chunk, offset + len(chunk)
+        return self.runtime.logs(record.uid, offset)
 
     def usage(self, uid: str) -> Usage:
         """What the run used: the final figures once it ended, the runtime's so far before."""

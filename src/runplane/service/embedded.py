@@ -57,7 +57,7 @@ class EmbeddedService(RunService):
 
     def create_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:
         """Get-or-create: the existing record when there is one."""
-        made, _ = self.projects.create(name, self.default_owner, values)
+        made, _ = self.projects.create(name, self.default_owner, values, admin=True)
         return asdict(made)
 
     def update_project(self, name: str, values: Mapping[str, Any]) -> dict[str, Any]:

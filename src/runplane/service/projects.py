@@ -8,7 +8,7 @@ of several users converges on one record, the first creator's.
 
 A project with runs, functions or schedules is not deleted unless the caller asks for
 ``cascading``: its stored functions and schedules go with it, while its runs' records stay
-(runplane keeps every run's record), so its name goes on naming them.
+(until the retention policy removes them), so its name goes on naming them.
 """
 
 from __future__ import annotations
@@ -28,13 +28,14 @@ from runplane.service.db.models import FunctionOwner, FunctionVersion, Run, Sche
 from runplane.service.db.models import Project as ProjectRow
 from runplane.spec.bounds import MAX_ITEMS, check_count, check_json, check_text
 from runplane.spec.labels import check_dns_label, check_labels
+from runplane.spec.retention import check_overrides
 
 #: The longest description, and the most a project's parameters take as JSON.
 MAX_DESCRIPTION_BYTES = 4096
 MAX_PARAMS_BYTES = 64 << 10
 MAX_IMAGE_LENGTH = 512
 #: Fields a caller may set; the name, owner and times are the record's own.
-EDITABLE = ("description", "params", "default_image", "labels")
+EDITABLE = ("description", "params", "default_image", "labels", "retention")
 
 
 class DeletionStrategy(StrEnum):
@@ -65,6 +66,9 @@ class ProjectRecord:
     params: dict[str, Any] = field(default_factory=dict)
     default_image: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    #: The terms of the service's retention policy this project overrides
+    #: (:mod:`runplane.spec.retention`); a term set to ``None`` keeps for ever.
+    retention: dict[str, Any] = field(default_factory=dict)
     created_at: float | None = None
     updated_at: float | None = None
     #: Whether the project has a record of its own (else it is known from its runs).
@@ -89,6 +93,8 @@ def check_fields(values: Mapping[str, Any]) -> dict[str, Any]:
             checked[key] = check_text(key, value, MAX_DESCRIPTION_BYTES, "'churn models'")
         elif key == "default_image":
             checked[key] = check_text(key, value, MAX_IMAGE_LENGTH, "'python:3.11'")
+        elif key == "retention":
+            checked[key] = check_overrides(key, value)
         elif key == "params":
             if not isinstance(value, Mapping):
                 raise InvalidValueError(key, value, "a dict of parameters", "{'lr': 0.1}")
@@ -100,6 +106,17 @@ def check_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     return checked
 
 
+def _check_may_set_retention(values: Mapping[str, Any], user: str, admin: bool) -> None:
+    """A project's retention policy removes the runs of every user in it, and a project's
+    record belongs to whoever named it first: only admins set it."""
+    if "retention" in values and not admin:
+        raise PolicyError(
+            "retention",
+            f"a project's retention policy removes every user's runs in it; user {user!r} "
+            "may not set it (admins: any project's)",
+        )
+
+
 def _record(row: ProjectRow) -> ProjectRecord:
     return ProjectRecord(
         name=row.name,
@@ -108,6 +125,7 @@ def _record(row: ProjectRow) -> ProjectRecord:
         params=dict(row.params or {}),
         default_image=row.default_image,
         labels=dict(row.labels or {}),
+        retention=dict(row.retention or {}),
         created_at=row.created_at,
         updated_at=row.updated_at,
         recorded=True,
@@ -141,6 +159,16 @@ class ProjectStore:
             rows = {row.name: _record(row) for row in session.scalars(select(ProjectRow))}
         return [rows.get(name) or ProjectRecord(name) for name in self.names()]
 
+    def retention_overrides(self) -> dict[str, dict[str, Any]]:
+        """Each project that overrides the service's retention policy, with its terms."""
+        with self._sessions() as session:
+            rows = session.execute(
+                select(ProjectRow.name, ProjectRow.retention).where(
+                    ProjectRow.retention.is_not(None)
+                )
+            )
+            return {name: dict(terms) for name, terms in rows if terms}
+
     def get(self, name: str) -> ProjectRecord:
         """The project's record; a project known only from its runs, functions or schedules
         reads as a record without owner."""
@@ -153,12 +181,17 @@ class ProjectStore:
         raise NotFoundError(f"project {name!r} does not exist")
 
     def create(
-        self, name: str, owner: str, values: Mapping[str, Any] | None = None
+        self,
+        name: str,
+        owner: str,
+        values: Mapping[str, Any] | None = None,
+        admin: bool = False,
     ) -> tuple[ProjectRecord, bool]:
         """The record of ``name``, made with ``values`` and ``owner`` when there is none;
         ``(record, created)``. An existing record is returned as it is (get-or-create)."""
         check_dns_label("name", name, "'churn-models'")
         checked = check_fields(values or {})
+        _check_may_set_retention(checked, owner, admin)
         now = time.time()
         try:
             with self._sessions.begin() as session:
@@ -172,6 +205,7 @@ class ProjectStore:
                     params=checked.get("params", {}),
                     default_image=checked.get("default_image", ""),
                     labels=checked.get("labels", {}),
+                    retention=checked.get("retention") or None,
                     created_at=now,
                     updated_at=now,
                 )
@@ -183,8 +217,10 @@ class ProjectStore:
     def update(
         self, name: str, values: Mapping[str, Any], user: str, admin: bool = False
     ) -> ProjectRecord:
-        """Change the given fields of the record: its owner's or an admin's to do."""
+        """Change the given fields of the record: its owner's or an admin's to do (its
+        retention policy: an admin's only)."""
         checked = check_fields(values)
+        _check_may_set_retention(checked, user, admin)
         with self._sessions.begin() as session:
             row = session.get(ProjectRow, name)
             if row is None:
@@ -195,7 +231,7 @@ class ProjectStore:
             if row.owner != user and not admin:
                 raise _not_yours(name, user)
             for key, value in checked.items():
-                setattr(row, key, value)
+                setattr(row, key, (value or None) if key == "retention" else value)
             row.updated_at = time.time()
         return _record(row)
 

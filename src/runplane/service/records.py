@@ -128,6 +128,7 @@ def _record(
         artifacts=[{"key": a.key, "path": a.path, "size": a.size} for a in artifacts],
         attempt=run.attempt or 1,
         retry_at=run.retry_at,
+        logs_removed_at=run.logs_removed_at,
     )
 
 
@@ -249,6 +250,7 @@ class RunStore:
             "isolation": "",
             "attempt": 1,
             "retry_at": None,
+            "logs_removed_at": None,
         }
         transition: dict[str, Any] = {"run_uid": uid, "state": RunState.CREATED.value}
         transition |= {"reason": "", "message": "", "at": now}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from runplane.config import Settings
@@ -35,6 +35,7 @@ from runplane.service.nodes import label_node
 from runplane.service.preflight import Placement, check_placement
 from runplane.service.projects import ProjectStore
 from runplane.service.records import RunStore
+from runplane.service.retention import Retention, Swept
 from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
 from runplane.spec.function import Function
 from runplane.spec.loaders import new_function
@@ -70,6 +71,14 @@ class Server:
             target=self._fire_schedules, daemon=True, name="runplane-schedules"
         )
         self._scheduler.start()
+        self.retention = Retention(engine, settings.local.home / "runs", settings.retention.batch)
+        #: What retention reads the time from (tests set one).
+        self.clock: Callable[[], float] = time.time
+        self._retention_due = threading.Event()
+        self._retainer = threading.Thread(
+            target=self._retain, daemon=True, name="runplane-retention"
+        )
+        self._retainer.start()
 
     @property
     def settings(self) -> Settings:
@@ -211,10 +220,36 @@ class Server:
             except Exception:  # a bad schedule must not stop the others
                 log.exception("firing schedules failed")
 
+    def sweep(self, now: float | None = None) -> Swept:
+        """One pass of the retention policy (:mod:`runplane.service.retention`) as of
+        ``now``; the retention loop makes one every ``retention.interval`` seconds."""
+        return self.retention.sweep(
+            self.settings.retention,
+            self.projects.retention_overrides(),
+            self.clock() if now is None else now,
+            stop=self._stop.is_set,
+        )
+
+    def wake_retention(self) -> None:
+        """Have the retention loop make a pass now rather than at its next interval."""
+        self._retention_due.set()
+
+    def _retain(self) -> None:
+        while True:
+            self._retention_due.wait(self.base_settings.retention.interval)
+            self._retention_due.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.sweep()
+            except Exception:  # the next pass tries again
+                log.exception("removing runs by the retention policy failed")
+
     def close(self, grace: float = 0.0) -> None:
         """Stop firing schedules and close the run service (see :meth:`RunService.close`);
         closing again does nothing."""
         if self._stop.is_set():
             return
         self._stop.set()
+        self._retention_due.set()
         self.runs.close(grace)

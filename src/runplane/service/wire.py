@@ -6,6 +6,8 @@ from __future__ import annotations
 API = "/api/v1"
 #: The header of a logs answer that says where the next read starts.
 NEXT_OFFSET = "X-Runplane-Next-Offset"
+#: On a run's logs once retention removed them: when (seconds since the epoch).
+LOGS_REMOVED = "X-Runplane-Logs-Removed"
 #: The header of an invoke answer that carries the deployed function's own HTTP status.
 FUNCTION_STATUS = "X-Runplane-Function-Status"
 #: The header of an invoke request with the caller's timeout, in seconds.

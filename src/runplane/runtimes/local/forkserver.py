@@ -163,9 +163,12 @@ def serve(connection: socket.socket) -> dict[str, Any] | None:
 
 
 def _output(run_dir: Path) -> None:
-    """Standard output and error to the run's log, standard input from nowhere."""
+    """Standard output and error to the run's output pipe, which its supervisor empties into
+    its log (``outpipe.py``), or to the log itself when it has none; standard input from
+    nowhere."""
+    pipe = run_dir / "output.pipe"
     log = os.open(
-        run_dir / "output.log",
+        pipe if os.path.lexists(pipe) else run_dir / "output.log",
         os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
         0o600,
     )

@@ -29,10 +29,11 @@ from runplane.runs import Usage
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.local.cgroups import RunGroup
 from runplane.runtimes.local.ledger import Claim, Grant
+from runplane.runtimes.local.outpipe import OutputPipe, output_target
 from runplane.runtimes.local.process import FreshProcess, RunProcess
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import LauncherUnavailable, WarmLauncher
-from runplane.runtimes.output import OUTPUT, private_dir, run_dir
+from runplane.runtimes.output import private_dir, run_dir
 from runplane.spec.bounds import MAX_ENV_VALUE_BYTES
 from runplane.spec.quantity import whole_cores
 
@@ -74,6 +75,8 @@ class LocalRun:
     usage_so_far: Usage | None = None
     #: How the run is held, as its record shows it (``cgroup v1, uid 1000000007``).
     isolation: str = ""
+    #: The pipe its output comes through, while its supervisor holds it.
+    output: OutputPipe | None = None
     _wake: int | None = None
     _wake_lock: threading.Lock = field(default_factory=threading.Lock)
     #: What starts the run's process(es) when not the single child (an mpijob's mpirun and
@@ -399,7 +402,7 @@ def spawn(
     if group is not None:
         group.make()
     python = str(settings.local.python or sys.executable)
-    log_fd = _private_file(run.run_dir / OUTPUT)
+    log_fd = _private_file(output_target(run.run_dir))
     try:
         popen = subprocess.Popen(
             [

@@ -26,6 +26,7 @@ from runplane.runs import Reason, RunState, Usage
 from runplane.runtimes.local.cgroups import Counters, Hierarchy, Limits, RunGroup
 from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
+from runplane.runtimes.local.outpipe import OutputPipe
 from runplane.runtimes.local.process import Exit, RunProcess
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
@@ -81,12 +82,14 @@ class Supervisor:
         mode = self.hierarchy.version if self.hierarchy else "watchdog"
         who = f"uid {user.uid} (its own)" if user else f"uid {os.geteuid()} (runplane's)"
         run.isolation = f"{mode}, {who}"
+        run.output = OutputPipe(run.run_dir, self.settings.retention.max_output_bytes)
         try:
             if self.hierarchy is None:
                 self._watch(run, grant, user)
             else:
                 self._contain(run, grant, user, self.hierarchy)
         finally:
+            run.output.close()  # done before the end is reported, unless that failed
             RunUsers.take_back(run.run_dir, user)
             RunUsers.release(user)
             run.close_wake()
@@ -163,14 +166,20 @@ class Supervisor:
         poller = select.poll()
         poller.register(exited, select.POLLIN)
         poller.register(wake, select.POLLIN)
+        output = run.output
+        if output is not None:
+            poller.register(output.fileno(), select.POLLIN)
         killed = False
         while True:
             if run.abort is not None and not killed:
                 process.kill()  # a warm process may not have joined its group yet
                 group.kill()
                 killed = True
-            if any(fd == exited for fd, _ in poller.poll()):
+            ready = {fd for fd, _ in poller.poll()}
+            if exited in ready:
                 break
+            if output is not None and output.fileno() in ready:
+                output.pump()
             with contextlib.suppress(BlockingIOError):
                 os.eventfd_read(wake)
         return process.wait()
@@ -206,7 +215,10 @@ class Supervisor:
             elif run.abort is not None and not reason:
                 self.processes.kill(process.pid, run.uid, since, owner)
                 reason = Reason.ABORTED
-            time.sleep(self.interval)
+            if run.output is not None:
+                run.output.wait(self.interval)
+            else:
+                time.sleep(self.interval)
         # Whatever the run left behind ends with it, as a pod's processes end with the pod.
         self.processes.kill(process.pid, run.uid, since, owner)
         process.close()
@@ -230,6 +242,8 @@ class Supervisor:
         the (reason, message) its limits gave it, if any."""
         reason, message = verdict
         exit_code = _exit_code(returncode)
+        if run.output is not None:
+            run.output.close()  # all of its output is in place when its end is told
         results, artifacts, error = read_events(run.run_dir)
         if exit_code == 0 and not reason:
             state, reason, message = RunState.COMPLETED, Reason.COMPLETED, ""
@@ -254,6 +268,8 @@ class Supervisor:
 
     def _aborted(self, run: LocalRun, usage: Usage) -> None:
         reason, message = run.abort or (Reason.ABORTED, "")
+        if run.output is not None:
+            run.output.close()
         results, artifacts, _ = read_events(run.run_dir)
         self.report(
             run.uid,

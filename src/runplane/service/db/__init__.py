@@ -25,7 +25,7 @@ from runplane.service.db.models import Base
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
-HEAD = "0007"
+HEAD = "0009"
 
 
 def sqlite_url(path: Path) -> str:

@@ -55,6 +55,8 @@ class Run(Base):
     #: (how that attempt runs is on its row).
     attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: When retention removed the run's output and files, which its record outlives.
+    logs_removed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     transitions: Mapped[list[Transition]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="Transition.id"
@@ -69,6 +71,9 @@ class Run(Base):
     __table_args__ = (
         Index("ix_runs_project_created", "project", "created_at"),
         Index("ix_runs_owner_created", "owner", "created_at"),
+        # Retention finds finished runs by when they ended, and those whose files remain.
+        Index("ix_runs_ended", "ended_at"),
+        Index("ix_runs_logs_removed_ended", "logs_removed_at", "ended_at"),
     )
 
 
@@ -206,6 +211,8 @@ class Project(Base):
     labels: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    #: The terms of the service's retention policy this project overrides (``None``: none).
+    retention: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
 #: The run tables as SQL Core sees them, for the statements on the path of every run (its

@@ -34,6 +34,9 @@ class ProjectPatch(pydantic.BaseModel):
     params: dict[str, Any] | None = None
     default_image: str | None = pydantic.Field(default=None, max_length=MAX_IMAGE_LENGTH)
     labels: dict[str, str] | None = None
+    #: Terms of the service's retention policy the project overrides (``runs_max_age``,
+    #: ``runs_max_count``, ``logs_max_age``); ``{}`` follows the service's again.
+    retention: dict[str, Any] | None = None
 
 
 class ProjectIn(ProjectPatch):
@@ -63,7 +66,7 @@ def create_project(
     """Get-or-create: a new record is the caller's (201); an existing one is returned as
     it is (200), whoever owns it."""
     values = body.model_dump(exclude={"name"}, exclude_none=True)
-    record, created = server.projects.create(body.name, who.user, values)
+    record, created = server.projects.create(body.name, who.user, values, admin=who.admin)
     if not created:
         response.status_code = 200
     return record
@@ -73,8 +76,8 @@ def create_project(
 def update_project(
     project: PathName, body: ProjectPatch, server: Service, who: User
 ) -> ProjectRecord:
-    """Change a project's description, parameters, default image or labels: its
-    owner's or an admin's to do."""
+    """Change a project's description, parameters, default image or labels: its owner's
+    or an admin's to do; its retention policy: an admin's."""
     values = body.model_dump(exclude_unset=True)
     return server.projects.update(project, values, who.user, admin=who.admin)
 

@@ -15,7 +15,7 @@ from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import Name, Uid
 from runplane.service.routes.submissions import RunSubmission, function_of
 from runplane.service.server import Server
-from runplane.service.wire import NEXT_OFFSET
+from runplane.service.wire import LOGS_REMOVED, NEXT_OFFSET
 
 router = APIRouter()
 
@@ -81,11 +81,14 @@ def run_logs(
     uid: Uid, server: Service, who: User, offset: Annotated[int, Query(ge=0, le=2**53)] = 0
 ) -> Response:
     """The run's output from byte ``offset``, in chunks: the next read starts at the
-    offset in the ``X-Runplane-Next-Offset`` header."""
-    chunk, next_offset = server.runs.logs(run_of(server, uid, who).uid, offset)
-    return Response(
-        chunk, media_type="application/octet-stream", headers={NEXT_OFFSET: str(next_offset)}
-    )
+    offset in the ``X-Runplane-Next-Offset`` header. Once retention removed it, a line
+    saying so stands in for it, and ``X-Runplane-Logs-Removed`` says when."""
+    record = run_of(server, uid, who)
+    chunk, next_offset = server.runs.logs(record.uid, offset)
+    headers = {NEXT_OFFSET: str(next_offset)}
+    if record.logs_removed_at is not None:
+        headers[LOGS_REMOVED] = str(record.logs_removed_at)
+    return Response(chunk, media_type="application/octet-stream", headers=headers)
 
 
 @router.get("/runs/{uid}/usage")
