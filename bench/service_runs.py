@@ -24,6 +24,7 @@ import json
 import os
 import shlex
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -106,6 +107,14 @@ class Bench:
         }
         return serve.start_service(env, work / "service.log")
 
+    def states(self) -> dict[str, tuple[str, bool]]:
+        """Each run's state and whether it has started, by uid: the light query the waits
+        poll (loading every record each time would be this process's largest cost)."""
+        database = f"file:{self.work / 'service.db'}?mode=ro"
+        with sqlite3.connect(database, uri=True, timeout=30) as connection:
+            rows = connection.execute("SELECT uid, state, started_at FROM runs")
+            return {uid: (state, started is not None) for uid, state, started in rows}
+
     def records(self) -> list[Any]:
         """Every run as recorded, read by this process (asking the service would add to
         what it is measured doing)."""
@@ -132,8 +141,8 @@ def restarted(
     short = bench.function("short", {"runplane.io/test-duration": "20s"}, "10m")
     with ThreadPoolExecutor(clients) as pool:
         ending = set(pool.map(submit, [{"function": short}] * 100))
-    deadline = time.monotonic() + 120
-    while sum(r.state == "running" for r in bench.records() if r.uid in ending) < len(ending):
+    deadline = time.monotonic() + 900  # a cluster busy with thousands of runs starts pods late
+    while sum(bench.states()[uid][0] == "running" for uid in ending) < len(ending):
         assert time.monotonic() < deadline, "the short runs did not start"
         time.sleep(0.5)
     before = {r.uid: [t.state for t in r.transitions] for r in bench.records()}
@@ -144,12 +153,12 @@ def restarted(
     began = time.monotonic()
     service, base = bench.start_service()
     resumed_s = time.monotonic() - began  # answering: listed, watching, reconciled
-    deadline = time.monotonic() + 180
-    while True:
-        now = {r.uid: [t.state for t in r.transitions] for r in bench.records()}
-        if all(now[uid][-1] == "completed" for uid in ending) or time.monotonic() > deadline:
+    deadline = time.monotonic() + 600
+    while sum(bench.states()[uid][0] == "completed" for uid in ending) < len(ending):
+        if time.monotonic() > deadline:
             break
         time.sleep(1)
+    now = {r.uid: [t.state for t in r.transitions] for r in bench.records()}
     whole = ["created", "pending", "running", "completed"]
     wrong = [uid for uid in ending if now[uid] != whole]
     # Another run may have gone on (ended) meanwhile, but never lost or repeated a change.
@@ -269,10 +278,11 @@ def _measure(
     )
     deadline = time.monotonic() + 900
     while True:
-        done = [r for r in bench.records() if r.started_at is not None and r.uid in submitted]
-        if len(done) >= load.runs or time.monotonic() > deadline:
+        states = bench.states()
+        if sum(states[uid][1] for uid in submitted) >= load.runs or time.monotonic() > deadline:
             break
         time.sleep(2)
+    done = [r for r in bench.records() if r.started_at is not None and r.uid in submitted]
     all_running_s = time.monotonic() - start
     if profiler is not None:
         profiler.send_signal(signal.SIGINT)
@@ -301,10 +311,12 @@ def _measure(
         breach_uids = set(pool.map(submit, [body] * load.breaches))
     deadline = time.monotonic() + 120
     while True:
-        aborted = [r for r in bench.records() if r.uid in breach_uids and r.state == "aborted"]
-        if len(aborted) >= load.breaches or time.monotonic() > deadline:
+        states = bench.states()
+        stopped_now = sum(states[uid][0] == "aborted" for uid in breach_uids)
+        if stopped_now >= load.breaches or time.monotonic() > deadline:
             break
         time.sleep(1)
+    aborted = [r for r in bench.records() if r.uid in breach_uids and r.state == "aborted"]
     lags = []
     for record in aborted:
         pending = next(t.at for t in record.transitions if t.state == "pending")
@@ -314,15 +326,15 @@ def _measure(
         f"{len(aborted)}/{load.breaches} aborted by their threshold; detection after the "
         f"deadline p50 {statistics.median(lags):.2f} s, p99 {percentile(lags, 0.99):.2f} s"
     )
-    completed = None
+    completed: int | None = None
     if load.run_seconds < 3600:
         deadline = time.monotonic() + load.run_seconds + 900
         while True:
-            ended = [r for r in bench.records() if r.uid in submitted and r.state == "completed"]
-            if len(ended) >= load.runs or time.monotonic() > deadline:
+            states = bench.states()
+            completed = sum(states[uid][0] == "completed" for uid in submitted)
+            if completed >= load.runs or time.monotonic() > deadline:
                 break
             time.sleep(5)
-        completed = len(ended)
         print(f"{completed}/{load.runs} completed")
     rss = psutil.Process(service.pid).memory_info().rss
     print(f"service resident memory: {rss / 2**20:.0f} MiB")
