@@ -4,6 +4,7 @@ this machine, for one person, in one command)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import socket
@@ -21,6 +22,20 @@ log = logging.getLogger("runplane.serve")
 
 #: Ports ``runplane ui`` tries after a busy one, as Jupyter does.
 _PORT_TRIES = 50
+
+
+#: Allocations between two collections of the youngest generation (Python's default: 700).
+YOUNG_COLLECTION = 10_000
+
+
+def collect_rarely() -> None:
+    """The garbage collector tuned for a service that allocates in bursts: a pod event or a
+    request makes hundreds of objects, so at Python's default the youngest generation was
+    collected every event or two, and each collection walked the objects just made; that cost
+    two to three times the work itself (docs/benchmarks.md, "Scale"). What exists once the
+    service is up lives as long as it does, so it is frozen out of every later collection."""
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION, *gc.get_threshold()[1:])
 
 
 def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
@@ -54,6 +69,7 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
         config = uvicorn.Config(app, host=host, port=port, log_level="info")
         web = uvicorn.Server(config)
         mount(app, server, stopping=lambda: web.should_exit)
+        collect_rarely()
         if ready is not None:
             threading.Thread(
                 target=_when_started, args=(web, host, port, ready), daemon=True
