@@ -162,7 +162,7 @@ def resource_of(path: str) -> str:
     rest = parts[2:] if parts[0] == "api" else parts[3:]
     if len(rest) >= 3 and rest[0] == "namespaces":
         rest = rest[2:]
-    return "/".join(rest[0:1] + rest[2:3]) or "/"
+    return "/".join(rest[0:1] + rest[2:3]) or "discovery"  # /apis/<group>/<version>
 
 
 def pods_path(namespace: str, name: str | None = None) -> str:

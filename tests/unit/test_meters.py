@@ -1,0 +1,34 @@
+"""Counting units of work: totals over labels, and which resource a request path names."""
+
+from __future__ import annotations
+
+import pytest
+
+from runplane import meters
+from runplane.runtimes.kubernetes.api.rest import resource_of
+
+
+def test_totals_add_up_over_the_label_sets_that_match():
+    before_get = meters.total("kube_requests", method="GET")
+    before_all = meters.total("kube_requests")
+    meters.count("kube_requests", (("method", "GET"), ("resource", "pods")))
+    meters.count("kube_requests", (("method", "POST"), ("resource", "pods")), units=2)
+    assert meters.total("kube_requests", method="GET") == before_get + 1
+    assert meters.total("kube_requests") == before_all + 3
+    assert all(name in meters.METERS for name, _ in meters.counts())
+
+
+@pytest.mark.parametrize(
+    ("path", "resource"),
+    [
+        ("/api/v1/namespaces/runs/pods", "pods"),
+        ("/api/v1/namespaces/runs/pods/train-1/log", "pods/log"),
+        ("/api/v1/pods", "pods"),
+        ("/api/v1/nodes", "nodes"),
+        ("/api/v1/namespaces/runs", "namespaces"),
+        ("/apis/apps/v1/namespaces/runs/deployments/web", "deployments"),
+        ("/apis/kubeflow.org/v2beta1", "discovery"),
+    ],
+)
+def test_a_request_is_counted_by_the_resource_its_path_names(path, resource):
+    assert resource_of(path) == resource
