@@ -105,7 +105,9 @@ class Bench:
                 [{"token": TOKEN, "user": "bench", "role": "admin"}]
             ),
         }
-        return serve.start_service(env, work / "service.log")
+        # A start re-lists every pod and re-arms every live run: minutes at 10,000 on a busy
+        # machine are a finding to report, not a failure to start.
+        return serve.start_service(env, work / "service.log", timeout=900)
 
     def states(self) -> dict[str, tuple[str, bool]]:
         """Each run's state and whether it has started, by uid: the light query the waits

@@ -126,7 +126,8 @@ class RunService:
             lost, adopted, orphaned = store.mark_lost(
                 process_alive, runtime.name, adopt=THIS_PROCESS if self.service else None
             )
-        for record in store.list_runs(states=LIVE, limit=100_000) if durable else []:
+        # Brief records: a restart with thousands of live runs reads no function snapshots.
+        for record in store.list_runs(states=LIVE, limit=100_000, brief=True) if durable else []:
             if record.runtime == runtime.name:
                 self._live.hold(record.uid, threshold_seconds(record.thresholds))
                 launcher.arm_spot_wait(record)

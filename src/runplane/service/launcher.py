@@ -161,7 +161,9 @@ class Launcher:
         pending = None
         if current is not None and current.preemption_mode == PreemptionMode.CONSTRAIN.value:
             try:  # only such runs pay for resolving their policy
-                function = fn or Function.from_dict(record.function)
+                # A brief record (a restart's) has no snapshot: read this run's.
+                snapshot = record.function or self.shared.store.get(record.uid).function
+                function = fn or Function.from_dict(snapshot)
                 policy = retries.resolve(function, self.shared.settings)
             except Exception:
                 log.warning("run %s: its retry policy could not be read", record.uid)
@@ -181,7 +183,7 @@ class Launcher:
         """
         existing = self.shared.runtime.existing()
         never_launched, lost = [], []
-        for record in self.shared.store.list_runs(states=LIVE, limit=100_000):
+        for record in self.shared.store.list_runs(states=LIVE, limit=100_000, brief=True):
             if record.runtime != self.shared.runtime.name or record.uid in existing:
                 continue
             if record.retry_at is not None:

@@ -291,10 +291,13 @@ class KubernetesRuntime:
 
     def existing(self) -> dict[str, list[str]]:
         """Pod names by run uid, once the watch has reported every pod that existed when it
-        began (so events of runs that finished meanwhile are already on their way)."""
-        self.watch.wait_synced(self._sync_timeout)
+        began (so events of runs that finished meanwhile are already on their way); as the
+        API has them if the watch could not list in time."""
+        synced = self.watch.wait_synced(self._sync_timeout)
         runs: dict[str, list[str]] = {}
-        for pod in self._pods():
+        # Once synced, the watch knows every pod: listing them all again would read each
+        # whole (ten thousand pods are a hundred megabytes) to learn their names.
+        for pod in self.watch.known() if synced else self._pods():
             meta = pod.get("metadata") or {}
             uid = (meta.get("labels") or {}).get(names.RUN_UID, "")
             runs.setdefault(uid, []).append(meta.get("name", ""))
