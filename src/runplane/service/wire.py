@@ -6,6 +6,8 @@ from __future__ import annotations
 API = "/api/v1"
 #: The header of a logs answer that says where the next read starts.
 NEXT_OFFSET = "X-Runplane-Next-Offset"
+#: The header of a list of runs that holds the cursor of the next page (none after the last).
+NEXT_CURSOR = "X-Runplane-Next-Cursor"
 #: The header of an invoke answer that carries the deployed function's own HTTP status.
 FUNCTION_STATUS = "X-Runplane-Function-Status"
 #: The header of an invoke request with the caller's timeout, in seconds.

@@ -24,7 +24,7 @@ from runplane.service.db.models import Base
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
-HEAD = "0007"
+HEAD = "0008"
 
 
 def sqlite_url(path: Path) -> str:

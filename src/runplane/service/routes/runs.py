@@ -3,7 +3,8 @@ aborting them. A user sees their own runs; an admin everyone's."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
@@ -14,7 +15,7 @@ from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import Name, Uid
 from runplane.service.routes.submissions import RunSubmission, function_of
 from runplane.service.server import Server
-from runplane.service.wire import NEXT_OFFSET
+from runplane.service.wire import NEXT_CURSOR, NEXT_OFFSET
 
 router = APIRouter()
 
@@ -32,19 +33,64 @@ def submit_run(body: RunSubmission, server: Service, who: User) -> RunRecord:
     return server.submit(function_of(server, body), who, body)
 
 
+Owner = Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")]
+#: A time: ISO 8601 (UTC when it names no zone) or seconds since the epoch.
+Time = Annotated[datetime | None, Query()]
+
+
+def _seconds(at: datetime | None) -> float | None:
+    if at is None:
+        return None
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+
+
 @router.get("/runs")
 def list_runs(
     server: Service,
     who: User,
+    response: Response,
     project: Annotated[Name | None, Query()] = None,
     state: Annotated[list[str] | None, Query(max_length=len(RunState))] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 50,
-    owner: Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")] = None,
+    owner: Owner = None,
+    name: Annotated[str | None, Query(max_length=63)] = None,
+    label: Annotated[list[str] | None, Query(max_length=16)] = None,
+    created_since: Time = None,
+    created_until: Time = None,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
 ) -> list[RunRecord]:
-    """Runs, newest first: a user's own; an admin's choice of owner, or everyone's."""
+    """Runs, newest first: a user's own; an admin's choice of owner, or everyone's.
+
+    A page at a time: when more runs follow, the ``X-Runplane-Next-Cursor`` header holds the
+    ``cursor`` of the next page (the same filters go with it)."""
     if not who.admin:
         owner = who.user
-    return server.runs.list_runs(project=project, states=state or (), limit=limit, owner=owner)
+    runs, after = server.runs.page(
+        limit=limit,
+        project=project,
+        states=state or (),
+        owner=owner,
+        name=name,
+        labels=label or (),
+        created_since=_seconds(created_since),
+        created_until=_seconds(created_until),
+        after=cursor,
+    )
+    if after is not None:
+        response.headers[NEXT_CURSOR] = after
+    return runs
+
+
+@router.get("/runs/counts")
+def count_runs(
+    server: Service, who: User, project: Annotated[Name | None, Query()] = None, owner: Owner = None
+) -> dict[str, Any]:
+    """How many runs there are in each state (a user's own; an admin's choice of owner, or
+    everyone's), read from counts kept as runs change, never by counting runs."""
+    if not who.admin:
+        owner = who.user
+    states = server.runs.state_counts(project=project, owner=owner)
+    return {"total": sum(states.values()), "states": states}
 
 
 @router.get("/runs/{uid}")
