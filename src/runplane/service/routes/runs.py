@@ -34,13 +34,14 @@ def submit_run(body: RunSubmission, server: Service, who: User) -> RunRecord:
 
 
 Owner = Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")]
-#: A time: ISO 8601 (UTC when it names no zone) or seconds since the epoch.
-Time = Annotated[datetime | None, Query()]
+#: A time: seconds since the epoch (as exact as a run's own times), or ISO 8601 (UTC when
+#: it names no zone).
+Time = Annotated[float | datetime | None, Query()]
 
 
-def _seconds(at: datetime | None) -> float | None:
-    if at is None:
-        return None
+def _seconds(at: float | datetime | None) -> float | None:
+    if at is None or isinstance(at, float):
+        return at
     return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
 
 
