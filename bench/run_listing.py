@@ -598,21 +598,22 @@ _NAVIGATION = (
 
 
 @contextmanager
-def throwaway_postgres(work: Path) -> Iterator[str]:
-    """A PostgreSQL server of its own (scripts/postgres.sh, another data directory and port)."""
-    env = os.environ | {
-        "RUNPLANE_PG_DATA": str(work / "pg"),
-        "RUNPLANE_PG_PORT": str(serve.free_port()),
-    }
+def throwaway_postgres() -> Iterator[str]:
+    """A PostgreSQL server of its own (scripts/postgres.sh, another data directory and port:
+    under /tmp, where the server's own user can reach it), removed after."""
+    port = serve.free_port()
+    data = Path(tempfile.gettempdir()) / f"runplane-listing-pg-{port}"
+    env = os.environ | {"RUNPLANE_PG_DATA": str(data), "RUNPLANE_PG_PORT": str(port)}
     script = str(ROOT / "scripts" / "postgres.sh")
-    started = subprocess.run(
-        ["bash", script, "start"], env=env, capture_output=True, text=True, check=True
-    )
+    started = subprocess.run(["bash", script, "start"], env=env, capture_output=True, text=True)
+    if started.returncode:
+        raise RuntimeError(f"PostgreSQL did not start: {started.stderr[-2000:]}")
     url = started.stdout.strip().split("=", 1)[1]
     try:
         yield url
     finally:
         subprocess.run(["bash", script, "stop"], env=env, capture_output=True, check=False)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def main() -> None:
@@ -634,7 +635,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="run-listing-") as directory:
         work = Path(directory)
         with (
-            throwaway_postgres(work)
+            throwaway_postgres()
             if not (args.sqlite or args.database_url)
             else _given(args.database_url or f"sqlite:///{work / 'runs.db'}")
         ) as url:

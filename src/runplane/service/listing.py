@@ -42,7 +42,7 @@ def key_of(cursor: str) -> Key:
         created, uid = base64.urlsafe_b64decode(cursor.encode("ascii")).decode().split(" ")
         key = (float(created), check_uid(uid))
     except (ValueError, UnicodeError, binascii.Error, InvalidValueError):
-        raise InvalidValueError("cursor", cursor, _CURSOR_RULE, "cursor=MTcwMC4... ") from None
+        raise InvalidValueError("cursor", cursor, _CURSOR_RULE, "cursor=MTcwMC4...") from None
     if len(key[1]) != 32 or not math.isfinite(key[0]):
         raise InvalidValueError("cursor", cursor, _CURSOR_RULE, "cursor=MTcwMC4...")
     return key
