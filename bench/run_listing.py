@@ -253,7 +253,10 @@ def _copy(engine: Any, spread: Spread) -> None:
         with cursor.copy(copies["run_labels"]) as out:
             for i, uid in enumerate(spread.uids):
                 for key, label in spread.labels[i].items():
-                    out.write_row([uid, key, label, spread.created[i]])
+                    row = {"run_uid": uid, "key": key, "value": label}
+                    row |= {"project": spread.project[i], "owner": spread.owner[i]}
+                    row["created_at"] = spread.created[i]
+                    out.write_row([row[c] for c in columns["run_labels"]])
         cursor.execute("SET session_replication_role = DEFAULT")
         raw.commit()
     finally:
@@ -274,6 +277,7 @@ def _insert(engine: Any, spread: Spread) -> None:
             attempts.append(attempt)
             labels += (
                 {"run_uid": run["uid"], "key": k, "value": v, "created_at": run["created_at"]}
+                | {"project": run["project"], "owner": run["owner"]}
                 for k, v in spread.labels[n].items()
             )
             if len(runs) == batch or n == len(spread.uids) - 1:

@@ -206,6 +206,7 @@ _LISTINGS: list[dict[str, Any]] = [
     {"labels": ["team=vision", "tier=1"]},
     {"owner": "bob", "labels": ["team=vision"]},
     {"project": "a", "labels": ["team=vision"]},
+    {"owner": "bob", "project": "a", "labels": ["team=vision"]},
     {"created_since": 1.0},
     {"created_until": 2e9},
     {"owner": "bob", "project": "a", "created_since": 1.0, "created_until": 2e9},

@@ -118,11 +118,12 @@ class RunFilter:
     def query(self, after: Key | None = None) -> Select[Any]:
         """Runs of this filter after ``after``, newest first: the rows as an index gives them.
 
-        With labels, the first label's index gives the order (its rows carry the run's key)
-        and the runs are read by their primary key; otherwise one of the runs' indexes whose
-        columns this filter sets, ending in the key, does."""
+        With labels, the first label's rows give the order (they carry the run's key, project
+        and owner) and the runs are read by their primary key; otherwise one of the runs'
+        indexes whose columns this filter sets, ending in the key, does."""
         query = select(Run)
         created, uid = Run.created_at, Run.uid
+        project, owner = Run.project, Run.owner
         if self.labels:
             (key, value), rest = self.labels[0], self.labels[1:]
             label = aliased(RunLabel)
@@ -130,6 +131,7 @@ class RunFilter:
                 label.key == key, label.value == value
             )
             created, uid = label.created_at, label.run_uid
+            project, owner = label.project, label.owner
             for key, value in rest:
                 query = query.where(
                     exists().where(
@@ -137,9 +139,9 @@ class RunFilter:
                     )
                 )
         if self.project:
-            query = query.where(Run.project == self.project)
+            query = query.where(project == self.project)
         if self.owner is not None:
-            query = query.where(Run.owner == self.owner)
+            query = query.where(owner == self.owner)
         if self.name:
             query = query.where(Run.name == self.name)
         if len(self.states) == 1:

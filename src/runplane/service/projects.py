@@ -243,8 +243,7 @@ class ProjectStore:
 
         return {
             "runs": int(
-                session.scalar(select(func.sum(RunCount.runs)).where(RunCount.project == name))
-                or 0
+                session.scalar(select(func.sum(RunCount.runs)).where(RunCount.project == name)) or 0
             ),
             "stored functions": int(
                 session.scalar(

@@ -267,6 +267,7 @@ class RunStore:
         }
         labels = [
             {"run_uid": uid, "key": key, "value": value, "created_at": now}
+            | {"project": project, "owner": owner}
             for key, value in dict(function.get("metadata", {}).get("labels") or {}).items()
         ]
         try:

@@ -81,8 +81,10 @@ class Run(Base):
 
 
 class RunLabel(Base):
-    """A label of a run's function as it was submitted, one row per key, with the run's
-    creation time: a label filter reads its runs newest first from one index."""
+    """A label of a run's function as it was submitted, one row per key, with what a label
+    filter is combined with (the run's project and owner, which never change) and the run's
+    key: a label filter, alone, in a project or of a user, reads its runs newest first from
+    one index."""
 
     __tablename__ = "run_labels"
 
@@ -91,10 +93,14 @@ class RunLabel(Base):
     )
     key: Mapped[str] = mapped_column(String(317), primary_key=True)
     value: Mapped[str] = mapped_column(String(63))
+    project: Mapped[str] = mapped_column(String(63))
+    owner: Mapped[str] = mapped_column(String(253))
     created_at: Mapped[float] = mapped_column(Float)
 
     __table_args__ = (
-        Index("ix_run_labels_key_value_created", "key", "value", "created_at", "run_uid"),
+        Index("ix_run_labels_created", "key", "value", "created_at", "run_uid"),
+        Index("ix_run_labels_project_created", "key", "value", "project", "created_at", "run_uid"),
+        Index("ix_run_labels_owner_created", "key", "value", "owner", "created_at", "run_uid"),
     )
 
 

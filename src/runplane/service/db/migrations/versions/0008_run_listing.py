@@ -20,6 +20,12 @@ _INDEXES = (
     ("ix_runs_project_state_created", ["project", "state", "created_at", "uid"]),
     ("ix_runs_name_created", ["name", "created_at", "uid"]),
 )
+#: The labels' indexes: a label alone, in a project, of an owner.
+_LABEL_INDEXES = (
+    ("ix_run_labels_created", ["key", "value", "created_at", "run_uid"]),
+    ("ix_run_labels_project_created", ["key", "value", "project", "created_at", "run_uid"]),
+    ("ix_run_labels_owner_created", ["key", "value", "owner", "created_at", "run_uid"]),
+)
 #: The indexes they replace (name, columns).
 _REPLACED = (
     ("ix_runs_project", ["project"]),
@@ -31,14 +37,16 @@ _REPLACED = (
 #: A run's labels, from its function snapshot, in each dialect's JSON functions.
 _LABELS_FROM_RUNS = {
     "postgresql": (
-        "INSERT INTO run_labels (run_uid, key, value, created_at) "
-        "SELECT runs.uid, label.key, label.value, runs.created_at FROM runs, "
+        "INSERT INTO run_labels (run_uid, key, value, project, owner, created_at) "
+        "SELECT runs.uid, label.key, label.value, runs.project, runs.owner, runs.created_at "
+        "FROM runs, "
         "json_each_text(runs.function -> 'metadata' -> 'labels') AS label "
         "WHERE json_typeof(runs.function -> 'metadata' -> 'labels') = 'object'"
     ),
     "sqlite": (
-        "INSERT INTO run_labels (run_uid, key, value, created_at) "
-        "SELECT runs.uid, label.key, label.value, runs.created_at FROM runs, "
+        "INSERT INTO run_labels (run_uid, key, value, project, owner, created_at) "
+        "SELECT runs.uid, label.key, label.value, runs.project, runs.owner, runs.created_at "
+        "FROM runs, "
         "json_each(runs.function, '$.metadata.labels') AS label "
         "WHERE json_type(runs.function, '$.metadata.labels') = 'object'"
     ),
@@ -60,11 +68,12 @@ def upgrade() -> None:
         ),
         sa.Column("key", sa.String(317), primary_key=True),
         sa.Column("value", sa.String(63), nullable=False),
+        sa.Column("project", sa.String(63), nullable=False),
+        sa.Column("owner", sa.String(253), nullable=False),
         sa.Column("created_at", sa.Float, nullable=False),
     )
-    op.create_index(
-        "ix_run_labels_key_value_created", "run_labels", ["key", "value", "created_at", "run_uid"]
-    )
+    for name, columns in _LABEL_INDEXES:
+        op.create_index(name, "run_labels", columns)
     op.create_table(
         "run_counts",
         sa.Column("project", sa.String(63), primary_key=True),
