@@ -11,6 +11,10 @@ group, and ``runplane serve`` on the Kubernetes runtime as a separate process, t
 * the service's resident memory at the end.
 
     python bench/service_runs.py [--nodes 200] [--runs 2000] [--clients 8] [--breaches 100]
+                                 [--run-seconds 3600] [--restart] [--profile FILE]
+
+``measure`` runs the same on a cluster already up (CI's short form:
+``tests/integration/test_service_bench.py``).
 """
 
 from __future__ import annotations
@@ -19,13 +23,18 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 import psutil
+from kubernetes import client
 
-from testbed import cluster, kube, serve, topology
+from testbed import cluster, kube, meters, serve, topology
 
 TOKEN = "bench-token-0123456789"
 CODE = "def handler(context):\n    return 1\n"
@@ -45,163 +55,346 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
-def function(work: Path, name: str, annotations: dict[str, str], cpu: str) -> dict[str, Any]:
-    import runplane
+@dataclass(frozen=True)
+class Load:
+    """What the benchmark submits, and to how many nodes."""
 
-    path = work / f"{name}.py"
-    path.write_text(CODE)
-    fn = runplane.code_to_function(
-        name, filename=str(path), handler="handler", image="registry.example/bench:1"
+    nodes: int = 200
+    runs: int = 2000
+    clients: int = 8
+    breaches: int = 100
+    #: How long each run's pod runs (kwok); shorter than the benchmark, every run must end too.
+    run_seconds: int = 3600
+    restart: bool = False
+    profile: Path | None = None
+
+
+class Bench:
+    """One benchmark's service, its nodes and its records, on a cluster that is up."""
+
+    def __init__(self, work: Path, kubeconfig: Path, namespace: str, tag: str) -> None:
+        self.work, self.kubeconfig, self.namespace, self.tag = work, kubeconfig, namespace, tag
+        self.group = f"bench-{tag}"
+
+    def function(self, name: str, annotations: dict[str, str], cpu: str) -> dict[str, Any]:
+        import runplane
+
+        path = self.work / f"{name}.py"
+        path.write_text(CODE)
+        fn = runplane.code_to_function(
+            name, filename=str(path), handler="handler", image="registry.example/bench:1"
+        )
+        fn.with_requests(cpu=cpu, mem="16Mi").with_node_selection(
+            node_selector={topology.GROUP_LABEL: self.group}
+        )
+        fn.spec.annotations = annotations
+        return fn.to_dict()
+
+    def start_service(self) -> tuple[subprocess.Popen[bytes], str]:
+        work = self.work
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
+            "RUNPLANE_CONFIG": os.devnull,
+            "RUNPLANE_LOCAL__HOME": str(work / "home"),
+            "RUNPLANE_NAMESPACE": self.namespace,
+            "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
+            "RUNPLANE_SERVICE__KUBECONFIG": str(self.kubeconfig),
+            "RUNPLANE_SERVICE__INSTANCE": self.group,
+            "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{work / 'service.db'}",
+            "RUNPLANE_SERVICE__TOKENS": json.dumps(
+                [{"token": TOKEN, "user": "bench", "role": "admin"}]
+            ),
+        }
+        return serve.start_service(env, work / "service.log")
+
+    def records(self) -> list[Any]:
+        """Every run as recorded, read by this process (asking the service would add to
+        what it is measured doing)."""
+        from runplane.service.db import connect
+        from runplane.service.records import RunStore
+
+        store = RunStore(connect(f"sqlite:///{self.work / 'service.db'}"))
+        try:
+            return store.list_runs(limit=1_000_000)
+        finally:
+            store.close()
+
+
+def started(record: Any) -> float:
+    """When the service saw the run Running (pod times have whole-second resolution)."""
+    return float(next(t.at for t in record.transitions if t.state == "running"))
+
+
+def restarted(
+    bench: Bench, service: subprocess.Popen[bytes], submit: Any, clients: int
+) -> tuple[subprocess.Popen[bytes], str, dict[str, Any]]:
+    """Runs that end while the service is down or just after it is back: the service is
+    stopped and started again; each run must have recorded each of its changes once."""
+    short = bench.function("short", {"runplane.io/test-duration": "20s"}, "10m")
+    with ThreadPoolExecutor(clients) as pool:
+        ending = set(pool.map(submit, [{"function": short}] * 100))
+    deadline = time.monotonic() + 120
+    while sum(r.state == "running" for r in bench.records() if r.uid in ending) < len(ending):
+        assert time.monotonic() < deadline, "the short runs did not start"
+        time.sleep(0.5)
+    before = {r.uid: [t.state for t in r.transitions] for r in bench.records()}
+    began = time.monotonic()
+    service.terminate()
+    service.wait(timeout=60)
+    stopped_s = time.monotonic() - began
+    began = time.monotonic()
+    service, base = bench.start_service()
+    resumed_s = time.monotonic() - began  # answering: listed, watching, reconciled
+    deadline = time.monotonic() + 180
+    while True:
+        now = {r.uid: [t.state for t in r.transitions] for r in bench.records()}
+        if all(now[uid][-1] == "completed" for uid in ending) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    whole = ["created", "pending", "running", "completed"]
+    wrong = [uid for uid in ending if now[uid] != whole]
+    # Another run may have gone on (ended) meanwhile, but never lost or repeated a change.
+    changed = [
+        uid
+        for uid in before
+        if uid not in ending
+        and (now[uid][: len(before[uid])] != before[uid] or len(set(now[uid])) != len(now[uid]))
+    ]
+    print(
+        f"restart with {len(before)} runs recorded: stopped in {stopped_s:.1f} s, answering "
+        f"again (re-listed, watching, reconciled) {resumed_s:.1f} s after it started; "
+        f"{len(ending) - len(wrong)}/{len(ending)} runs that ended around the restart recorded "
+        f"each change once; {len(changed)} other runs lost or repeated a change"
     )
-    fn.with_requests(cpu=cpu, mem="16Mi").with_node_selection(
-        node_selector={topology.GROUP_LABEL: "bench"}
+    return (
+        service,
+        base,
+        {
+            "restart_s": round(resumed_s, 1),
+            "restart_runs": len(before),
+            "restart_wrong": len(wrong),
+            "restart_changed": len(changed),
+        },
     )
-    fn.spec.annotations = annotations
-    return fn.to_dict()
 
 
-def start_service(work: Path, kubeconfig: Path) -> tuple[subprocess.Popen[bytes], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
-        "RUNPLANE_CONFIG": os.devnull,
-        "RUNPLANE_LOCAL__HOME": str(work / "home"),
-        "RUNPLANE_NAMESPACE": topology.RUNS_NAMESPACE,
-        "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
-        "RUNPLANE_SERVICE__KUBECONFIG": str(kubeconfig),
-        "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{work / 'service.db'}",
-        "RUNPLANE_SERVICE__TOKENS": f'[{{"token": "{TOKEN}", "user": "bench"}}]',
+def measure(
+    api: Any,
+    kubeconfig: Path,
+    work: Path,
+    load: Load,
+    *,
+    namespace: str = topology.RUNS_NAMESPACE,
+    plane: Iterable[psutil.Process] = (),
+) -> dict[str, Any]:
+    """The benchmark on the cluster ``api`` reaches, on nodes of its own (deleted after);
+    prints as it goes and returns the summary. ``plane``: the control plane's processes,
+    whose share of the CPU is reported."""
+    bench = Bench(work, kubeconfig, namespace, uuid.uuid4().hex[:6])
+    group = topology.NodeGroup(bench.group, load.nodes, 32, 128, "m5.8xlarge", max_pods=250)
+    nodes = group.node_names()
+    topology.create_nodes(api, (topology.node_manifest(group, n, i) for i, n in enumerate(nodes)))
+    service = None
+    try:
+        topology.wait_nodes_ready(api, nodes, timeout=300)
+        service, base = bench.start_service()
+        summary = _measure(bench, service, base, load, list(plane))
+        service = summary.pop("service")
+        return summary
+    finally:
+        if service is not None:
+            service.terminate()
+            service.wait(timeout=30)
+        core = client.CoreV1Api(api)
+        for node in nodes:
+            core.delete_node(node)
+
+
+def _measure(
+    bench: Bench,
+    service: subprocess.Popen[bytes],
+    base: str,
+    load: Load,
+    plane: list[psutil.Process],
+) -> dict[str, Any]:
+    url = f"{base}/api/v1"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    steady = bench.function("steady", {"runplane.io/test-duration": f"{load.run_seconds}s"}, "10m")
+    connections = threading.local()
+
+    def submit(body: dict[str, Any]) -> str:
+        # One keep-alive connection per client thread, as a real client pool would have.
+        if not hasattr(connections, "http"):
+            connections.http = httpx.Client(base_url=url, headers=headers, timeout=60)
+        answer = connections.http.post("/runs", json=body)
+        answer.raise_for_status()
+        return str(answer.json()["uid"])
+
+    served = psutil.Process(service.pid)
+    rss_idle = served.memory_info().rss
+    profiler = None
+    if load.profile:
+        profiler = subprocess.Popen(
+            [
+                *("py-spy", "record", "--pid", str(service.pid), "--threads", "--gil"),
+                *("--rate", "100", "--format", "raw", "--output", str(load.profile)),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+    counted_before = meters.scrape(base, TOKEN)
+    cpu_before = sum(served.cpu_times()[:2])
+    plane_before = {p.pid: sum(p.cpu_times()[:2]) for p in plane}
+    machine_before = sum(psutil.cpu_times()[:3])
+    start = time.monotonic()
+    with ThreadPoolExecutor(load.clients) as pool:
+        uids = list(pool.map(submit, [{"function": steady}] * load.runs))
+    submit_s = time.monotonic() - start
+    submitted = set(uids)
+    service_cpu = sum(served.cpu_times()[:2]) - cpu_before
+    plane_cpu = sum(sum(p.cpu_times()[:2]) - plane_before[p.pid] for p in plane)
+    machine_cpu = sum(psutil.cpu_times()[:3]) - machine_before
+    print(
+        f"submitted {len(uids)} runs in {submit_s:.1f} s: "
+        f"{len(uids) / submit_s:.1f} runs/s from {load.clients} clients"
+    )
+    print(
+        f"service CPU while submitting: {service_cpu:.1f} s, "
+        f"{service_cpu / len(uids) * 1000:.1f} ms per run -> one core of the service alone "
+        f"would accept {len(uids) / service_cpu:.0f} runs/s"
+    )
+    print(
+        f"CPU while submitting, of {machine_cpu:.1f} s used on the machine: service "
+        f"{service_cpu / machine_cpu:.0%}, control plane and kwok {plane_cpu / machine_cpu:.0%}"
+        f" ({plane_cpu / len(uids) * 1000:.1f} ms per pod), everything else "
+        f"{1 - (service_cpu + plane_cpu) / machine_cpu:.0%}"
+    )
+    deadline = time.monotonic() + 900
+    while True:
+        done = [r for r in bench.records() if r.started_at is not None and r.uid in submitted]
+        if len(done) >= load.runs or time.monotonic() > deadline:
+            break
+        time.sleep(2)
+    all_running_s = time.monotonic() - start
+    if profiler is not None:
+        profiler.send_signal(signal.SIGINT)
+        profiler.wait(timeout=60)
+    latencies = [started(r) - r.created_at for r in done]
+    print(
+        f"{len(done)}/{load.runs} reached Running {all_running_s:.1f} s after the first "
+        f"submit; accept -> Running p50 {statistics.median(latencies):.2f} s, "
+        f"p99 {percentile(latencies, 0.99):.2f} s"
+    )
+    rss_live = served.memory_info().rss
+    live_kib = (rss_live - rss_idle) / max(len(done), 1) / 1024
+    print(
+        f"service resident memory with {len(done)} live runs: {rss_live / 2**20:.0f} MiB, "
+        f"{live_kib:.1f} KiB per live run over {rss_idle / 2**20:.0f} MiB at the start"
+    )
+    restart: dict[str, Any] = {}
+    if load.restart:
+        service, base, restart = restarted(bench, service, submit, load.clients)
+        url = f"{base}/api/v1"
+        counted_before = Counter()  # the new service counts from zero
+    stuck = bench.function("stuck", {}, "1000")
+    threshold = 2.0
+    body = {"function": stuck, "state_thresholds": {"pending_not_scheduled": "2s"}}
+    with ThreadPoolExecutor(load.clients) as pool:
+        breach_uids = set(pool.map(submit, [body] * load.breaches))
+    deadline = time.monotonic() + 120
+    while True:
+        aborted = [r for r in bench.records() if r.uid in breach_uids and r.state == "aborted"]
+        if len(aborted) >= load.breaches or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    lags = []
+    for record in aborted:
+        pending = next(t.at for t in record.transitions if t.state == "pending")
+        stopped = next(t.at for t in record.transitions if t.state in ("aborting", "aborted"))
+        lags.append(stopped - (pending + threshold))
+    print(
+        f"{len(aborted)}/{load.breaches} aborted by their threshold; detection after the "
+        f"deadline p50 {statistics.median(lags):.2f} s, p99 {percentile(lags, 0.99):.2f} s"
+    )
+    completed = None
+    if load.run_seconds < 3600:
+        deadline = time.monotonic() + load.run_seconds + 900
+        while True:
+            ended = [r for r in bench.records() if r.uid in submitted and r.state == "completed"]
+            if len(ended) >= load.runs or time.monotonic() > deadline:
+                break
+            time.sleep(5)
+        completed = len(ended)
+        print(f"{completed}/{load.runs} completed")
+    rss = psutil.Process(service.pid).memory_info().rss
+    print(f"service resident memory: {rss / 2**20:.0f} MiB")
+    # Counted over the whole benchmark (since the restart, with --restart): the runs, their
+    # breaches, nothing else.
+    spent = meters.per_run(counted_before, meters.scrape(base, TOKEN), load.runs + load.breaches)
+    print("per run (of all submitted), what the service counted:")
+    for key, value in spent.items():
+        print(f"  {key}: {value}")
+    return {
+        "service": service,
+        "nodes": load.nodes,
+        "runs": load.runs,
+        "clients": load.clients,
+        "submit_per_s": round(len(uids) / submit_s, 1),
+        "service_cpu_ms_per_run": round(service_cpu / len(uids) * 1000, 1),
+        "service_cpu_share": round(service_cpu / machine_cpu, 2),
+        "control_plane_cpu_share": round(plane_cpu / machine_cpu, 2),
+        "reached_running": len(done),
+        "running_p50_s": round(statistics.median(latencies), 2),
+        "running_p99_s": round(percentile(latencies, 0.99), 2),
+        "aborted": len(aborted),
+        "breach_p99_s": round(percentile(lags, 0.99), 2),
+        "completed": completed,
+        "service_rss_mib": round(rss / 2**20),
+        "live_run_kib": round(live_kib, 1),
+        **restart,
+        "per_run": spent,
     }
-    process, base = serve.start_service(env, work / "service.log")
-    return process, f"{base}/api/v1"
-
-
-def records(work: Path) -> list[Any]:
-    from runplane.service.db import connect
-    from runplane.service.records import RunStore
-
-    store = RunStore(connect(f"sqlite:///{work / 'service.db'}"))
-    return store.list_runs(limit=1_000_000)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=200)
-    parser.add_argument("--runs", type=int, default=2000)
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--breaches", type=int, default=100)
+    parser.add_argument("--nodes", type=int, default=Load.nodes)
+    parser.add_argument("--runs", type=int, default=Load.runs)
+    parser.add_argument("--clients", type=int, default=Load.clients)
+    parser.add_argument("--breaches", type=int, default=Load.breaches)
+    parser.add_argument(
+        "--run-seconds",
+        type=int,
+        default=Load.run_seconds,
+        help="how long each run's pod runs (kwok); shorter than the benchmark, every run must "
+        "also end, and it waits for that",
+    )
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="once every run is Running, start runs of 20 s, stop the service (SIGTERM) and "
+        "start another: how long it takes to re-list and resume, and whether every event "
+        "was recorded once",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="sample the service with py-spy (the thread holding the GIL, named) until every "
+        "run is Running; writes collapsed stacks to this file",
+    )
     args = parser.parse_args()
     print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")
     work = Path(tempfile.mkdtemp(prefix="runplane-service-bench-"))
     running = cluster.start(
         settings=cluster.Settings(terminated_pod_gc_threshold=12500), allow_build=False
     )
-    service = None
     try:
         api = kube.api_client(running.kubeconfig)
         topology.seed(api, topology.node_groups())
-        group = topology.NodeGroup("bench", args.nodes, 32, 128, "m5.8xlarge", max_pods=250)
-        topology.create_nodes(
-            api, (topology.node_manifest(group, n, i) for i, n in enumerate(group.node_names()))
-        )
-        topology.wait_nodes_ready(api, group.node_names(), timeout=300)
-        service, url = start_service(work, running.kubeconfig)
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        long_run = function(work, "steady", {"runplane.io/test-duration": "1h"}, "10m")
-
-        connections = threading.local()
-
-        def submit(body: dict[str, Any]) -> str:
-            # One keep-alive connection per client thread, as a real client pool would have.
-            if not hasattr(connections, "http"):
-                connections.http = httpx.Client(base_url=url, headers=headers, timeout=60)
-            answer = connections.http.post("/runs", json=body)
-            answer.raise_for_status()
-            return str(answer.json()["uid"])
-
-        served = psutil.Process(service.pid)
+        load = Load(**{k.replace("-", "_"): v for k, v in vars(args).items()})
         plane = [psutil.Process(p.pid) for p in running.processes]
-        cpu_before = sum(served.cpu_times()[:2])
-        plane_before = {p.pid: sum(p.cpu_times()[:2]) for p in plane}
-        machine_before = sum(psutil.cpu_times()[:3])
-        start = time.monotonic()
-        with ThreadPoolExecutor(args.clients) as pool:
-            uids = list(pool.map(submit, [{"function": long_run}] * args.runs))
-        submit_s = time.monotonic() - start
-        service_cpu = sum(served.cpu_times()[:2]) - cpu_before
-        plane_cpu = sum(sum(p.cpu_times()[:2]) - plane_before[p.pid] for p in plane)
-        machine_cpu = sum(psutil.cpu_times()[:3]) - machine_before
-        print(
-            f"submitted {len(uids)} runs in {submit_s:.1f} s: "
-            f"{len(uids) / submit_s:.1f} runs/s from {args.clients} clients"
-        )
-        print(
-            f"service CPU while submitting: {service_cpu:.1f} s, "
-            f"{service_cpu / len(uids) * 1000:.1f} ms per run -> one core of the service alone "
-            f"would accept {len(uids) / service_cpu:.0f} runs/s"
-        )
-        print(
-            f"CPU while submitting, of {machine_cpu:.1f} s used on the machine: service "
-            f"{service_cpu / machine_cpu:.0%}, control plane and kwok {plane_cpu / machine_cpu:.0%}"
-            f" ({plane_cpu / len(uids) * 1000:.1f} ms per pod), the rest (client) "
-            f"{1 - (service_cpu + plane_cpu) / machine_cpu:.0%}"
-        )
-        deadline = time.monotonic() + 900
-        while True:
-            done = [r for r in records(work) if r.state == "running"]
-            if len(done) >= args.runs or time.monotonic() > deadline:
-                break
-            time.sleep(2)
-        all_running_s = time.monotonic() - start
-        # When the service saw the pod Running (pod times have whole-second resolution).
-        latencies = [r.updated_at - r.created_at for r in done]
-        print(
-            f"{len(done)}/{args.runs} running {all_running_s:.1f} s after the first submit; "
-            f"accept -> Running p50 {statistics.median(latencies):.2f} s, "
-            f"p99 {percentile(latencies, 0.99):.2f} s"
-        )
-
-        stuck = function(work, "stuck", {}, "1000")
-        threshold = 2.0
-        body = {"function": stuck, "state_thresholds": {"pending_not_scheduled": "2s"}}
-        with ThreadPoolExecutor(args.clients) as pool:
-            breach_uids = set(pool.map(submit, [body] * args.breaches))
-        deadline = time.monotonic() + 120
-        while True:
-            aborted = [r for r in records(work) if r.uid in breach_uids and r.state == "aborted"]
-            if len(aborted) >= args.breaches or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-        lags = []
-        for record in aborted:
-            pending = next(t.at for t in record.transitions if t.state == "pending")
-            ended = next(t.at for t in record.transitions if t.state in ("aborting", "aborted"))
-            lags.append(ended - (pending + threshold))
-        print(
-            f"{len(aborted)}/{args.breaches} aborted by their threshold; detection after the "
-            f"deadline p50 {statistics.median(lags):.2f} s, p99 {percentile(lags, 0.99):.2f} s"
-        )
-        rss = psutil.Process(service.pid).memory_info().rss
-        print(f"service resident memory: {rss / 2**20:.0f} MiB")
-        print(
-            json.dumps(
-                {
-                    "nodes": args.nodes,
-                    "runs": args.runs,
-                    "clients": args.clients,
-                    "submit_per_s": round(len(uids) / submit_s, 1),
-                    "service_cpu_ms_per_run": round(service_cpu / len(uids) * 1000, 1),
-                    "service_cpu_share": round(service_cpu / machine_cpu, 2),
-                    "control_plane_cpu_share": round(plane_cpu / machine_cpu, 2),
-                    "running_p50_s": round(statistics.median(latencies), 2),
-                    "running_p99_s": round(percentile(latencies, 0.99), 2),
-                    "breach_p99_s": round(percentile(lags, 0.99), 2),
-                    "service_rss_mib": round(rss / 2**20),
-                }
-            )
-        )
+        summary = measure(api, running.kubeconfig, work, load, plane=plane)
+        summary.pop("per_run")
+        print(json.dumps(summary))
     finally:
-        if service is not None:
-            service.terminate()
-            service.wait(timeout=30)
         running.stop()
     return 0
 

@@ -10,13 +10,12 @@ from kubernetes import client, config, watch
 
 
 def api_client(kubeconfig: Path, pool: int = 32) -> client.ApiClient:
-    """A client for one kubeconfig; a bigger pool because seeding and tests use threads."""
-    api = cast(
-        client.ApiClient,
-        config.new_client_from_config(config_file=str(kubeconfig)),  # type: ignore[no-untyped-call]
-    )
-    api.configuration.connection_pool_maxsize = pool
-    return api
+    """A client for one kubeconfig; a bigger pool because seeding and tests use threads (the
+    size is set before the client exists: its connection pool is made with it)."""
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = pool
+    return client.ApiClient(configuration)
 
 
 def plain(api: client.ApiClient, obj: object) -> Any:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runplane import meters
 from runplane.placement.model import Node, PodRequirements
 from runplane.placement.plugins import RULES
 
@@ -51,4 +52,6 @@ def evaluate(pod_spec: Mapping[str, Any] | PodRequirements, nodes: Iterable[Node
         if isinstance(pod_spec, PodRequirements)
         else PodRequirements.from_pod_spec(pod_spec)
     )
-    return Evaluation({node.name: refusals(pod, node) for node in nodes})
+    verdicts = {node.name: refusals(pod, node) for node in nodes}
+    meters.count("placement_evaluations", units=len(verdicts))
+    return Evaluation(verdicts)

@@ -20,6 +20,7 @@ from runplane.service.routes import (
     cluster,
     deployments,
     functions,
+    metrics,
     projects,
     runs,
     schedules,
@@ -60,6 +61,6 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     def health() -> dict[str, str]:
         return {"status": "ok", "version": app.version}
 
-    for resource in (projects, functions, runs, deployments, schedules, settings, cluster):
+    for resource in (projects, functions, runs, deployments, schedules, settings, cluster, metrics):
         app.include_router(resource.router, prefix=API)
     return app

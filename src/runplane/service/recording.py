@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, func, insert, select, update
 from sqlalchemy.sql.dml import Insert, Update
 
 from runplane.bootstrap import RESULTS_LIMIT
@@ -43,8 +43,10 @@ _RUN_COLUMNS = (
     "peak_memory_bytes",
     "cpu_seconds",
 )
-#: A burst's runs and attempts, by the list of their uids. Built once, with the list as an
+#: A burst's runs, each with its current attempt's end (events of earlier attempts are
+#: ignored), by the list of their uids: one statement. Built once, with the list as an
 #: expanding parameter: a statement made per burst costs four times its execution here.
+_CURRENT = ATTEMPTS.alias("current")
 _SELECT_RUNS = (
     select(
         RUNS.c.uid,
@@ -52,12 +54,16 @@ _SELECT_RUNS = (
         RUNS.c.project,
         RUNS.c.owner,
         *(RUNS.c[n] for n in _RUN_COLUMNS),
+        _CURRENT.c.number.label("attempt_number"),
+        _CURRENT.c.ended_at.label("attempt_ended_at"),
+    )
+    .outerjoin(
+        _CURRENT,
+        (_CURRENT.c.run_uid == RUNS.c.uid)
+        & (_CURRENT.c.number == func.coalesce(RUNS.c.attempt, 1)),
     )
     .where(RUNS.c.uid.in_(bindparam("uids", expanding=True)))
-    .with_for_update()
-)
-_SELECT_ATTEMPTS = select(ATTEMPTS.c.run_uid, ATTEMPTS.c.number, ATTEMPTS.c.ended_at).where(
-    ATTEMPTS.c.run_uid.in_(bindparam("uids", expanding=True))
+    .with_for_update(of=RUNS)
 )
 #: Each statement built once: a statement object keeps its compiled form's cache key.
 _STATEMENTS: dict[tuple[str, tuple[str, ...]], Insert | Update] = {}
@@ -110,11 +116,16 @@ class _Burst:
         # FOR UPDATE holds the rows on PostgreSQL until the burst is written (SQLite's write
         # lock, taken as the transaction began, already does).
         keys = {"uids": sorted(uids)}
-        rows = connection.execute(_SELECT_RUNS, keys)
-        self._runs: dict[str, dict[str, Any]] = {row.uid: row._asdict() for row in rows}
-        attempts = connection.execute(_SELECT_ATTEMPTS, keys)
-        #: (run, number) → whether that attempt has ended, of every attempt recorded.
-        self._ended = {(a.run_uid, a.number): a.ended_at is not None for a in attempts}
+        self._runs: dict[str, dict[str, Any]] = {}
+        #: (run, number) → whether that attempt has ended, of the runs' current attempts and
+        #: those this burst adds.
+        self._ended: dict[tuple[str, int], bool] = {}
+        for row in connection.execute(_SELECT_RUNS, keys):
+            run = row._asdict()
+            number, ended_at = run.pop("attempt_number"), run.pop("attempt_ended_at")
+            self._runs[row.uid] = run
+            if number is not None:
+                self._ended[row.uid, number] = ended_at is not None
         self._changed: set[str] = set()
         self._new_attempts: dict[tuple[str, int], dict[str, Any]] = {}
         self._attempt_changes: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)

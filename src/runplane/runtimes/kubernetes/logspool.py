@@ -10,6 +10,14 @@ skipping the lines already copied. How far the copy got is kept beside the file
 (``output.cursor``), so a restarted service resumes where the last one stopped, and never
 copies a line twice: the file is cut back to the size the cursor recorded.
 
+What a copy costs is bounded, whatever the number of live runs: at most ``follows`` logs are
+followed at once, by as many threads over a connection pool of their own (so a busy spool never
+takes a connection from pod creation or the watch); the other started pods wait their turn,
+the longest waiting first, and a pod that ends is copied in full before its end is reported,
+whether it was being followed or not. A node whose kubelet refuses to serve logs (unreachable,
+or a node without a kubelet) is asked again by one pod at a time, after a pause that grows to
+minutes; its other pods wait for that answer instead of each asking.
+
 The last line a pod prints may be the results the bootstrap could not fit in the termination
 message (:data:`runplane.bootstrap.RESULTS_MARKER`); it goes to ``results.json`` instead of
 the output.
@@ -17,6 +25,9 @@ the output.
 
 from __future__ import annotations
 
+import enum
+import heapq
+import itertools
 import json
 import logging
 import os
@@ -73,7 +84,8 @@ def stamp_ns(stamp: str) -> int:
 class LogSpool:
     """Copies the output of the pods it is told about into ``<runs>/<uid>/output.log``.
 
-    Thread-safe: the watch thread starts and finishes copies, API threads read.
+    Thread-safe: the watch thread starts and finishes copies, copier threads read the logs,
+    API threads read the files.
     """
 
     def __init__(
@@ -82,48 +94,157 @@ class LogSpool:
         namespace: str,
         runs: Path,
         *,
+        follows: int = 64,
         idle_timeout: float = 60.0,
         drain_timeout: float = 10.0,
     ) -> None:
         self._rest = rest
         self._namespace = namespace
         self._runs = runs
+        self.follows = follows
         self.idle_timeout = idle_timeout
         self._drain_timeout = drain_timeout
-        self._lock = threading.Lock()
-        self._copies: dict[str, _Copy] = {}
+        self._lock = threading.Condition()
+        self._copies: dict[str, _Copy] = {}  # by run uid: the copy of its current pod
+        self._ready: list[tuple[float, int, _Copy]] = []  # a heap: when each may read next
+        self._order = itertools.count()
+        self._nodes: dict[str, _Refusals] = {}  # nodes not known to serve logs, being asked
+        self._serving: set[str] = set()  # nodes that served a log since they last refused
+        self._copiers: list[threading.Thread] = []
+        self._idle = 0  # copiers waiting for work
         self._closed = False
 
-    def follow(self, uid: str, pod: str, container: str = "main") -> None:
-        """Copy ``pod``'s output as it is written (its container has started)."""
-        self._copy_of(uid, pod, container)
-
-    def finish(self, uid: str, pod: str, container: str = "main") -> None:
-        """``pod`` has ended: copy the rest of its output, waiting a little for it, so that the
-        run is reported ended with its whole output in place."""
-        copy = self._copy_of(uid, pod, container)
-        if copy is not None:
-            copy.ended.set()
-            copy.join(self._drain_timeout)
-
-    def _copy_of(self, uid: str, pod: str, container: str) -> _Copy | None:
+    def follow(self, uid: str, pod: str, container: str = "main", node: str = "") -> None:
+        """Copy ``pod``'s output as it is written (its container has started, on ``node``)."""
         with self._lock:
-            if self._closed:
-                return None
-            copy = self._copies.get(uid)
-            if copy is not None and copy.pod == pod and copy.is_alive():
-                return copy
-            directory = self._runs / uid
-            if _read_cursor(directory).pod == pod and _read_cursor(directory).complete:
-                return None
-            if copy is not None:  # an earlier attempt's pod, which has ended
-                copy.stop()
-                copy.join(self._drain_timeout)
-            copy = self._copies[uid] = _Copy(self, uid, pod, container)
-            copy.start()
-            return copy
+            self._copy_of(uid, pod, container, node)
 
-    def _done(self, copy: _Copy) -> None:
+    def finish(self, uid: str, pod: str, container: str = "main", node: str = "") -> None:
+        """``pod`` has ended: copy the rest of its output, waiting a little for it, so that the
+        run is reported ended with its whole output in place. A copy waiting for its turn is
+        read here and now, not after the followed ones."""
+        with self._lock:
+            copy = self._copy_of(uid, pod, container, node)
+            if copy is None:
+                return
+            copy.ended = True
+            inline = not copy.reading and not copy.done.is_set()
+            if inline:
+                copy.reading = True  # taken from the queue: no copier starts it meanwhile
+                copy.queued = False
+            elif copy.reading and copy.response is not None and copy.stalled():
+                shutdown(copy.response)  # a follow that waits for lines that will not come
+        if inline:
+            self._step(copy)
+        copy.done.wait(self._drain_timeout)
+
+    def _copy_of(self, uid: str, pod: str, container: str, node: str) -> _Copy | None:
+        """The copy of ``uid``'s output from ``pod``, made and queued if new (lock held)."""
+        if self._closed:
+            return None
+        copy = self._copies.get(uid)
+        if copy is not None and copy.pod == pod:
+            return copy
+        directory = self._runs / uid
+        cursor = _read_cursor(directory)
+        if cursor.pod == pod and cursor.complete:
+            return None
+        if copy is not None:  # an earlier attempt's pod, which has ended
+            copy.stop()
+        copy = self._copies[uid] = _Copy(self, uid, pod, container, node, directory)
+        self._queue(copy, time.monotonic())
+        return copy
+
+    def _queue(self, copy: _Copy, at: float) -> None:
+        """Let ``copy`` read again from ``at`` on (lock held); a copier is started if none is
+        free and the bound allows one more."""
+        copy.queued = True
+        heapq.heappush(self._ready, (at, next(self._order), copy))
+        self._lock.notify()
+        if self._idle == 0 and len(self._copiers) < self.follows:
+            copier = threading.Thread(
+                target=self._serve, name=f"runplane-logs-{len(self._copiers)}", daemon=True
+            )
+            self._copiers.append(copier)
+            copier.start()
+
+    def _serve(self) -> None:
+        """A copier: take the copy whose turn it is, read it once, queue it again or let it go."""
+        while (copy := self._next()) is not None:
+            try:
+                self._step(copy)
+            except Exception:  # one copy's failure must not end the others'
+                log.exception("copying the output of pod %s failed", copy.pod)
+                self._retire(copy)
+
+    def _next(self) -> _Copy | None:
+        with self._lock:
+            while not self._closed:
+                now = time.monotonic()
+                while self._ready and self._ready[0][0] <= now:
+                    _, _, copy = heapq.heappop(self._ready)
+                    if not copy.queued or copy.done.is_set():
+                        continue  # stopped, or taken by a finish meanwhile
+                    wait = self._refused_until(copy, now)
+                    if wait > now:  # its node is being asked by another copy, or resting
+                        heapq.heappush(self._ready, (wait, next(self._order), copy))
+                        continue
+                    copy.queued = False
+                    copy.reading = True
+                    return copy
+                timeout = self._ready[0][0] - now if self._ready else None
+                self._idle += 1
+                self._lock.wait(timeout)
+                self._idle -= 1
+        return None
+
+    def _refused_until(self, copy: _Copy, now: float) -> float:
+        """When ``copy`` may ask its node (lock held). A node not known to serve logs is asked
+        by one copy at a time: the first of its pods, or the first after it refused and
+        rested; the others wait for that answer."""
+        if copy.ended or copy.node in self._serving:  # an ended pod is read now
+            return now
+        refusals = self._nodes.setdefault(copy.node, _Refusals())
+        if refusals.asking is not None or refusals.until > now:
+            return max(refusals.until, now + _ASKING_PAUSE)
+        refusals.asking = copy  # this copy asks for the node; the others wait for its answer
+        return now
+
+    def served(self, node: str) -> None:
+        """``node`` answered a log request: its other pods may ask it at once."""
+        with self._lock:
+            self._nodes.pop(node, None)
+            self._serving.add(node)
+
+    def refusing(self, node: str) -> bool:
+        """Whether ``node`` refused every log request lately (a node without a kubelet API):
+        even an ended pod's last output is not asked of it."""
+        refusals = self._nodes.get(node)
+        return refusals is not None and refusals.count >= _HOPELESS
+
+    def _step(self, copy: _Copy) -> None:
+        """One read of ``copy``; then it is queued again, or retired when all is copied."""
+        outcome = copy.read()
+        with self._lock:
+            copy.reading = False
+            refusals = self._nodes.get(copy.node)
+            if refusals is not None and refusals.asking is copy:
+                refusals.asking = None
+            if outcome is _Outcome.REFUSED:
+                self._serving.discard(copy.node)
+                refusals = self._nodes.setdefault(copy.node, _Refusals())
+                refusals.count += 1
+                refusals.until = time.monotonic() + _NODE_BACKOFF.delay(refusals.count)
+            if outcome is _Outcome.DONE or self._closed or copy.stopped:
+                self._retire(copy)
+                return
+            delay = 0.0 if copy.ended else copy.pause()
+            if outcome is _Outcome.REFUSED and not copy.ended:
+                delay = 0.0  # it waits for its node instead (_refused_until)
+            self._queue(copy, time.monotonic() + delay)
+
+    def _retire(self, copy: _Copy) -> None:
+        copy.done.set()
         with self._lock:
             if self._copies.get(copy.uid) is copy:
                 del self._copies[copy.uid]
@@ -144,81 +265,123 @@ class LogSpool:
         with self._lock:
             self._closed = True
             copies = list(self._copies.values())
+            self._lock.notify_all()
         for copy in copies:
             copy.stop()
-        for copy in copies:
-            copy.join(2.0)
+        for copier in self._copiers:
+            copier.join(2.0)
 
     def stream(self, pod: str, query: dict[str, Any]) -> urllib3.BaseHTTPResponse:
         timeout = (10.0, self.idle_timeout)
         return self._rest.stream(pods_path(self._namespace, pod) + "/log", query, timeout=timeout)
 
 
-class _Copy(threading.Thread):
-    """One pod's output into its run's file: follow the log, resume it after a break, and
-    once the pod has ended read what is left."""
+class _Outcome(enum.Enum):
+    COPIED = "copied"  # the read brought lines (the stream ended or broke after them)
+    NOTHING = "nothing"  # it brought none: the stream broke, or the container is quiet
+    REFUSED = "refused"  # the node's kubelet did not serve the log
+    DONE = "done"  # all there is was copied, or there is nothing more to have
 
-    def __init__(self, spool: LogSpool, uid: str, pod: str, container: str = "main") -> None:
-        super().__init__(name=f"runplane-logs-{uid[:12]}", daemon=True)
+
+@dataclass
+class _Refusals:
+    """A node that refused to serve logs: how often in a row, until when it rests, and the
+    copy asking it now (one at a time)."""
+
+    count: int = 0
+    until: float = 0.0
+    asking: _Copy | None = None
+
+
+#: How long the pods of a node wait while one of them asks it for its log.
+_ASKING_PAUSE = 1.0
+#: Refusals in a row after which a node is not asked even for an ended pod's last output.
+_HOPELESS = 3
+#: How long a node that refused to serve logs rests before it is asked again.
+_NODE_BACKOFF = Backoff(initial=2.0, maximum=300.0)
+
+
+class _Copy:
+    """One pod's output into its run's file: follow the log, resume it after a break, and
+    once the pod has ended read what is left. A spool copier reads it, one read at a time."""
+
+    def __init__(
+        self, spool: LogSpool, uid: str, pod: str, container: str, node: str, directory: Path
+    ) -> None:
         self.spool = spool
         self.uid = uid
         self.pod = pod
         self.container = container
-        self.ended = threading.Event()  # the pod has ended: read the rest, then stop
-        self._stopped = threading.Event()
-        self._response: urllib3.BaseHTTPResponse | None = None
-        self._lock = threading.Lock()
+        self.node = node
+        self.ended = False  # the pod has ended: read the rest, then stop
+        self.stopped = False
+        self.queued = False
+        self.reading = False
+        self.done = threading.Event()  # all copied, or given up
+        self.response: urllib3.BaseHTTPResponse | None = None
+        self._directory = directory
+        self._cursor: Cursor | None = None
+        self._failures = 0  # reads in a row that brought nothing
+        self._last_tries = 0  # reads of an ended pod that failed
+        self._last_line = time.monotonic()
         self._backoff = Backoff(initial=0.2, maximum=5.0)
-        self._directory = spool._runs / uid
 
     def stop(self) -> None:
-        with self._lock:
-            self._stopped.set()
-            self.ended.set()  # wakes a back-off wait
-            if self._response is not None:
-                shutdown(self._response)
+        self.stopped = True
+        self.queued = False
+        if self.response is not None:
+            shutdown(self.response)
+        self.done.set()
 
-    def run(self) -> None:
+    def stalled(self) -> bool:
+        """Whether a follow has brought nothing for a while (its pod ended, the stream did
+        not say so)."""
+        return time.monotonic() - self._last_line > 1.0
+
+    def pause(self) -> float:
+        return self._backoff.delay(self._failures)
+
+    def read(self) -> _Outcome:
+        """One read of the pod log from the cursor on."""
+        if self.stopped or (self.ended and self.spool.refusing(self.node)):
+            return _Outcome.DONE
+        last = self.ended
+        cursor = self._cursor or self._start()
         try:
-            self._copy_all()
-        except Exception:  # a copy's failure must not end the watch thread's work
-            log.exception("copying the output of pod %s failed", self.pod)
-        finally:
-            self.spool._done(self)
+            copied = self._copy(cursor, follow=not last)
+        except ApiException as error:
+            # Gone: nothing more to copy. Refused by the node (unreachable, or a node that
+            # serves no logs): its other pods wait for it to answer again.
+            log.debug("output of pod %s: HTTP %s", self.pod, error.status)
+            if error.status == 404 or last:
+                return _Outcome.DONE
+            self._failures += 1
+            return _Outcome.REFUSED
+        except CONNECTION_ENDED as error:
+            log.debug("output of pod %s: %s", self.pod, error)
+            self._last_tries += last
+            if self.stopped or self._last_tries >= _LAST_TRIES:
+                return _Outcome.DONE
+            self._failures += 1
+            return _Outcome.NOTHING
+        if last:
+            cursor.complete = True
+            _write_cursor(self._directory, cursor)
+            return _Outcome.DONE
+        # The stream ended: the container stopped (the watch says so soon) or the connection
+        # broke. Either way, read again after a pause that grows while nothing comes.
+        self._failures = 0 if copied else self._failures + 1
+        return _Outcome.COPIED if copied else _Outcome.NOTHING
 
-    def _copy_all(self) -> None:
+    def _start(self) -> Cursor:
         private_dir(self._directory.parent)
         private_dir(self._directory)
         cursor = _read_cursor(self._directory)
         if cursor.pod != self.pod:  # a new pod: its lines follow the earlier pod's
             cursor = Cursor(pod=self.pod, size=_size(self._directory / OUTPUT))
             _write_cursor(self._directory, cursor)
-        failures = 0
-        while not self._stopped.is_set():
-            last = self.ended.is_set()
-            try:
-                copied = self._copy(cursor, follow=not last)
-            except ApiException as error:
-                # Gone, or served by no kubelet (its node is unreachable, or a kwok node):
-                # there is no more to copy, or none to have before the pod ends.
-                log.debug("output of pod %s: HTTP %s", self.pod, error.status)
-                if error.status == 404 or last:
-                    return
-                copied = False
-            except CONNECTION_ENDED as error:
-                log.debug("output of pod %s: %s", self.pod, error)
-                if self._stopped.is_set() or (last and failures >= _LAST_TRIES):
-                    return
-                copied = False
-            else:
-                if last:
-                    cursor.complete = True
-                    _write_cursor(self._directory, cursor)
-                    return
-            # The stream ended: the container stopped (the watch says so soon) or the
-            # connection broke. Either way, resume after a pause that grows while nothing comes.
-            failures = 0 if copied else failures + 1
-            self.ended.wait(self._backoff.delay(failures))
+        self._cursor = cursor
+        return cursor
 
     def _copy(self, cursor: Cursor, follow: bool) -> bool:
         """One read of the pod log from the cursor on; whether it brought anything new."""
@@ -229,14 +392,15 @@ class _Copy(threading.Thread):
             since = datetime.fromtimestamp(cursor.at // 1_000_000_000, tz=UTC)
             query["sinceTime"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
         response = self.spool.stream(self.pod, query)
-        with self._lock:
-            if self._stopped.is_set():
-                shutdown(response)
-            self._response = response
+        self.spool.served(self.node)
+        self.response = response
+        if self.stopped:
+            shutdown(response)
         copied = False
         try:
             with _Appender(self._directory, cursor) as out:
                 for line, whole in _lines(response):
+                    self._last_line = time.monotonic()
                     at, text = _stamped(line, cursor.at)
                     if not out.fresh(at):
                         continue
@@ -246,8 +410,7 @@ class _Copy(threading.Thread):
                     copied = True
                 out.finish(final=not follow)
         finally:
-            with self._lock:
-                self._response = None
+            self.response = None
             response.release_conn()
         return copied
 

@@ -29,7 +29,7 @@ from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import cluster, deploy
 from runplane.runtimes.kubernetes.api.calls import Calls
-from runplane.runtimes.kubernetes.api.client import api_client
+from runplane.runtimes.kubernetes.api.client import api_client, pooled
 from runplane.runtimes.kubernetes.api.namespaces import ensure_namespace
 from runplane.runtimes.kubernetes.api.rest import (
     BACKGROUND,
@@ -80,11 +80,13 @@ class KubernetesRuntime:
         resource_version: str | None = None,
         sync_timeout: float = 60.0,
         gang_interval: float = 5.0,
+        log_follows: int = 64,
     ) -> None:
         self.namespace = settings.namespace
         self.instance = instance
         self._service_port = settings.serving.service_port
-        rest = RestApi(api or api_client(kubeconfig, context))
+        api = api or api_client(kubeconfig, context)
+        rest = RestApi(api)
         self._calls = Calls(rest, self.namespace, request_timeout, submit_attempts)
         ensure_namespace(self._calls)
         self._submitter = Submitter(self._calls, instance)
@@ -103,7 +105,11 @@ class KubernetesRuntime:
             path="/api/v1/nodes",
         )
         self.node_watch.start()
-        self._spool = LogSpool(rest, self.namespace, settings.local.home / "runs")
+        # Followed logs hold their connections for long: a pool of their own.
+        spool_api = pooled(api.configuration, log_follows)
+        self._spool = LogSpool(
+            RestApi(spool_api), self.namespace, settings.local.home / "runs", follows=log_follows
+        )
         self.watch = PodWatch(
             rest,
             self.namespace,
@@ -120,11 +126,11 @@ class KubernetesRuntime:
         labels = meta.get("labels") or {}
         uid = labels.get(names.RUN_UID)
         if uid and _started(pod) and labels.get(names.ROLE) not in names.HELPER_ROLES:
-            container = main_container(pod)
+            container, node = main_container(pod), pod["spec"].get("nodeName") or ""
             if _finished(pod) or kind in (DELETED, VANISHED):
-                self._spool.finish(uid, meta["name"], container)
+                self._spool.finish(uid, meta["name"], container, node)
             else:
-                self._spool.follow(uid, meta["name"], container)
+                self._spool.follow(uid, meta["name"], container, node)
         self._tracker.observe(kind, pod)
         self._gang.wake()
 
@@ -298,6 +304,8 @@ class KubernetesRuntime:
         found = []
         for api_version, kind in WORKLOADS:
             path = collection_path(api_version, kind, self.namespace)
+            if not self._calls.serves(api_version, path.rsplit("/", 1)[1]):
+                continue  # its operator is not installed: nothing to list, no request
             query = {"labelSelector": self._selector(uid)}
             try:
                 answer = self._calls.json("GET", path, query)

@@ -7,11 +7,11 @@ of the same name that runplane did not make for this run is never taken over.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
 from kubernetes.client.exceptions import ApiException
 
 from runplane import names
@@ -108,7 +108,7 @@ class Submitter:
     def _own(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """A copy with this runtime's ownership labels, on the object and on the pods its
         operator will make (so the watch sees them); the rendered object stays untouched."""
-        obj: dict[str, Any] = json.loads(json.dumps(manifest))
+        obj: dict[str, Any] = orjson.loads(orjson.dumps(manifest))
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", self.namespace)
         for labels in [meta.setdefault("labels", {}), *template_labels(obj)]:
@@ -121,8 +121,9 @@ class Submitter:
         """``obj`` as the API server has it once created; ``None`` where one of its name
         exists already. A retry of a create that was applied finds its own (409)."""
         what = f"creating {_word(obj)} {obj['metadata']['name']}"
+        path = manifest_path(obj, self.namespace)
         try:
-            return self.calls.create(what, manifest_path(obj, self.namespace), obj)
+            created = self.calls.create(what, path, obj)
         except ApiException as error:
             api_version, kind = obj["apiVersion"], obj["kind"]
             if error.status == 404 and (api_version, kind) in WORKLOADS:
@@ -134,6 +135,9 @@ class Submitter:
                     "kubectl get crd mpijobs.kubeflow.org",
                 ) from None
             raise self.calls.refused(what, error) from None
+        if (obj["apiVersion"], obj["kind"]) in WORKLOADS:
+            self.calls.note_served(obj["apiVersion"], path.rsplit("/", 1)[1])
+        return created
 
     def _read(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The object of ``obj``'s name as the API server has it."""

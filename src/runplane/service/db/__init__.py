@@ -19,6 +19,7 @@ from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from runplane import meters
 from runplane.errors import ConfigError
 from runplane.service.db.models import Base
 
@@ -122,6 +123,7 @@ def connect(url: str) -> Engine:
             event.listen(engine, "rollback", writers.end)
         else:
             engine = create_engine(url, pool_pre_ping=True)
+        event.listen(engine, "before_cursor_execute", _count_statement)
         if current_revision(engine) != HEAD:
             with _migration_lock(engine):
                 if current_revision(engine) != HEAD:  # another process may have just migrated
@@ -133,6 +135,14 @@ def connect(url: str) -> Engine:
         reason = " ".join(str(error.orig).split())
         raise ConfigError(f"service.database_url: cannot open {_hidden(url)}: {reason}") from None
     return engine
+
+
+def _count_statement(*args: Any) -> None:
+    """Each statement sent, by its first word (``SELECT``, ``INSERT``...): see
+    :mod:`runplane.meters`."""
+    statement: str = args[2]
+    kind = statement.lstrip()[:6].rstrip().upper()
+    meters.count("sql_statements", (("kind", kind),))
 
 
 def _hidden(url: str) -> str:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
+from pydantic import TypeAdapter
 
 from runplane.runs import MAX_LISTED, RunRecord, RunState, TransitionRecord, Usage
 from runplane.service.access import check_owner
@@ -28,9 +29,19 @@ def run_of(server: Server, uid: str, who: Principal) -> RunRecord:
     return record
 
 
-@router.post("/runs", status_code=201)
-def submit_run(body: RunSubmission, server: Service, who: User) -> RunRecord:
-    return server.submit(function_of(server, body), who, body)
+#: A record as JSON, written directly: the routes every run passes return records they just
+#: built, which FastAPI would otherwise validate again, on a worker thread, before writing.
+_RECORD = TypeAdapter(RunRecord)
+_RECORDS = TypeAdapter(list[RunRecord])
+
+
+def record_answer(record: RunRecord, status: int = 200) -> Response:
+    return Response(_RECORD.dump_json(record), status, media_type="application/json")
+
+
+@router.post("/runs", status_code=201, response_model=RunRecord)
+def submit_run(body: RunSubmission, server: Service, who: User) -> Response:
+    return record_answer(server.submit(function_of(server, body), who, body), 201)
 
 
 Owner = Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")]
@@ -45,11 +56,22 @@ def _seconds(at: float | datetime | None) -> float | None:
     return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
 
 
-@router.get("/runs")
+_PAGED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "headers": {
+            NEXT_CURSOR: {
+                "description": "the cursor of the next page; absent after the last",
+                "schema": {"type": "string"},
+            }
+        }
+    }
+}
+
+
+@router.get("/runs", response_model=list[RunRecord], responses=_PAGED)
 def list_runs(
     server: Service,
     who: User,
-    response: Response,
     project: Annotated[Name | None, Query()] = None,
     state: Annotated[list[str] | None, Query(max_length=len(RunState))] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 50,
@@ -59,7 +81,7 @@ def list_runs(
     created_since: Time = None,
     created_until: Time = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
-) -> list[RunRecord]:
+) -> Response:
     """Runs, newest first: a user's own; an admin's choice of owner, or everyone's.
 
     A page at a time: when more runs follow, the ``X-Runplane-Next-Cursor`` header holds the
@@ -77,9 +99,10 @@ def list_runs(
         created_until=_seconds(created_until),
         after=cursor,
     )
+    answer = Response(_RECORDS.dump_json(runs), media_type="application/json")
     if after is not None:
-        response.headers[NEXT_CURSOR] = after
-    return runs
+        answer.headers[NEXT_CURSOR] = after
+    return answer
 
 
 @router.get("/runs/counts")
@@ -94,9 +117,9 @@ def count_runs(
     return {"total": sum(states.values()), "states": states}
 
 
-@router.get("/runs/{uid}")
-def get_run(uid: Uid, server: Service, who: User) -> RunRecord:
-    return run_of(server, uid, who)
+@router.get("/runs/{uid}", response_model=RunRecord)
+def get_run(uid: Uid, server: Service, who: User) -> Response:
+    return record_answer(run_of(server, uid, who))
 
 
 @router.post("/runs/{uid}/abort")

@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: Answers worth retrying: the request may not have been applied, and trying again is safe.
 TRANSIENT = frozenset({429, 500, 502, 503, 504})
+#: How long (seconds) what an API group serves is taken as known.
+DISCOVERY_TTL = 60.0
 
 
 class ClusterError(RunplaneError):
@@ -49,6 +51,8 @@ class Calls:
         self.timeout = timeout
         self._attempts = max(attempts, 1)
         self._backoff = Backoff(initial=0.2, maximum=5.0)
+        #: What each API group version served when last asked, and when that was.
+        self._discovered: dict[str, tuple[float, frozenset[str]]] = {}
 
     def retried(self, what: str, request: Callable[[], T]) -> T:
         """Run ``request``, retrying answers that may not have been applied.
@@ -128,11 +132,24 @@ class Calls:
         return True
 
     def serves(self, api_version: str, plural: str) -> bool:
-        """Whether the API server serves ``plural`` in ``api_version`` (API discovery)."""
+        """Whether the API server serves ``plural`` in ``api_version`` (API discovery, asked
+        again after :data:`DISCOVERY_TTL`: an operator installed later is found then)."""
+        known = self._discovered.get(api_version)
+        if known is None or time.monotonic() - known[0] > DISCOVERY_TTL:
+            known = self._discovered[api_version] = (time.monotonic(), self._discover(api_version))
+        return plural in known[1]
+
+    def note_served(self, api_version: str, plural: str) -> None:
+        """An object of ``plural`` was just created: the group serves it, whatever discovery
+        said before (its CRD was installed since)."""
+        at, served = self._discovered.get(api_version, (time.monotonic(), frozenset()))
+        self._discovered[api_version] = (at, served | {plural})
+
+    def _discover(self, api_version: str) -> frozenset[str]:
         try:
             found = self.json("GET", f"/apis/{api_version}")
         except ApiException as error:
             if error.status in (403, 404):
-                return False
+                return frozenset()
             raise self.refused(f"discovering {api_version}", error) from None
-        return any(r.get("name") == plural for r in found.get("resources") or [])
+        return frozenset(str(r.get("name")) for r in found.get("resources") or [])

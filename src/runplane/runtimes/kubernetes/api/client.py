@@ -6,9 +6,9 @@ token and CA are used, so a runplane service deployed in the cluster needs no ku
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
-from typing import cast
 
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
@@ -19,18 +19,16 @@ from runplane.errors import ConfigError
 def api_client(
     kubeconfig: str | Path | None = None, context: str | None = None, pool: int = 16
 ) -> client.ApiClient:
-    """An API client; ``pool`` bounds concurrent connections (the watch holds one)."""
+    """An API client; ``pool`` bounds the connections kept open (the watches hold one each)."""
+    configuration = client.Configuration()
     try:
         if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            api = client.ApiClient(configuration)
         else:
-            api = cast(
-                client.ApiClient,
-                config.new_client_from_config(  # type: ignore[no-untyped-call]
-                    config_file=str(kubeconfig) if kubeconfig else None, context=context
-                ),
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(kubeconfig) if kubeconfig else None,
+                context=context,
+                client_configuration=configuration,
             )
     except (ConfigException, OSError) as error:
         where = str(kubeconfig) if kubeconfig else "KUBECONFIG or ~/.kube/config"
@@ -38,5 +36,13 @@ def api_client(
             f"kubernetes: cannot load a cluster configuration from {where}"
             f"{f' (context {context!r})' if context else ''}: {error}"
         ) from None
-    api.configuration.connection_pool_maxsize = pool
-    return api
+    return pooled(configuration, pool)
+
+
+def pooled(configuration: client.Configuration, pool: int) -> client.ApiClient:
+    """A client of ``configuration`` keeping up to ``pool`` connections open. The size must be
+    set before the client exists: its connection pool is made with it, and a request beyond
+    the pool's size opens a connection (a TLS handshake) that is dropped after one use."""
+    configuration = copy.copy(configuration)
+    configuration.connection_pool_maxsize = pool
+    return client.ApiClient(configuration)

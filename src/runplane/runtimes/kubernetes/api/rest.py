@@ -10,14 +10,16 @@ JSON exactly as rendered and reads pods as the server wrote them. Errors stay th
 from __future__ import annotations
 
 import http.client
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any, Protocol, TypedDict, Unpack, cast
 
+import orjson
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from runplane import meters
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +109,8 @@ class RestApi:
     def send(self, method: str, path: str, query: Query = None, **options: Unpack[Options]) -> Any:
         """The answer of a request the server took (2xx), its body not read yet."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        verb = "WATCH" if (query or {}).get("watch") else method
+        meters.count("kube_requests", (("method", verb), ("resource", resource_of(path))))
         headers = {"Accept": JSON}
         body = options.get("body")
         if body is not None:
@@ -130,7 +134,7 @@ class RestApi:
     ) -> dict[str, Any]:
         response = self.send(method, path, query, **options)
         response.read()
-        return cast(dict[str, Any], json.loads(response.data or b"{}"))
+        return cast(dict[str, Any], orjson.loads(response.data or b"{}"))
 
     def stream(
         self, path: str, query: Mapping[str, Any], timeout: Timeout = None
@@ -149,6 +153,16 @@ def shutdown(response: urllib3.BaseHTTPResponse) -> None:
         response.close()
     except Exception as error:  # closing a half-dead connection may fail; it is going anyway
         log.debug("closing a streamed response: %s", error)
+
+
+def resource_of(path: str) -> str:
+    """The kind of object a request path names, with its subresource: ``pods``,
+    ``pods/log``, ``nodes``, ``mpijobs`` (how requests are counted)."""
+    parts = path.strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        rest = rest[2:]
+    return "/".join(rest[0:1] + rest[2:3]) or "/"
 
 
 def pods_path(namespace: str, name: str | None = None) -> str:
