@@ -210,6 +210,8 @@ _LISTINGS: list[dict[str, Any]] = [
     {"created_since": 1.0},
     {"created_until": 2e9},
     {"owner": "bob", "project": "a", "created_since": 1.0, "created_until": 2e9},
+    {"project": "a", "updated_since": 1.0},  # a live page's rows changed since it was read
+    {"owner": "bob", "project": "a", "updated_since": 1.0},
 ]
 
 
@@ -217,6 +219,10 @@ _LISTINGS: list[dict[str, Any]] = [
 def test_every_list_query_reads_an_index_in_order(
     engine: Engine, store: RunStore, listing: dict[str, Any]
 ) -> None:
+    if "updated_since" in listing and engine.dialect.name == "sqlite":
+        # Without statistics SQLite reads the page's filter index here rather than the few
+        # changed runs' (the limit docs/service.md states for SQLite).
+        pytest.skip("a live page's changed rows: planned from statistics, which SQLite lacks")
     for n in range(6):
         _create(store, project="ab"[n % 2], owner="bob", name="train", labels={"team": "vision"})
     _, cursor = store.page(limit=2)

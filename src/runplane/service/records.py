@@ -344,7 +344,8 @@ class RunStore:
     ) -> list[RunRecord]:
         """Runs of a :class:`RunFilter`, newest first, from the cursor ``after`` (see
         :mod:`runplane.service.listing`); ``uids`` picks those runs only and
-        ``updated_since`` those changed since then (a live page's rows).
+        ``updated_since`` those changed since then, the most recently changed first (a live
+        page's rows).
 
         ``brief`` records, for lists that show a run per row, have no function snapshot,
         transitions or artifacts (empty): reading the snapshots, embedded code included, is
@@ -354,8 +355,9 @@ class RunStore:
         query = wanted.query(key_of(after) if after else None)
         if uids is not None:
             query = query.where(Run.uid.in_(list(uids)))
-        if updated_since is not None:
+        if updated_since is not None:  # the most recently changed first, from their index
             query = query.where(Run.updated_at >= updated_since)
+            query = query.order_by(None).order_by(Run.updated_at.desc())
         children = [selectinload(Run.attempts)]
         if brief:
             query = query.options(defer(Run.function, raiseload=True))

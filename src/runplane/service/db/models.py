@@ -77,6 +77,8 @@ class Run(Base):
         Index("ix_runs_state_created", "state", "created_at", "uid"),
         Index("ix_runs_project_state_created", "project", "state", "created_at", "uid"),
         Index("ix_runs_name_created", "name", "created_at", "uid"),
+        # What changed since a live page was read, most recent first.
+        Index("ix_runs_updated", "updated_at"),
     )
 
 

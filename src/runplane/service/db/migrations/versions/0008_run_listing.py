@@ -19,6 +19,7 @@ _INDEXES = (
     ("ix_runs_state_created", ["state", "created_at", "uid"]),
     ("ix_runs_project_state_created", ["project", "state", "created_at", "uid"]),
     ("ix_runs_name_created", ["name", "created_at", "uid"]),
+    ("ix_runs_updated", ["updated_at"]),
 )
 #: The labels' indexes: a label alone, in a project, of an owner.
 _LABEL_INDEXES = (
