@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import httpx
+import psutil
 
 from runplane.service.db import connect
 from runplane.service.db.models import ATTEMPTS, COUNTS, LABELS, RUNS, TRANSITIONS
@@ -519,6 +520,18 @@ def check_ui(base: str, spread: Spread) -> list[str]:
     return wrong
 
 
+def _load() -> str:
+    """The machine's load, which the latencies depend on (the service's CPU does not)."""
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min)"
+
+
+def _cpu(process: psutil.Process) -> float:
+    """The process's CPU seconds so far, its threads' and children's."""
+    times = process.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
 def percentiles(samples: list[float]) -> str:
     ordered = sorted(samples)
     p50 = ordered[len(ordered) // 2]
@@ -526,25 +539,29 @@ def percentiles(samples: list[float]) -> str:
     return f"{p50 * 1000:7.1f} | {p99 * 1000:7.1f} | {ordered[-1] * 1000:7.1f}"
 
 
-def time_api(base: str, spread: Spread, requests: int) -> None:
-    print(f"\nAPI over loopback, {requests} requests each (ms: p50 | p99 | max; runs answered):")
-    print("| query | p50 | p99 | max | runs |\n|---|---|---|---|---|")
+def time_api(base: str, spread: Spread, requests: int, service: psutil.Process) -> None:
+    """Latency as a client sees it, and the service process's own CPU per request (what the
+    machine's other load does not change)."""
+    print(f"\nAPI over loopback, {requests} requests each (ms; runs answered):")
+    print("| query | p50 | p99 | max | service CPU | runs |\n|---|---|---|---|---|---|")
     with httpx.Client(base_url=base, timeout=60) as client:
         for query in queries(spread):
             for _ in range(3):
                 _get(client, query)  # warm
             samples = []
+            cpu = _cpu(service)
             for _ in range(requests):
                 began = time.perf_counter()
                 answer = _get(client, query)
                 samples.append(time.perf_counter() - began)
+            spent = (_cpu(service) - cpu) / requests * 1000
             shown = answer.json()["total"] if query.counts else len(answer.json())
-            print(f"| {query.name} | {percentiles(samples)} | {shown} |")
+            print(f"| {query.name} | {percentiles(samples)} | {spent:5.1f} | {shown} |")
 
 
-def time_ui_http(base: str, spread: Spread, requests: int) -> None:
-    print(f"\nUI runs page, server answer over loopback, {requests} requests each:")
-    print("| page | as | p50 | p99 | max |\n|---|---|---|---|---|")
+def time_ui_http(base: str, spread: Spread, requests: int, service: psutil.Process) -> None:
+    print(f"\nUI runs page, server answer over loopback, {requests} requests each (ms):")
+    print("| page | as | p50 | p99 | max | service CPU |\n|---|---|---|---|---|---|")
     for query in queries(spread):
         if not query.ui:
             continue
@@ -553,12 +570,14 @@ def time_ui_http(base: str, spread: Spread, requests: int) -> None:
             for _ in range(3):
                 client.get(query.ui).raise_for_status()
             samples = []
+            cpu = _cpu(service)
             for _ in range(requests):
                 began = time.perf_counter()
                 client.get(query.ui).raise_for_status()
                 samples.append(time.perf_counter() - began)
+            spent = (_cpu(service) - cpu) / requests * 1000
         who = "user" if query.token == USER_TOKEN else "admin"
-        print(f"| `{query.ui[:70]}` | {who} | {percentiles(samples)} |")
+        print(f"| `{query.ui[:70]}` | {who} | {percentiles(samples)} | {spent:5.1f} |")
 
 
 def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
@@ -628,11 +647,16 @@ def main() -> None:
     parser.add_argument("--database-url", help="an empty PostgreSQL database to load")
     parser.add_argument("--no-browser", action="store_true", help="leave Chromium out")
     parser.add_argument("--check", action="store_true", help="check every answer too")
+    parser.add_argument(
+        "--loaded",
+        action="store_true",
+        help="--database-url already holds this command's runs (a run before loaded them)",
+    )
     args = parser.parse_args()
     runs = args.runs or (100_000 if args.sqlite else 1_000_000)
     print(f"# listing {runs:,} recorded runs ({'SQLite' if args.sqlite else 'PostgreSQL'})")
     print(f"command: python {' '.join(sys.argv)}")
-    print(f"machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"machine: {os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M')}, {_load()}")
     began = time.perf_counter()
     spread = generate(runs)
     print(f"generated in {time.perf_counter() - began:.1f} s")
@@ -645,16 +669,19 @@ def main() -> None:
         ) as url:
             if url.startswith("postgresql") and not args.database_url:
                 url = _fresh(url)
-            took = load(url, spread)
-            after = "; VACUUM ANALYZE" if url.startswith("postgresql") else ""
-            print(f"loaded in {took:.1f} s (indexes built after the rows{after})")
+            if not args.loaded:
+                took = load(url, spread)
+                after = "; VACUUM ANALYZE" if url.startswith("postgresql") else ""
+                print(f"loaded in {took:.1f} s (indexes built after the rows{after})")
             process, base = start(url, work)
             try:
                 if args.check:
                     wrong = check(base, spread) + check_cli(base, spread) + check_ui(base, spread)
                     print("answers checked:", wrong if wrong else "all as generated")
-                time_api(base, spread, args.requests)
-                time_ui_http(base, spread, args.requests)
+                service = psutil.Process(process.pid)
+                time_api(base, spread, args.requests, service)
+                time_ui_http(base, spread, args.requests, service)
+                print(f"\n{_load()}")
                 if not args.no_browser:
                     time_ui_browser(base, spread, min(args.requests, 20))
             finally:
