@@ -22,7 +22,7 @@ from sqlalchemy.orm import aliased
 
 from runplane.errors import InvalidValueError
 from runplane.runs import RunRecord, RunState, check_uid
-from runplane.service.db.models import Run, RunLabel
+from runplane.service.db.models import RUNS, Run, RunLabel
 from runplane.spec.labels import check_label_key, check_label_value
 
 #: Where a list of runs goes on from: the last shown run's (created_at, uid).
@@ -121,7 +121,7 @@ class RunFilter:
         With labels, the first label's rows give the order (they carry the run's key, project
         and owner) and the runs are read by their primary key; otherwise one of the runs'
         indexes whose columns this filter sets, ending in the key, does."""
-        query = select(Run)
+        query = select(RUNS)
         created, uid = Run.created_at, Run.uid
         project, owner = Run.project, Run.owner
         if self.labels:

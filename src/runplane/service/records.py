@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any, TypedDict, Unpack
 
-from sqlalchemy import Connection, Engine, bindparam, insert, select, update
+from sqlalchemy import Connection, Engine, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, defer, selectinload
+from sqlalchemy.orm import Session, selectinload
 
 from runplane.errors import AmbiguousError, NotFoundError, RunExistsError, RunFinishedError
 from runplane.runs import (
@@ -155,6 +155,19 @@ _READ = (
 )
 _INSERTS = insert(RUNS), insert(TRANSITIONS), insert(ATTEMPTS)
 _INSERT_LABELS = insert(LABELS)
+
+
+def _children(
+    connection: Connection, table: Table, order: Any, uids: list[str]
+) -> dict[str, list[Any]]:
+    """The rows of a run's children (its attempts, transitions or artifacts) for several runs
+    in one statement, by run, in order."""
+    found: dict[str, list[Any]] = {}
+    if uids:
+        query = select(table).where(table.c.run_uid.in_(uids)).order_by(order)
+        for row in connection.execute(query):
+            found.setdefault(row.run_uid, []).append(row)
+    return found
 
 
 def _read(connection: Connection, uid: str) -> RunRecord:
@@ -358,14 +371,28 @@ class RunStore:
         if updated_since is not None:  # the most recently changed first, from their index
             query = query.where(Run.updated_at >= updated_since)
             query = query.order_by(None).order_by(Run.updated_at.desc())
-        children = [selectinload(Run.attempts)]
         if brief:
-            query = query.options(defer(Run.function, raiseload=True))
-        else:
-            children += [selectinload(Run.transitions), selectinload(Run.artifacts)]
-        query = query.limit(limit).options(*children)
-        with self._reads() as session:
-            return [record_of(run, brief) for run in session.scalars(query)]
+            query = query.with_only_columns(*(c for c in RUNS.c if c.name != "function"))
+        with self._reader.begin() as connection:
+            runs = connection.execute(query.limit(limit)).all()
+            found = [run.uid for run in runs]
+            children = [_children(connection, ATTEMPTS, ATTEMPTS.c.number, found)]
+            if not brief:
+                children += [
+                    _children(connection, TRANSITIONS, TRANSITIONS.c.id, found),
+                    _children(connection, ARTIFACTS, ARTIFACTS.c.id, found),
+                ]
+        attempts, transitions, artifacts = (*children, {}, {})[:3]
+        return [
+            _record(
+                run,
+                transitions.get(run.uid, ()),
+                attempts.get(run.uid, ()),
+                artifacts.get(run.uid, ()),
+                brief=brief,
+            )
+            for run in runs
+        ]
 
     def page(
         self, limit: int = 50, **listing: Unpack[RunListing]
