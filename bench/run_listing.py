@@ -102,7 +102,7 @@ def _zipf(count: int) -> list[float]:
 
 def generate(runs: int, seed: int = 7) -> Spread:
     rng = random.Random(seed)
-    now = time.time()
+    now = time.time() // 86400 * 86400  # today, so that --loaded finds the same runs today
     start = now - YEAR
     created = sorted(start + rng.random() * YEAR for _ in range(runs))
     states, weights = list(STATES), list(STATES.values())
