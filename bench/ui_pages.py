@@ -154,7 +154,7 @@ def main() -> None:
             pages = [
                 "/ui/",
                 f"/ui/projects/{PROJECT}/jobs",
-                f"/ui/projects/{PROJECT}/jobs?page=20",
+                f"/ui/projects/{PROJECT}/jobs?name=train",
                 f"/ui/projects/{PROJECT}/jobs?state=error",
                 f"/ui/runs/{uid}",
                 f"/ui/projects/{PROJECT}/jobs/new",

@@ -14,6 +14,7 @@ from runplane.client.handle import run_dict
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.runs import RunRecord, RunState
 from runplane.settings_view import SettingsView, apply_environment
+from runplane.spec.labels import check_label_key, check_label_value
 
 __all__ = ["RunDB", "RunList", "get_run_db", "set_environment"]
 
@@ -70,17 +71,22 @@ class RunDB:
     ) -> RunList:
         """Runs, newest first, filtered by name, uid, project, labels and state."""
         wanted = [_state(s) for s in (states or ([state] if state else []))]
-        records = self.service.list_runs(project=project, states=wanted, limit=last or 1000)
-        uids = {uid} if isinstance(uid, str) else set(uid or [])
         label_filter = _labels(labels)
-        return RunList(
-            _as_dict(record)
-            for record in records
-            if (not name or record.name == name)
-            and (not uids or record.uid in uids)
-            and label_filter.items()
-            <= record.function.get("metadata", {}).get("labels", {}).items()
+        try:  # a label no run can have matches none (the service would refuse it)
+            for key, value in label_filter.items():
+                check_label_key("labels", key)
+                check_label_value("labels", value)
+        except InvalidValueError:
+            return RunList()
+        records = self.service.list_runs(
+            project=project,
+            states=wanted,
+            limit=last or 1000,
+            name=name or None,
+            labels=label_filter,
         )
+        uids = {uid} if isinstance(uid, str) else set(uid or [])
+        return RunList(_as_dict(record) for record in records if not uids or record.uid in uids)
 
     def read_run(self, uid: str, project: str = "", iter: int = 0) -> dict[str, Any]:
         return _as_dict(self.service.get(uid))

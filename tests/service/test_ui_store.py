@@ -19,8 +19,10 @@ def test_pages_of_runs_brief_rows_and_rows_changed_since(server, client, functio
     assert runs.count_runs(project="default", owner="alice") == 0
     newest_first = [r.uid for r in runs.list_runs(project="default", limit=10)]
     assert newest_first == uids[::-1]
-    second_page = runs.list_runs(project="default", limit=2, offset=2)
-    assert [r.uid for r in second_page] == [uids[0]]
+    first_page, cursor = runs.page(project="default", limit=2)
+    assert [r.uid for r in first_page] == uids[:0:-1]
+    second_page, last = runs.page(project="default", limit=2, after=cursor)
+    assert ([r.uid for r in second_page], last) == ([uids[0]], None)
     full = runs.get(uids[0])
     (brief,) = runs.list_runs(uids=[uids[0]], brief=True)
     assert (brief.function, brief.transitions, brief.artifacts) == ({}, [], [])

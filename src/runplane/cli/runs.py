@@ -159,6 +159,36 @@ def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
     return record
 
 
+class When(click.ParamType[float]):
+    """A moment: ISO 8601 (this machine's time zone when it names none) or a duration ago
+    (``2h``, ``1 day``); seconds since the epoch."""
+
+    name = "time"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        from datetime import datetime
+
+        from runplane.errors import InvalidValueError
+        from runplane.spec.durations import parse_duration
+
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        try:
+            return datetime.fromisoformat(text).timestamp()
+        except ValueError:
+            pass
+        try:
+            return time.time() - parse_duration("time", text)
+        except InvalidValueError:
+            self.fail(
+                f"{text[:40]!r} is neither an ISO 8601 time nor a duration ago; examples: "
+                "2026-11-25, 2026-11-25T08:00, 2h, '1 day'"
+            )
+
+
 @click.command("runs")
 @click.option("--project", help="Only this project's runs.")
 @click.option(
@@ -168,18 +198,63 @@ def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
     type=click.Choice([state.value for state in RunState]),
     help="Only runs in this state (repeatable).",
 )
+@click.option("--owner", help="Only this user's runs (admins; others see only their own).")
+@click.option("--name", help="Only runs of the function of this name (the whole name).")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only runs whose function has this label (repeatable: all of them).",
+)
+@click.option("--since", type=When(), help="Only runs created since then: 2h, '1 day', ISO 8601.")
+@click.option("--until", type=When(), help="Only runs created before then: 2h, ISO 8601.")
 @click.option(
     "--limit",
     type=WholeNumber(1, MAX_LISTED),
     default=30,
     show_default=True,
-    help="How many runs, newest first.",
+    help="How many runs, newest first (a page).",
 )
-def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> None:
-    """List recent runs."""
+@click.option(
+    "--after",
+    metavar="CURSOR",
+    help="The page after the last one shown (its cursor, which the command prints).",
+)
+def runs_command(
+    project: str | None,
+    states: tuple[str, ...],
+    owner: str | None,
+    name: str | None,
+    labels: tuple[str, ...],
+    since: float | None,
+    until: float | None,
+    limit: int,
+    after: str | None,
+) -> None:
+    """List recent runs, a page at a time."""
     from rich.table import Table
 
+    from runplane.spec.labels import check_label_key, check_label_value
+
+    wanted: dict[str, str] = {}
+    for label in labels:
+        key, equals, value = label.partition("=")
+        if not equals:
+            raise click.BadParameter(f"{label!r} is not KEY=VALUE (example: --label team=vision)")
+        wanted[check_label_key("--label key", key)] = check_label_value("--label value", value)
     service = _service()
+    runs, cursor = service.page(
+        limit=limit,
+        project=project,
+        states=states,
+        owner=owner,
+        name=name,
+        labels=wanted,
+        created_since=since,
+        created_until=until,
+        after=after,
+    )
     table = Table(box=None, header_style="bold")
     for column in (
         "uid",
@@ -194,7 +269,7 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
         "cpu s",
     ):
         table.add_column(column)
-    for record in service.list_runs(project=project, states=states, limit=limit):
+    for record in runs:
         end = record.ended_at or time.time()
         style = STATE_STYLE[record.state]
         table.add_row(
@@ -210,6 +285,8 @@ def runs_command(project: str | None, states: tuple[str, ...], limit: int) -> No
             f"{record.cpu_seconds:.2f}",
         )
     terminal().print(table)
+    if cursor is not None:
+        terminal(stderr=True).print(f"more runs: the same command with --after {cursor}")
 
 
 @click.group("get")

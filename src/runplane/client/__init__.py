@@ -57,8 +57,33 @@ class Backend(Protocol):
     def usage(self, uid: str) -> Usage: ...
 
     def list_runs(
-        self, *, project: str | None = None, states: Sequence[str] = (), limit: int = 50
-    ) -> list[RunRecord]: ...
+        self,
+        *,
+        project: str | None = None,
+        states: Sequence[str] = (),
+        limit: int = 50,
+        name: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[RunRecord]:
+        """The newest runs (the caller's own through a service, everyone's for an admin):
+        the first page of :meth:`page`."""
+
+    def page(
+        self,
+        *,
+        limit: int = 50,
+        project: str | None = None,
+        states: Sequence[str] = (),
+        owner: str | None = None,
+        name: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        created_since: float | None = None,
+        created_until: float | None = None,
+        after: str | None = None,
+    ) -> tuple[list[RunRecord], str | None]:
+        """A page of runs, newest first, from the cursor ``after`` (the last page's), and the
+        cursor of the next page (``None`` after the last). ``name`` is matched whole,
+        ``labels`` all; ``created_since`` is inclusive, ``created_until`` exclusive."""
 
     def deploy(self, fn: Function) -> dict[str, Any]:
         """Deploy a serving function: its replicas here, or its objects on the service's

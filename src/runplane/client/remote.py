@@ -12,7 +12,13 @@ import httpx
 from runplane.errors import InvalidValueError, RunplaneError
 from runplane.runs import RunRecord, Usage, check_limit, check_uid
 from runplane.runtimes.contract import Answer, Call
-from runplane.service.wire import API, FUNCTION_STATUS, INVOKE_TIMEOUT, NEXT_OFFSET
+from runplane.service.wire import (
+    API,
+    FUNCTION_STATUS,
+    INVOKE_TIMEOUT,
+    NEXT_CURSOR,
+    NEXT_OFFSET,
+)
 from runplane.spec.function import Function
 from runplane.spec.run_options import RunOptions
 
@@ -101,12 +107,47 @@ class ApiBackend:
         return Usage(**self._call("GET", f"/runs/{check_uid(uid)}/usage"))
 
     def list_runs(
-        self, *, project: str | None = None, states: Sequence[str] = (), limit: int = 50
+        self,
+        *,
+        project: str | None = None,
+        states: Sequence[str] = (),
+        limit: int = 50,
+        name: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> list[RunRecord]:
-        params: dict[str, Any] = {"limit": check_limit("limit", limit), "state": list(states)}
-        if project:
-            params["project"] = project
-        return [RunRecord.from_json(item) for item in self._call("GET", "/runs", params=params)]
+        return self.page(limit=limit, project=project, states=states, name=name, labels=labels)[0]
+
+    def page(
+        self,
+        *,
+        limit: int = 50,
+        project: str | None = None,
+        states: Sequence[str] = (),
+        owner: str | None = None,
+        name: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        created_since: float | None = None,
+        created_until: float | None = None,
+        after: str | None = None,
+    ) -> tuple[list[RunRecord], str | None]:
+        """A page of runs and the next page's cursor (the API's ``X-Runplane-Next-Cursor``)."""
+        given = {
+            "project": project,
+            "owner": owner,
+            "name": name,
+            "created_since": created_since,
+            "created_until": created_until,
+            "cursor": after,
+        }
+        params: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        params |= {"limit": check_limit("limit", limit), "state": list(states)}
+        params["label"] = [f"{key}={value}" for key, value in (labels or {}).items()]
+        answer = self._send("GET", "/runs", params=params)
+        try:
+            runs = [RunRecord.from_json(item) for item in answer.json()]
+        except ValueError:
+            raise self._not_the_api(answer) from None
+        return runs, answer.headers.get(NEXT_CURSOR)
 
     def schedule(
         self, fn: Function, cron: str, options: RunOptions | None = None

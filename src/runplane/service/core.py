@@ -220,10 +220,20 @@ class RunService:
         """The store's listing (see :meth:`RunStore.list_runs`), its limit checked first."""
         return self.store.list_runs(limit=check_limit("limit", limit), **listing)
 
+    def page(
+        self, *, limit: int = 50, **listing: Unpack[RunListing]
+    ) -> tuple[list[RunRecord], str | None]:
+        """A page of the store's listing and the cursor of the next (see
+        :meth:`RunStore.page`), its limit checked first."""
+        return self.store.page(limit=check_limit("limit", limit), **listing)
+
     def count_runs(
         self, project: str | None = None, states: Sequence[str] = (), owner: str | None = None
     ) -> int:
         return self.store.count_runs(project=project, states=states, owner=owner)
+
+    def state_counts(self, project: str | None = None, owner: str | None = None) -> dict[str, int]:
+        return self.store.state_counts(project=project, owner=owner)
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
         """The run's output from byte ``offset`` (a bounded chunk), and the next offset. Once

@@ -10,7 +10,7 @@ Which changes an event may make is the run model's rule (:meth:`RunState.may_bec
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -22,6 +22,7 @@ from runplane.bootstrap import RESULTS_LIMIT
 from runplane.errors import InvalidValueError
 from runplane.runs import Reason, RunState
 from runplane.runtimes.events import RunEvent
+from runplane.service import run_counts
 from runplane.service.db.models import ARTIFACTS, ATTEMPTS, RUNS, TRANSITIONS
 from runplane.service.retries import RetryDecision
 from runplane.spec.bounds import check_json
@@ -50,6 +51,8 @@ _SELECT_RUNS = (
     select(
         RUNS.c.uid,
         RUNS.c.abort_requested,
+        RUNS.c.project,
+        RUNS.c.owner,
         *(RUNS.c[n] for n in _RUN_COLUMNS),
         _CURRENT.c.number.label("attempt_number"),
         _CURRENT.c.ended_at.label("attempt_ended_at"),
@@ -128,6 +131,8 @@ class _Burst:
         self._attempt_changes: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)
         self._transitions: list[dict[str, Any]] = []
         self._artifacts: list[dict[str, Any]] = []
+        #: How the burst moves runs between states, for the counts (see :mod:`run_counts`).
+        self._moved: Counter[run_counts.Key] = Counter()
 
     def apply(self, event: RunEvent, retry: RetryDecision | None) -> RunEvent | None:
         run = self._runs.get(event.uid)
@@ -183,6 +188,8 @@ class _Burst:
     ) -> None:
         row = {"run_uid": run["uid"], "state": state.value, "reason": reason, "at": at}
         self._transitions.append(row | {"message": message})
+        self._moved[run["project"], run["owner"], run["state"]] -= 1
+        self._moved[run["project"], run["owner"], state.value] += 1
         run["state"], run["state_since"] = state.value, at
 
     def _started(self, event: RunEvent) -> None:
@@ -281,6 +288,7 @@ class _Burst:
         _execute(connection, RUNS, runs, {"uid": "_uid"})
         _execute(connection, TRANSITIONS, self._transitions)
         _execute(connection, ARTIFACTS, self._artifacts)
+        run_counts.add(connection, self._moved)
 
 
 def _execute(

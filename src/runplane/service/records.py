@@ -8,13 +8,14 @@ recorded or not at all. Events are applied by :mod:`runplane.service.recording`.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
-from typing import Any, TypedDict
+from typing import Any, TypedDict, Unpack
 
-from sqlalchemy import Connection, Engine, Select, bindparam, func, insert, select, update
+from sqlalchemy import Connection, Engine, Table, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, defer, selectinload
+from sqlalchemy.orm import Session, selectinload
 
 from runplane.errors import AmbiguousError, NotFoundError, RunExistsError, RunFinishedError
 from runplane.runs import (
@@ -27,15 +28,18 @@ from runplane.runs import (
     check_uid,
 )
 from runplane.runtimes.events import RunEvent
+from runplane.service import run_counts
 from runplane.service.db import READ_ONLY, session_factory
 from runplane.service.db.models import (
     ARTIFACTS,
     ATTEMPTS,
+    LABELS,
     RUNS,
     TRANSITIONS,
     Attempt,
     Run,
 )
+from runplane.service.listing import RunFilter, cursor_of, key_of
 from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
 
@@ -44,12 +48,17 @@ TERMINAL_STATES = [state.value for state in TERMINAL]
 
 class RunListing(TypedDict, total=False):
     """What :meth:`RunStore.list_runs` takes besides its limit, for those that pass a listing
-    on: which runs, from where in the list, and whether brief."""
+    on: which runs (see :class:`RunFilter`), from where in the list (``after``, a cursor), and
+    whether brief."""
 
     project: str | None
     states: Iterable[str]
     owner: str | None
-    offset: int
+    name: str | None
+    labels: Iterable[str] | Mapping[str, str] | None
+    created_since: float | None
+    created_until: float | None
+    after: str | None
     uids: Iterable[str] | None
     updated_since: float | None
     brief: bool
@@ -146,6 +155,20 @@ _READ = (
     ),
 )
 _INSERTS = insert(RUNS), insert(TRANSITIONS), insert(ATTEMPTS)
+_INSERT_LABELS = insert(LABELS)
+
+
+def _children(
+    connection: Connection, table: Table, order: Any, uids: list[str]
+) -> dict[str, list[Any]]:
+    """The rows of a run's children (its attempts, transitions or artifacts) for several runs
+    in one statement, by run, in order."""
+    found: dict[str, list[Any]] = {}
+    if uids:
+        query = select(table).where(table.c.run_uid.in_(uids)).order_by(order)
+        for row in connection.execute(query):
+            found.setdefault(row.run_uid, []).append(row)
+    return found
 
 
 def _read(connection: Connection, uid: str) -> RunRecord:
@@ -160,25 +183,6 @@ def _read(connection: Connection, uid: str) -> RunRecord:
         connection.execute(attempts, {"uid": uid}),
         connection.execute(artifacts, {"uid": uid}),
     )
-
-
-def _filtered(
-    query: Select[Any],
-    project: str | None,
-    states: Iterable[str],
-    owner: str | None,
-    uids: Iterable[str] | None,
-) -> Select[Any]:
-    if project:
-        query = query.where(Run.project == project)
-    if owner is not None:
-        query = query.where(Run.owner == owner)
-    if states:
-        wanted = [RunState.named("state", state).value for state in states]
-        query = query.where(Run.state.in_(wanted))
-    if uids is not None:
-        query = query.where(Run.uid.in_(list(uids)))
-    return query
 
 
 class RunStore:
@@ -276,10 +280,19 @@ class RunStore:
             "peak_memory_bytes": 0,
             "cpu_seconds": 0.0,
         }
+        labels = [
+            {"run_uid": uid, "key": key, "value": value, "created_at": now}
+            | {"project": project, "owner": owner}
+            for key, value in dict(function.get("metadata", {}).get("labels") or {}).items()
+        ]
         try:
             with self._engine.begin() as connection:
                 for statement, values in zip(_INSERTS, (row, transition, attempt), strict=True):
                     connection.execute(statement, values)
+                if labels:
+                    connection.execute(_INSERT_LABELS, labels)
+                created = Counter({(project, owner, RunState.CREATED.value): 1})
+                run_counts.add(connection, created)
         except IntegrityError:
             raise RunExistsError(f"run {uid} is already recorded") from None
         return _record(
@@ -345,42 +358,84 @@ class RunStore:
         states: Iterable[str] = (),
         limit: int = 50,
         owner: str | None = None,
-        offset: int = 0,
         uids: Iterable[str] | None = None,
         updated_since: float | None = None,
         brief: bool = False,
+        name: str | None = None,
+        labels: Iterable[str] | Mapping[str, str] | None = None,
+        created_since: float | None = None,
+        created_until: float | None = None,
+        after: str | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first; ``uids`` picks those runs only and ``updated_since`` those
-        changed since then (a live page's rows).
+        """Runs of a :class:`RunFilter`, newest first, from the cursor ``after`` (see
+        :mod:`runplane.service.listing`); ``uids`` picks those runs only and
+        ``updated_since`` those changed since then, the most recently changed first (a live
+        page's rows).
 
         ``brief`` records, for lists that show a run per row, have no function snapshot,
         transitions or artifacts (empty): reading the snapshots, embedded code included, is
         most of the cost of a page of runs.
         """
-        query = _filtered(select(Run), project, states, owner, uids)
-        if updated_since is not None:
+        wanted = RunFilter.of(project, states, owner, name, labels, created_since, created_until)
+        query = wanted.query(key_of(after) if after else None)
+        if uids is not None:
+            query = query.where(Run.uid.in_(list(uids)))
+        if updated_since is not None:  # the most recently changed first, from their index
             query = query.where(Run.updated_at >= updated_since)
-        children = [selectinload(Run.attempts)]
+            query = query.order_by(None).order_by(Run.updated_at.desc())
         if brief:
-            query = query.options(defer(Run.function, raiseload=True))
-        else:
-            children += [selectinload(Run.transitions), selectinload(Run.artifacts)]
-        query = (
-            query.order_by(Run.created_at.desc(), Run.uid)
-            .offset(offset)
-            .limit(limit)
-            .options(*children)
-        )
-        with self._reads() as session:
-            return [record_of(run, brief) for run in session.scalars(query)]
+            query = query.with_only_columns(*(c for c in RUNS.c if c.name != "function"))
+        with self._reader.begin() as connection:
+            runs = connection.execute(query.limit(limit)).all()
+            found = [run.uid for run in runs]
+            children = [_children(connection, ATTEMPTS, ATTEMPTS.c.number, found)]
+            if not brief:
+                children += [
+                    _children(connection, TRANSITIONS, TRANSITIONS.c.id, found),
+                    _children(connection, ARTIFACTS, ARTIFACTS.c.id, found),
+                ]
+        attempts, transitions, artifacts = (*children, {}, {})[:3]
+        return [
+            _record(
+                run,
+                transitions.get(run.uid, ()),
+                attempts.get(run.uid, ()),
+                artifacts.get(run.uid, ()),
+                brief=brief,
+            )
+            for run in runs
+        ]
+
+    def page(
+        self, limit: int = 50, **listing: Unpack[RunListing]
+    ) -> tuple[list[RunRecord], str | None]:
+        """A page of :meth:`list_runs` and the cursor of the next (``None`` after the last)."""
+        runs = self.list_runs(limit=limit + 1, **listing)
+        return runs[:limit], cursor_of(runs[limit - 1]) if len(runs) > limit else None
 
     def count_runs(
         self, project: str | None = None, states: Iterable[str] = (), owner: str | None = None
     ) -> int:
-        """How many runs :meth:`list_runs` would find without a limit (for pages)."""
-        query = _filtered(select(func.count()).select_from(Run), project, states, owner, None)
-        with self._reads() as session:
-            return int(session.scalar(query) or 0)
+        """How many runs of a project, owner and states there are, from the counts (see
+        :mod:`runplane.service.run_counts`), not from the runs."""
+        wanted = RunFilter.of(project, states, owner)
+        return run_counts.of_states(self.state_counts(project, owner), wanted.states)
+
+    def state_counts(self, project: str | None = None, owner: str | None = None) -> dict[str, int]:
+        """Runs per state, of a project and an owner when given, from the counts."""
+        with self._reader.begin() as connection:
+            return run_counts.by_state(connection, project, owner)
+
+    def project_counts(self, owner: str | None = None) -> dict[str, int]:
+        """Runs per project, of an owner when given, from the counts."""
+        with self._reader.begin() as connection:
+            return run_counts.by_project(connection, owner)
+
+    def delete_runs(self, uids: Iterable[str]) -> int:
+        """Delete these runs' records, counts included (see :func:`run_counts.delete_runs`);
+        how many were deleted."""
+        with self._engine.begin() as connection:
+            return run_counts.delete_runs(connection, set(uids))
 
     def apply(self, event: RunEvent, retry: RetryDecision | None = None) -> RunEvent | None:
         """Record what a runtime reported (see :meth:`apply_many`)."""

@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import Engine, Select, delete, select, update
 
 from runplane.runtimes.output import remove_run_dir
+from runplane.service import run_counts
 from runplane.service.db.models import ARTIFACTS, ATTEMPTS, RUNS, TRANSITIONS
 from runplane.service.records import TERMINAL_STATES
 from runplane.spec.retention import RetentionPolicy
@@ -134,7 +135,7 @@ class Retention:
                 if uids:
                     for table in (TRANSITIONS, ATTEMPTS, ARTIFACTS):
                         connection.execute(delete(table).where(table.c.run_uid.in_(uids)))
-                    connection.execute(delete(RUNS).where(RUNS.c.uid.in_(uids)))
+                    run_counts.delete_runs(connection, uids)  # the runs, off the counts
             for uid in uids:
                 remove_run_dir(self._runs, uid)
             removed += len(uids)

@@ -22,7 +22,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from runplane.runs import RunRecord, RunState
-from runplane.ui.pages.runs import visible_run
+from runplane.ui.pages.runs import RunFilters, filter_of, visible_run
 from runplane.ui.sessions import Session
 from runplane.ui.web import UI
 
@@ -65,19 +65,36 @@ def router(ui: UI) -> APIRouter:
         session: LoggedIn,
         project: str,
         state: Annotated[str, Query(max_length=16)] = "",
+        owner: Annotated[str, Query(max_length=253)] = "",
+        name: Annotated[str, Query(max_length=63)] = "",
+        label: Annotated[str, Query(max_length=400)] = "",
+        created_since: Annotated[str, Query(max_length=32)] = "",
+        created_until: Annotated[str, Query(max_length=32)] = "",
         since: Annotated[float | None, Query(ge=0, le=2**40)] = None,
     ) -> StreamingResponse:
         """Rows of the runs list as they change: ``run`` (a row, and whether it matches the
-        page's filter) or ``reload`` (too much changed at once)."""
+        page's filters) or ``reload`` (too much changed at once)."""
+        filters = RunFilters(state, owner, name, label, created_since, created_until)
         wanted = RunState.named("state", state).value if state else ""
-        owner = session.who.owner_filter()
+        listing = filter_of(session, project, filters)
+        owner_seen = session.who.owner_filter()
         row = env.get_template("jobs_row.html")
 
-        def row_event(record: RunRecord) -> str:
+        def matching(records: list[RunRecord]) -> set[str]:
+            """Which of the changed rows the page's filters take: beyond a state, asked of
+            the store (a brief row has no labels to compare)."""
+            if filters.counted and not filters.owner:
+                return {r.uid for r in records if not wanted or r.state.value == wanted}
+            uids = [r.uid for r in records]
+            asked = listing.copy()
+            asked["uids"], asked["brief"] = uids, True
+            return {r.uid for r in ui.server.runs.list_runs(limit=len(uids), **asked)}
+
+        def row_event(record: RunRecord, matched: set[str]) -> str:
             payload = {
                 "uid": record.uid,
                 "html": row.render(run=record),
-                "match": not wanted or record.state.value == wanted,
+                "match": record.uid in matched,
             }
             return sse("run", json.dumps(payload))
 
@@ -88,13 +105,14 @@ def router(ui: UI) -> APIRouter:
                     recent = await run_in_threadpool(
                         ui.server.runs.list_runs,
                         project=project,
-                        owner=owner,
+                        owner=owner_seen,
                         updated_since=since,
                         limit=PAGE_ROWS,
                         brief=True,
                     )
+                    matched = await run_in_threadpool(matching, recent)
                     for record in reversed(recent):
-                        yield row_event(record)
+                        yield row_event(record, matched)
                 quiet = 0.0
                 while not ui.stopping():
                     changed = await changes.changed(_TICK)
@@ -113,13 +131,14 @@ def router(ui: UI) -> APIRouter:
                     records = await run_in_threadpool(
                         ui.server.runs.list_runs,
                         project=project,
-                        owner=owner,
+                        owner=owner_seen,
                         uids=uids,
                         limit=len(uids),
                         brief=True,
                     )
+                    matched = await run_in_threadpool(matching, records)
                     for record in reversed(records):  # oldest first: prepending keeps order
-                        yield row_event(record)
+                        yield row_event(record, matched)
 
         return _stream(body())
 

@@ -17,10 +17,10 @@ class Run(Base):
     __tablename__ = "runs"
 
     uid: Mapped[str] = mapped_column(String(32), primary_key=True)
-    project: Mapped[str] = mapped_column(String(63), index=True)
+    project: Mapped[str] = mapped_column(String(63))
     name: Mapped[str] = mapped_column(String(63))
     runtime: Mapped[str] = mapped_column(String(16))
-    state: Mapped[str] = mapped_column(String(16), index=True)
+    state: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(String(64), default="")
     status_text: Mapped[str] = mapped_column(Text, default="")
     function: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -68,13 +68,62 @@ class Run(Base):
         back_populates="run", cascade="all, delete-orphan", order_by="Artifact.id"
     )
 
+    #: Lists are newest first by (created_at, uid), a page at a time from the last key
+    #: shown: each filter has an index that ends in that key, so a page of any filter is a
+    #: range of one index read in order, however many runs there are.
     __table_args__ = (
-        Index("ix_runs_project_created", "project", "created_at"),
-        Index("ix_runs_owner_created", "owner", "created_at"),
+        Index("ix_runs_created", "created_at", "uid"),
+        Index("ix_runs_project_created", "project", "created_at", "uid"),
+        Index("ix_runs_owner_created", "owner", "created_at", "uid"),
+        Index("ix_runs_owner_project_created", "owner", "project", "created_at", "uid"),
+        Index("ix_runs_state_created", "state", "created_at", "uid"),
+        Index("ix_runs_project_state_created", "project", "state", "created_at", "uid"),
+        Index("ix_runs_name_created", "name", "created_at", "uid"),
+        # What changed since a live page was read, most recent first.
+        Index("ix_runs_updated", "updated_at"),
         # Retention finds finished runs by when they ended, and those whose files remain.
         Index("ix_runs_ended", "ended_at"),
         Index("ix_runs_logs_removed_ended", "logs_removed_at", "ended_at"),
     )
+
+
+class RunLabel(Base):
+    """A label of a run's function as it was submitted, one row per key, with what a label
+    filter is combined with (the run's project and owner, which never change) and the run's
+    key: a label filter, alone, in a project or of a user, reads its runs newest first from
+    one index."""
+
+    __tablename__ = "run_labels"
+
+    run_uid: Mapped[str] = mapped_column(
+        ForeignKey("runs.uid", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(317), primary_key=True)
+    value: Mapped[str] = mapped_column(String(63))
+    project: Mapped[str] = mapped_column(String(63))
+    owner: Mapped[str] = mapped_column(String(253))
+    created_at: Mapped[float] = mapped_column(Float)
+
+    __table_args__ = (
+        Index("ix_run_labels_created", "key", "value", "created_at", "run_uid"),
+        Index("ix_run_labels_project_created", "key", "value", "project", "created_at", "run_uid"),
+        Index("ix_run_labels_owner_created", "key", "value", "owner", "created_at", "run_uid"),
+    )
+
+
+class RunCount(Base):
+    """How many runs each (project, owner) has in each state, changed in the transaction
+    that creates, moves or deletes a run: counts are read from these few rows, never by
+    counting runs."""
+
+    __tablename__ = "run_counts"
+
+    project: Mapped[str] = mapped_column(String(63), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(253), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16), primary_key=True)
+    runs: Mapped[int] = mapped_column(BigInteger, default=0)
+
+    __table_args__ = (Index("ix_run_counts_owner", "owner"),)
 
 
 class Transition(Base):
@@ -221,3 +270,5 @@ RUNS = cast(Table, Run.__table__)
 TRANSITIONS = cast(Table, Transition.__table__)
 ATTEMPTS = cast(Table, Attempt.__table__)
 ARTIFACTS = cast(Table, Artifact.__table__)
+LABELS = cast(Table, RunLabel.__table__)
+COUNTS = cast(Table, RunCount.__table__)

@@ -3,7 +3,8 @@ aborting them. A user sees their own runs; an admin everyone's."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from pydantic import TypeAdapter
@@ -15,7 +16,7 @@ from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import Name, Uid
 from runplane.service.routes.submissions import RunSubmission, function_of
 from runplane.service.server import Server
-from runplane.service.wire import LOGS_REMOVED, NEXT_OFFSET
+from runplane.service.wire import LOGS_REMOVED, NEXT_CURSOR, NEXT_OFFSET
 
 router = APIRouter()
 
@@ -31,6 +32,7 @@ def run_of(server: Server, uid: str, who: Principal) -> RunRecord:
 #: A record as JSON, written directly: the routes every run passes return records they just
 #: built, which FastAPI would otherwise validate again, on a worker thread, before writing.
 _RECORD = TypeAdapter(RunRecord)
+_RECORDS = TypeAdapter(list[RunRecord])
 
 
 def record_answer(record: RunRecord, status: int = 200) -> Response:
@@ -42,19 +44,77 @@ def submit_run(body: RunSubmission, server: Service, who: User) -> Response:
     return record_answer(server.submit(function_of(server, body), who, body), 201)
 
 
-@router.get("/runs")
+Owner = Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")]
+#: A time: seconds since the epoch (as exact as a run's own times), or ISO 8601 (UTC when
+#: it names no zone).
+Time = Annotated[float | datetime | None, Query()]
+
+
+def _seconds(at: float | datetime | None) -> float | None:
+    if at is None or isinstance(at, float):
+        return at
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+
+
+_PAGED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "headers": {
+            NEXT_CURSOR: {
+                "description": "the cursor of the next page; absent after the last",
+                "schema": {"type": "string"},
+            }
+        }
+    }
+}
+
+
+@router.get("/runs", response_model=list[RunRecord], responses=_PAGED)
 def list_runs(
     server: Service,
     who: User,
     project: Annotated[Name | None, Query()] = None,
     state: Annotated[list[str] | None, Query(max_length=len(RunState))] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 50,
-    owner: Annotated[str | None, Query(max_length=253, pattern=r"^[^\x00]*$")] = None,
-) -> list[RunRecord]:
-    """Runs, newest first: a user's own; an admin's choice of owner, or everyone's."""
+    owner: Owner = None,
+    name: Annotated[str | None, Query(max_length=63)] = None,
+    label: Annotated[list[str] | None, Query(max_length=16)] = None,
+    created_since: Time = None,
+    created_until: Time = None,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    """Runs, newest first: a user's own; an admin's choice of owner, or everyone's.
+
+    A page at a time: when more runs follow, the ``X-Runplane-Next-Cursor`` header holds the
+    ``cursor`` of the next page (the same filters go with it)."""
     if not who.admin:
         owner = who.user
-    return server.runs.list_runs(project=project, states=state or (), limit=limit, owner=owner)
+    runs, after = server.runs.page(
+        limit=limit,
+        project=project,
+        states=state or (),
+        owner=owner,
+        name=name,
+        labels=label or (),
+        created_since=_seconds(created_since),
+        created_until=_seconds(created_until),
+        after=cursor,
+    )
+    answer = Response(_RECORDS.dump_json(runs), media_type="application/json")
+    if after is not None:
+        answer.headers[NEXT_CURSOR] = after
+    return answer
+
+
+@router.get("/runs/counts")
+def count_runs(
+    server: Service, who: User, project: Annotated[Name | None, Query()] = None, owner: Owner = None
+) -> dict[str, Any]:
+    """How many runs there are in each state (a user's own; an admin's choice of owner, or
+    everyone's), read from counts kept as runs change, never by counting runs."""
+    if not who.admin:
+        owner = who.user
+    states = server.runs.state_counts(project=project, owner=owner)
+    return {"total": sum(states.values()), "states": states}
 
 
 @router.get("/runs/{uid}", response_model=RunRecord)

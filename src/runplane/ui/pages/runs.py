@@ -1,7 +1,8 @@
 """Projects, a project's **Jobs and Workflows** (the runs list) and a run's own page.
 
-Lists are pages of :data:`PAGE_SIZE` runs, newest first, read with one count and one list
-query; users see their own runs, admins everyone's. Both pages stay current without a reload
+Lists are pages of :data:`PAGE_SIZE` runs, newest first, each read from the cursor the last
+page ended at (never by an offset), its total from the counts kept as runs change; users see
+their own runs, admins everyone's. Both pages stay current without a reload
 through :mod:`runplane.ui.live`.
 """
 
@@ -10,19 +11,22 @@ through :mod:`runplane.ui.live`.
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from runplane.errors import NotFoundError, RunplaneError
+from runplane.errors import InvalidValueError, NotFoundError, RunplaneError
 from runplane.rendering import RunRef, render
 from runplane.rendering.text import manifests_yaml
 from runplane.runs import RunRecord, RunState
 from runplane.service.access import check_owner
 from runplane.service.projects import ProjectRecord
+from runplane.service.records import RunListing
 from runplane.spec.function import Function
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
@@ -35,39 +39,98 @@ ProjectName = Annotated[str, Query(max_length=63)]
 
 
 @dataclass(frozen=True, slots=True)
+class RunFilters:
+    """What the runs list is filtered by, as the page's form and links carry it."""
+
+    state: str = ""
+    owner: str = ""
+    name: str = ""
+    label: str = ""
+    created_since: str = ""
+    created_until: str = ""
+
+    def query(self, **more: str | int) -> str:
+        """The query string of these filters and ``more`` (empty values left out)."""
+        given = {**asdict(self), **more}
+        return "?" + urlencode({k: v for k, v in given.items() if v})
+
+    @property
+    def counted(self) -> bool:
+        """Whether the counts hold this list's total (state and owner filters only)."""
+        return not (self.name or self.label or self.created_since or self.created_until)
+
+
+@dataclass(frozen=True, slots=True)
 class RunsPage:
     project: str
-    state: str
+    filters: RunFilters
+    #: Which page this is, counted from the first (for display: the cursor says where).
     page: int
-    pages: int
-    total: int
+    #: The runs matching the filters, when the counts hold it; ``None`` otherwise.
+    total: int | None
     runs: list[RunRecord]
+    #: The cursor of the next page; ``None`` on the last.
+    next: str | None
     #: When the page was read: its live stream sends what changed since.
     since: float
 
-    def query(self, page: int | None = None) -> str:
-        parts = [f"page={page or self.page}"]
-        if self.state:
-            parts.insert(0, f"state={self.state}")
-        return "?" + "&".join(parts)
+    @property
+    def state(self) -> str:
+        return self.filters.state
+
+    @property
+    def pages(self) -> int | None:
+        return None if self.total is None else max(1, math.ceil(self.total / PAGE_SIZE))
+
+    def next_query(self) -> str:
+        return self.filters.query(after=self.next or "", page=self.page + 1)
+
+    def first_query(self) -> str:
+        return self.filters.query()
 
 
-def runs_page(ui: UI, session: Session, project: str, state: str, page: int) -> RunsPage:
-    since = time.time()
-    states = [RunState.named("state", state).value] if state else []
+def _moment(field: str, value: str) -> float | None:
+    """A date or time of the filter form (UTC): seconds since the epoch."""
+    if not value:
+        return None
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidValueError(
+            field, value, "a date or a date and time (ISO 8601, UTC)", "2026-11-25T08:00"
+        ) from None
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+
+
+def filter_of(session: Session, project: str, filters: RunFilters) -> RunListing:
+    """The store's listing of the page's filters, as this user may see it: a user's own
+    runs; an admin's choice of owner, or everyone's."""
     owner = session.who.owner_filter()
-    total = ui.server.runs.count_runs(project=project, states=states, owner=owner)
-    pages = max(1, math.ceil(total / PAGE_SIZE))
-    page = min(max(page, 1), pages)
-    runs = ui.server.runs.list_runs(
+    if owner is None and filters.owner:
+        owner = filters.owner
+    return RunListing(
         project=project,
-        states=states,
+        states=[RunState.named("state", filters.state).value] if filters.state else [],
         owner=owner,
-        limit=PAGE_SIZE,
-        offset=(page - 1) * PAGE_SIZE,
-        brief=True,
+        name=filters.name or None,
+        labels=[filters.label] if filters.label else (),
+        created_since=_moment("created_since", filters.created_since),
+        created_until=_moment("created_until", filters.created_until),
     )
-    return RunsPage(project, state, page, pages, total, runs, since)
+
+
+def runs_page(
+    ui: UI, session: Session, project: str, filters: RunFilters, after: str, page: int
+) -> RunsPage:
+    since = time.time()
+    listing = filter_of(session, project, filters)
+    total = None
+    if filters.counted:
+        states = [filters.state] if filters.state else []
+        total = ui.server.runs.count_runs(project=project, states=states, owner=listing["owner"])
+    listing["after"], listing["brief"] = after or None, True
+    runs, cursor = ui.server.runs.page(limit=PAGE_SIZE, **listing)
+    return RunsPage(project, filters, page if after else 1, total, runs, cursor, since)
 
 
 def project_record(ui: UI, project: str) -> ProjectRecord | None:
@@ -141,15 +204,25 @@ def router(ui: UI) -> APIRouter:
         session: LoggedIn,
         project: str,
         state: Annotated[str, Query(max_length=16)] = "",
+        owner: Annotated[str, Query(max_length=253)] = "",
+        name: Annotated[str, Query(max_length=63)] = "",
+        label: Annotated[str, Query(max_length=400)] = "",
+        created_since: Annotated[str, Query(max_length=32)] = "",
+        created_until: Annotated[str, Query(max_length=32)] = "",
+        after: Annotated[str, Query(max_length=200)] = "",
         page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
     ) -> Response:
-        listing = runs_page(ui, session, project, state, page)
+        filters = RunFilters(
+            state, owner, name.strip(), label.strip(), created_since, created_until
+        )
+        listing = runs_page(ui, session, project, filters, after, page)
         context = {
             "listing": listing,
             "project": project,
             "nav": "jobs",
             "states": list(RunState),
             "record": project_record(ui, project),
+            "admin": session.who.admin,
         }
         template = "jobs_table.html" if "hx-request" in request.headers else "jobs.html"
         return ui.page(request, template, session, context)
