@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from sqlalchemy.engine import Engine
 
 from runplane.runs import RunState
 from runplane.runtimes.output import append_output, finish_output
+from runplane.service import run_counts
 from runplane.service.db.models import RUNS
 from runplane.service.retention import Retention
 from runplane.service.server import Server
@@ -87,6 +89,8 @@ def add_runs_to(engine: Engine, project: str, ended: list[float | None]) -> list
         )
     with engine.begin() as connection:
         connection.execute(insert(RUNS), rows)
+        # Counted as the store counts the runs it records.
+        run_counts.add(connection, Counter((project, "bob", row["state"]) for row in rows))
     return [row["uid"] for row in rows]
 
 
