@@ -170,6 +170,7 @@ def _rows(spread: Spread) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]
             "isolation": "",
             "attempt": 1,
             "retry_at": None,
+            "logs_removed_at": None,
         }
         transitions = [{"run_uid": uid, "state": "created", "reason": "", "message": "", "at": at}]
         if state != "created":
