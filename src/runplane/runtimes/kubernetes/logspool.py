@@ -272,7 +272,10 @@ class LogSpool:
             copier.join(2.0)
 
     def stream(self, pod: str, query: dict[str, Any]) -> urllib3.BaseHTTPResponse:
-        timeout = (10.0, self.idle_timeout)
+        # A last read (no follow) may hold up the report of its pod's end: no longer than
+        # the drain allows; a follow waits for lines as long as a quiet container may be.
+        wait = self.idle_timeout if query.get("follow") else self._drain_timeout
+        timeout = (min(10.0, wait), wait)
         return self._rest.stream(pods_path(self._namespace, pod) + "/log", query, timeout=timeout)
 
 
