@@ -39,9 +39,3 @@ def counts() -> dict[tuple[str, Labels], int]:
     """Every count so far, by meter and labels."""
     with _lock:
         return dict(_counts)
-
-
-def total(meter: str, **labels: str) -> int:
-    """The count of ``meter`` over every label set that has ``labels``."""
-    wanted = set(labels.items())
-    return sum(n for (name, have), n in counts().items() if name == meter and wanted <= set(have))

@@ -8,13 +8,19 @@ from runplane import meters
 from runplane.runtimes.kubernetes.api.rest import resource_of
 
 
-def test_totals_add_up_over_the_label_sets_that_match():
-    before_get = meters.total("kube_requests", method="GET")
-    before_all = meters.total("kube_requests")
+def total(meter: str, **labels: str) -> int:
+    wanted = set(labels.items())
+    counted = meters.counts().items()
+    return sum(n for (name, have), n in counted if name == meter and wanted <= set(have))
+
+
+def test_counts_add_up_by_meter_and_labels():
+    before_get = total("kube_requests", method="GET")
+    before_all = total("kube_requests")
     meters.count("kube_requests", (("method", "GET"), ("resource", "pods")))
     meters.count("kube_requests", (("method", "POST"), ("resource", "pods")), units=2)
-    assert meters.total("kube_requests", method="GET") == before_get + 1
-    assert meters.total("kube_requests") == before_all + 3
+    assert total("kube_requests", method="GET") == before_get + 1
+    assert total("kube_requests") == before_all + 3
     assert all(name in meters.METERS for name, _ in meters.counts())
 
 

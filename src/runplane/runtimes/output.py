@@ -276,13 +276,20 @@ def read_output(path: Path, offset: int) -> tuple[bytes, int]:
     return chunk, offset + len(chunk)
 
 
-def _read_plain(path: Path, offset: int) -> bytes | None:
+def _present(path: Path) -> int | None:
+    """``path`` opened for reading, or ``None`` when it is missing or a link."""
     try:
-        fd = _opened(path, os.O_RDONLY)
+        return _opened(path, os.O_RDONLY)
     except OSError as error:
         if error.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
             return None
         raise
+
+
+def _read_plain(path: Path, offset: int) -> bytes | None:
+    fd = _present(path)
+    if fd is None:
+        return None
     with os.fdopen(fd, "rb") as stream:
         if offset >= os.fstat(fd).st_size:
             return b""
@@ -293,12 +300,9 @@ def _read_plain(path: Path, offset: int) -> bytes | None:
 def _read_compressed(path: Path, offset: int) -> bytes | None:
     """The chunk at ``offset`` of a compressed output; ``None`` when there is none. Inflating
     is bounded: a member planted by a run cannot make a read produce more than a chunk."""
-    try:
-        fd = _opened(path, os.O_RDONLY)
-    except OSError as error:
-        if error.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
-            return None
-        raise
+    fd = _present(path)
+    if fd is None:
+        return None
     with os.fdopen(fd, "rb") as stream:
         starts = _index(path.with_name(path.name + ".index"))
         if starts is None:  # no index: inflate from the start
