@@ -5,10 +5,13 @@ embedded default, in a private runplane home, from a private working directory."
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from runplane.service import embedded
 
 
 @pytest.fixture(autouse=True)
@@ -34,4 +37,8 @@ def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Pa
     monkeypatch.setattr(projects, "_current", None)
     monkeypatch.setattr(bootstrap.current, "_current", None)
     yield home
+    # The runs this test made started a service for its home: closed, not left polling.
+    embedded.close_all()
+    left = [thread.name for thread in threading.enumerate() if thread.name == "runplane-monitor"]
+    assert not left, f"the test left {len(left)} run service(s) running"
     config.current.cache_clear()

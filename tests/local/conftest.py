@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,13 @@ import pytest
 
 import runplane
 from runplane.config import Settings, load_settings
+from runplane.service import embedded
 from runplane.service.embedded import EmbeddedService
 from runplane.spec import Function
 
 
 @pytest.fixture(autouse=True)
-def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     for name in list(os.environ):
         if name.startswith("RUNPLANE_"):
             monkeypatch.delenv(name)
@@ -42,7 +44,12 @@ def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     from runplane import config
 
     config.current.cache_clear()
-    return home
+    yield home
+    # The SDK's runs (``fn.run()``) started a service for this home; left open, it would go
+    # on polling beside the tests after it (and cost what they measure).
+    embedded.close_all()
+    left = [thread.name for thread in threading.enumerate() if thread.name == "runplane-monitor"]
+    assert not left, f"the test left {len(left)} run service(s) running"
 
 
 @pytest.fixture
@@ -61,9 +68,9 @@ def settings(isolation: str) -> Settings:
 
 @pytest.fixture
 def service(settings: Settings) -> Iterator[EmbeddedService]:
-    embedded = EmbeddedService(settings).start()
-    yield embedded
-    embedded.close()
+    started = EmbeddedService(settings).start()
+    yield started
+    started.close()
 
 
 @pytest.fixture

@@ -111,12 +111,14 @@ def embedded(settings: Settings) -> EmbeddedService:
         service = _services.get(home)
         if service is None:
             service = _services[home] = EmbeddedService(settings).start()
-            if len(_services) == 1:
-                atexit.register(_close_all)
         return service
 
 
-def _close_all() -> None:
+@atexit.register
+def close_all() -> None:
+    """Close the process's embedded services (their remaining runs are aborted, saying why):
+    at exit, or sooner by a program done with runplane (a test with a runplane home of its
+    own), whose services would otherwise go on watching for work until then."""
     with _services_lock:
         services = list(_services.values())
         _services.clear()
