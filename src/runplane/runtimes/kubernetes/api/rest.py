@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypedDict, Unpack, cast
 import orjson
 import urllib3
 from kubernetes import client
+from kubernetes.client import rest
 from kubernetes.client.exceptions import ApiException
 
 from runplane import meters
@@ -115,19 +116,42 @@ class RestApi:
         body = options.get("body")
         if body is not None:
             headers["Content-Type"] = options.get("content_type", JSON)
-        request = self.api.param_serialize(
+        method, url, headers, _, _ = self.api.param_serialize(
             method=method,
             resource_path=path,
             query_params=params,
             header_params=headers,
-            body=body,
             auth_settings=["BearerToken"],
         )
-        response = self.api.call_api(*request, _request_timeout=options.get("timeout"))
+        timeout = options.get("timeout")
+        if body is None:
+            response = self.api.call_api(method, url, headers, _request_timeout=timeout)
+        else:
+            response = self._send_body(method, url, headers, body, timeout)
         if not 200 <= response.status <= 299:
             response.read()  # type: ignore[no-untyped-call]
             raise ApiException.from_response(http_resp=response, body=None, data=None)
         return response
+
+    def _send_body(
+        self, method: str, url: str, headers: dict[str, str], body: object, timeout: Timeout
+    ) -> rest.RESTResponse:
+        """A request with a body, serialised once by orjson and sent over the client's pool:
+        the client would walk the body to sanitise it and serialise it with the standard
+        library's encoder, on the path of every pod created."""
+        data = body if isinstance(body, bytes) else orjson.dumps(body)
+        try:
+            answer = self.api.rest_client.pool_manager.request(
+                method,
+                url,
+                body=data,
+                headers=headers,
+                timeout=_timeout(timeout),
+                preload_content=False,
+            )
+        except urllib3.exceptions.SSLError as error:  # as the client reports it
+            raise ApiException(status=0, reason=f"{type(error).__name__}\n{error}") from None
+        return rest.RESTResponse(answer)
 
     def json(
         self, method: str, path: str, query: Query = None, **options: Unpack[Options]
@@ -142,6 +166,15 @@ class RestApi:
         """A GET whose body is read as it arrives (a watch, a log)."""
         response = self.send("GET", path, query, timeout=timeout)
         return cast(urllib3.BaseHTTPResponse, response.response)
+
+
+def _timeout(timeout: Timeout) -> urllib3.Timeout | None:
+    """A request's timeout as urllib3 takes it: seconds in all, or (connect, read)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, tuple):
+        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
+    return urllib3.Timeout(total=timeout)
 
 
 def shutdown(response: urllib3.BaseHTTPResponse) -> None:
