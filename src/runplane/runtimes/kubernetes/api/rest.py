@@ -138,8 +138,12 @@ class RestApi:
     ) -> rest.RESTResponse:
         """A request with a body, serialised once by orjson and sent over the client's pool:
         the client would walk the body to sanitise it and serialise it with the standard
-        library's encoder, on the path of every pod created."""
-        data = body if isinstance(body, bytes) else orjson.dumps(body)
+        library's encoder, on the path of every pod created. Text and bytes are sent as they
+        are (a serialised manifest, a proxied call's body)."""
+        if isinstance(body, str):
+            data = body.encode()
+        else:
+            data = body if isinstance(body, bytes) else orjson.dumps(body)
         try:
             answer = self.api.rest_client.pool_manager.request(
                 method,
