@@ -367,13 +367,15 @@ class KubernetesRuntime:
             return False
         self._tracker.abort(uid, reason, message)
         notes = {names.ABORT_REASON: reason, names.ABORT_MESSAGE: message}
+        for pod in live:  # aborting from now: recorded before the requests that carry it out
+            meta = pod["metadata"]
+            meta["annotations"] = {**(meta.get("annotations") or {}), **notes}
+            self._tracker.deliver(meta["uid"], pod_to_event(pod))
         for pod in live:
             meta = pod["metadata"]
             # The uid precondition: never touch a newer pod that took the same name.
             patch = {"metadata": {"uid": meta["uid"], "annotations": notes}}
-            if self._on_pod("PATCH", meta["name"], patch, MERGE_PATCH):
-                meta.setdefault("annotations", {}).update(notes)
-                self._tracker.deliver(meta["uid"], pod_to_event(pod))
+            self._on_pod("PATCH", meta["name"], patch, MERGE_PATCH)
         for pod in live:
             meta = pod["metadata"]
             options: dict[str, Any] = {"preconditions": {"uid": meta["uid"]}}
