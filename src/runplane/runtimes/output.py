@@ -199,6 +199,8 @@ def cut_output(directory: Path, size: int) -> None:
         if size <= head:
             if size < head:
                 os.ftruncate(fd, size)
+                if _number(directory / BASE) > size:  # the cap counts from what is left
+                    _replace(directory / BASE, str(size).encode())
             for name in (HELD, DROPPED):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(directory / name)
