@@ -124,10 +124,11 @@ def retention_command(
     record = _record(service, name)
     if changing:
         terms = {} if reset else changed_terms(record.get("retention") or {}, given)
-        if not record.get("recorded", True):  # known from its runs only: give it a record
-            record = service.create_project(name, {"retention": terms} if terms else {})
         if (record.get("retention") or {}) != terms:
-            record = service.update_project(name, {"retention": terms})
+            if record.get("recorded", True):
+                record = service.update_project(name, {"retention": terms})
+            else:  # known from its runs, functions or schedules only: a record holds it
+                record = service.create_project(name, {"retention": terms})
     _show(name, record.get("retention") or {}, service)
 
 
