@@ -1,17 +1,38 @@
 """How a run's output is copied from the pod log: the kubelet's times read exactly, a resumed
-read skips what was copied, the results line kept apart. (The copy of a live pod's log, its
-resume after a break and after a killed service, are shown on the real node.)"""
+read skips what was copied, the results line kept apart, the output capped and closed as a
+local run's is. (The copy of a live pod's log, its resume after a break and after a killed
+service, are shown on the real node; here the pod log is served by a small HTTP server.)"""
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pytest
+from kubernetes import client
 
-from runplane.runtimes.kubernetes.logspool import RESULTS, Cursor, _Appender, stamp_ns
-from runplane.runtimes.output import OUTPUT
+from runplane.runtimes.kubernetes.api.rest import RestApi
+from runplane.runtimes.kubernetes.logspool import RESULTS, Cursor, LogSpool, _Appender, stamp_ns
+from runplane.runtimes.output import (
+    COMPRESSED,
+    DROPPED,
+    HELD,
+    INDEX,
+    MARKER,
+    OUTPUT,
+    finish_output,
+    read_output,
+)
 
 SECOND = 1_000_000_000
+CAP = 64 << 10  # the smallest cap the setting allows: a start of 16 KiB, an end of 48 KiB
 
 
 def test_times_are_read_to_the_nanosecond_whatever_their_precision():
@@ -23,13 +44,28 @@ def test_times_are_read_to_the_nanosecond_whatever_their_precision():
         stamp_ns("yesterday")
 
 
-def copy(tmp_path, cursor, lines, final=False):
-    with _Appender(tmp_path, cursor) as out:
+def copy(tmp_path, cursor, lines, final=False, cap=CAP):
+    with _Appender(tmp_path, cursor, cap) as out:
         for at, text in lines:
             if out.fresh(at):
                 out.write(at, text)
         out.finish(final)
     return (tmp_path / OUTPUT).read_bytes()
+
+
+def read_all(directory: Path, offset: int = 0) -> bytes:
+    """Everything the run's output reads as from ``offset``, chunk after chunk."""
+    data = b""
+    while True:
+        chunk, offset = read_output(directory / OUTPUT, offset)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def numbered(first: int, last: int, at: int = 0) -> list[tuple[int, bytes]]:
+    """Lines of 12 bytes, each stamped a second after the one before."""
+    return [((at + i) * SECOND, f"line {i:06d}\n".encode()) for i in range(first, last)]
 
 
 def test_a_resumed_read_skips_the_lines_it_copied_and_no_others(tmp_path):
@@ -68,3 +104,184 @@ def test_a_spool_on_a_fresh_machine_makes_its_home_private(tmp_path):
     for directory in (run, run.parent, run.parent.parent):
         assert directory.is_dir()
         assert directory.stat().st_mode & 0o777 == 0o700
+
+
+def test_output_past_the_cap_keeps_its_start_and_its_end_after_a_marker(tmp_path):
+    lines = numbered(0, 20_000)  # 240,000 bytes: almost four caps
+    written = b"".join(text for _, text in lines)
+    cursor = Cursor(pod="p")
+    for part in range(0, 20_000, 1_000):  # a read at a time, as a follow brings them
+        copy(tmp_path, cursor, lines[part : part + 1_000])
+    assert cursor.size == len(written)  # the cursor counts what was appended, not what is kept
+    assert (tmp_path / OUTPUT).stat().st_size == CAP // 4  # the start; the end is held
+    finish_output(tmp_path, CAP)
+    output = read_all(tmp_path)
+    start, _, rest = output.partition(b"\n" + MARKER)
+    assert start == written[: CAP // 4]
+    count, kept = rest.split(b"\n", 1)
+    dropped = int(count.split(b" ", 1)[0])
+    assert written.endswith(kept)
+    assert kept.startswith(b"line ")
+    assert dropped == len(written) - len(start) - len(kept)
+    assert count.endswith(f"the last {len(kept)} bytes follow".encode())
+    assert len(kept) <= CAP - CAP // 4
+
+
+@pytest.mark.parametrize("lost", [3_000, 17_000], ids=["held", "held-cut-back"])
+def test_a_resume_with_a_held_end_cuts_what_came_after_the_cursor(tmp_path, lost):
+    """A service died after it recorded the cursor at line 3,000 (the start full, the rest
+    held) and appended ``lost`` lines more; past 8,000 of them the held end was cut back
+    beyond the cursor. The next service copies from the cursor: the output closes exactly as
+    an unbroken copy's."""
+    lines = numbered(0, 25_000)
+    unbroken = tmp_path / "unbroken"
+    unbroken.mkdir()
+    copy(unbroken, Cursor(pod="p"), lines)
+    finish_output(unbroken, CAP)
+
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    cursor = Cursor(pod="p")
+    copy(resumed, cursor, lines[:3_000])
+    recorded = Cursor(**json.loads((resumed / "output.cursor").read_bytes()))
+    copy(resumed, cursor, lines[3_000 : 3_000 + lost])  # appended; its cursor never saved
+    assert (os.path.exists(resumed / DROPPED)) == (lost > 8_000)
+    copy(resumed, recorded, lines)  # the next service reads the pod log from the cursor on
+    assert recorded.size == 25_000 * 12
+    finish_output(resumed, CAP)
+    assert read_all(resumed) == read_all(unbroken)
+
+
+def test_a_results_line_past_the_cap_still_goes_apart(tmp_path):
+    cursor = Cursor(pod="p")
+    marker = b'runplane-results: {"results": {"x": 1}}\n'
+    copy(tmp_path, cursor, [*numbered(0, 10_000), (20_000 * SECOND, marker)], final=True)
+    assert json.loads((tmp_path / RESULTS).read_bytes()) == {"results": {"x": 1}}
+    assert cursor.size == 10_000 * 12
+    finish_output(tmp_path, CAP)
+    assert read_all(tmp_path).endswith(b"line 009999\n")
+
+
+EPOCH = 1_795_000_000  # the pod log's lines are stamped from this second on
+
+
+class PodLogs(BaseHTTPRequestHandler):
+    """The API server's pod log endpoint, as much of it as the spool asks: the lines of a pod
+    stamped with their times, from ``sinceTime`` on, the stream closed at their end."""
+
+    pods: dict[str, list[tuple[int, bytes]]] = {}
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        pod = url.path.split("/")[-2]
+        if pod not in self.pods:
+            self.send_error(404)
+            return
+        since = parse_qs(url.query).get("sinceTime", [""])[0]
+        first = stamp_ns(since) if since else 0
+        body = b"".join(
+            stamp(EPOCH * SECOND + at).encode() + b" " + text
+            for at, text in self.pods[pod]
+            if EPOCH * SECOND + at >= first
+        )
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def stamp(at: int) -> str:
+    whole = datetime.fromtimestamp(at // SECOND, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{whole}.{at % SECOND:09d}Z"
+
+
+@pytest.fixture
+def spool(tmp_path) -> Iterator[LogSpool]:
+    PodLogs.pods = {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), PodLogs)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    configuration = client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+    logs = LogSpool(RestApi(client.ApiClient(configuration)), "ns", tmp_path / "runs", cap=CAP)
+    yield logs
+    logs.close()
+    server.shutdown()
+    server.server_close()
+
+
+UID = "0123abcd"
+
+
+def test_an_ended_pods_output_is_copied_capped_and_compressed(spool, tmp_path):
+    lines = numbered(0, 20_000)
+    PodLogs.pods["run-1"] = lines
+    spool.finish(UID, "run-1")
+    directory = tmp_path / "runs" / UID
+    assert sorted(os.listdir(directory)) == sorted([COMPRESSED, INDEX, "output.cursor"])
+    output = read_all(directory)
+    assert gzip.decompress((directory / COMPRESSED).read_bytes()) == output
+    assert output.count(MARKER) == 1
+    assert output.endswith(b"line 019999\n")
+    assert len(output) < CAP + 200
+    assert json.loads((directory / "output.cursor").read_bytes())["complete"]
+    spool.finish(UID, "run-1")  # seen ended again (its delete): nothing changes
+    assert read_all(directory) == output
+
+
+def test_a_retried_runs_next_pod_appends_after_the_closed_output(spool, tmp_path):
+    directory = tmp_path / "runs" / UID
+    PodLogs.pods["run-1"] = numbered(0, 8_000)
+    spool.finish(UID, "run-1")
+    first = read_all(directory)
+    assert MARKER in first
+    assert os.path.exists(directory / COMPRESSED)
+
+    # The next attempt's output reopens the closed one: the same bytes at the same offsets,
+    # and its start is followed live as the first attempt's was.
+    second = [(at, b"again " + text) for at, text in numbered(0, 10_000, at=9_000)]
+    cursor = Cursor(pod="run-2", size=len(first))
+    copy(directory, cursor, second[:10])
+    assert not os.path.exists(directory / COMPRESSED)
+    assert read_all(directory) == first + b"".join(text for _, text in second[:10])
+    assert read_all(directory, len(first)).startswith(b"again line 000000\n")
+
+    (directory / "output.cursor").write_text(json.dumps(cursor.__dict__))
+    PodLogs.pods["run-2"] = second
+    spool.finish(UID, "run-2")
+    output = read_all(directory)
+    assert output.startswith(first)  # the file only grew
+    assert output.count(MARKER) == 2  # each attempt's end after its own marker
+    assert output.endswith(b"again line 009999\n")
+    assert output[len(first) :].startswith(b"again line 000000\n")  # its own start, and end
+    assert len(output) - len(first) < CAP + 200
+    assert sorted(os.listdir(directory)) == sorted([COMPRESSED, INDEX, "output.cursor"])
+    assert not os.path.exists(directory / HELD)
+
+
+def test_a_copy_finished_before_a_restart_closed_its_output_is_closed_when_seen_ended(
+    spool, tmp_path
+):
+    directory = tmp_path / "runs" / UID
+    directory.mkdir(parents=True)
+    cursor = Cursor(pod="run-1")
+    copy(directory, cursor, numbered(0, 5_000))
+    cursor.complete = True  # the last service stopped between these two
+    (directory / "output.cursor").write_text(json.dumps(cursor.__dict__))
+    spool.finish(UID, "run-1")  # no request: all of it was copied
+    assert sorted(os.listdir(directory)) == sorted([COMPRESSED, INDEX, "output.cursor"])
+    assert read_all(directory).endswith(b"line 004999\n")
+
+
+def test_a_pod_gone_before_its_last_read_has_its_output_closed_all_the_same(spool, tmp_path):
+    directory = tmp_path / "runs" / UID
+    directory.mkdir(parents=True)
+    cursor = Cursor(pod="run-1")
+    copy(directory, cursor, numbered(0, 10_000))  # copied by the last service, then the pod went
+    spool.finish(UID, "run-1")  # the pod log answers 404
+    output = read_all(directory)
+    assert output.count(MARKER) == 1
+    assert output.endswith(b"line 009999\n")
+    assert os.path.exists(directory / COMPRESSED)

@@ -157,3 +157,23 @@ def test_the_service_default_is_checked_with_its_setting_named(monkeypatch):
     monkeypatch.setenv("RUNPLANE_RETENTION__MAX_OUTPUT_BYTES", "100")
     with pytest.raises(ConfigError, match=r"retention\.max_output_bytes"):
         load_settings()
+
+
+def test_a_next_attempt_reopens_the_closed_output_and_keeps_its_offsets(tmp_path):
+    for line in lines(0, 20_000):  # the first attempt: past the cap
+        append_output(tmp_path, line, CAP)
+    finish_output(tmp_path, CAP)
+    first = read_all(tmp_path)
+    append_output(tmp_path, b"attempt 2\n", CAP)  # reopened: plain again, the same bytes
+    assert sorted(os.listdir(tmp_path)) == sorted([OUTPUT, "output.base"])
+    assert read_all(tmp_path) == first + b"attempt 2\n"  # its start is followed live
+    assert read_all(tmp_path, len(first)) == b"attempt 2\n"
+    for line in lines(0, 20_000):
+        append_output(tmp_path, line, CAP)
+    finish_output(tmp_path, CAP)
+    assert sorted(os.listdir(tmp_path)) == [COMPRESSED, INDEX]
+    output = read_all(tmp_path)
+    assert output.startswith(first + b"attempt 2\nline 000000\n")
+    assert output.count(b"[runplane] ") == 2
+    assert output.endswith(b"line 019999\n")
+    assert len(output) - len(first) < CAP + 200  # the cap holds per attempt

@@ -16,6 +16,7 @@ from runplane.cli.options import (
     load_function,
     resource_options,
 )
+from runplane.cli.projects import project_group
 from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
 from runplane.cli.service import deploy_command, schedule_group
 from runplane.cli.serving import serve, ui_command
@@ -98,6 +99,7 @@ for _command in (
     delete_group,
     cost_command,
     label_group,
+    project_group,
 ):
     cli.add_command(_command)
 get_group.add_command(get_deployments)

@@ -15,6 +15,12 @@ of where each member starts (``output.log.gz.index``), so a read by offset infla
 two members. The file only ever grows while the run is live, so offsets stay valid; and a
 reader that started on ``output.log`` finds the same bytes at the same offsets once it is
 compressed.
+
+A retried run's next attempt appends to the same output after the earlier attempt closed it:
+:func:`append_output` reopens it first (inflated back into ``output.log``, the same bytes at
+the same offsets), so the file still only grows, and the cap counts again from where the
+attempt began (``output.base``): each attempt keeps its own start and end, and is followed
+live from its start as the first was.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ INDEX = COMPRESSED + ".index"
 HELD = "output.held"
 #: How many bytes of the held end were dropped so far (a number as text).
 DROPPED = "output.dropped"
+#: The output's size when an attempt reopened it, where the cap counts from (a number as text).
+BASE = "output.base"
 #: Which part of the cap the output's start takes: the rest holds its end.
 HEAD_SHARE = 4
 #: Every marker line runplane writes into a run's output starts with this.
@@ -111,9 +119,12 @@ def append_output(directory: Path, data: bytes, cap: int) -> None:
     head, tail = _split(cap)
     held = directory / HELD
     if not os.path.lexists(held):
-        fd = _open_append(directory / OUTPUT)
+        fd = _open_plain(directory)
         try:
-            room = max(head - os.fstat(fd).st_size, 0)
+            size = os.fstat(fd).st_size
+            if size >= head:  # the start is full, unless this attempt's counts from a base
+                size -= _number(directory / BASE)
+            room = max(head - size, 0)
             _write_all(fd, data[:room])
             data = data[room:]
             if not data:
@@ -122,6 +133,100 @@ def append_output(directory: Path, data: bytes, cap: int) -> None:
         finally:
             os.close(fd)
     _hold(directory, data, tail)
+
+
+def _open_plain(directory: Path) -> int:
+    """``output.log`` opened to append; an output an earlier attempt closed is reopened first."""
+    path = directory / OUTPUT
+    try:
+        return _opened(path, os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:
+        pass
+    if os.path.lexists(directory / COMPRESSED):
+        _reopen(directory)
+    return _open_append(path)
+
+
+def _reopen(directory: Path) -> None:
+    """Inflate a closed output back into ``output.log`` so that it can grow again. Readers
+    find the same bytes at the same offsets throughout: the plain file is renamed into place
+    whole, and a read prefers it to the compressed one."""
+    path = directory / OUTPUT
+    temporary = directory / (OUTPUT + ".new")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    target = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o600)
+    try:
+        offset = 0
+        while chunk := _read_compressed(directory / COMPRESSED, offset):
+            _write_all(target, chunk)
+            offset += len(chunk)
+    finally:
+        os.close(target)
+    _replace(directory / BASE, str(offset).encode())
+    os.replace(temporary, path)
+    for name in (COMPRESSED, INDEX):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(directory / name)
+
+
+def output_size(directory: Path) -> int:
+    """How many bytes were appended to the run's output as the cap counts them: its start,
+    what was dropped of its end and the end held; a closed output counts as its size. A
+    writer that records it can cut the output back to it (:func:`cut_output`)."""
+    size = _size(directory / OUTPUT)
+    if size is None:
+        compressed = _index(directory / INDEX)
+        size = compressed[0] if compressed is not None else 0
+    return size + _dropped(directory) + (_size(directory / HELD) or 0)
+
+
+def cut_output(directory: Path, size: int) -> None:
+    """Cut a live output back to the first ``size`` bytes appended to it (as
+    :func:`output_size` counted them), so that the bytes appended after are appended again.
+    When the held end was already cut back past ``size``, it is emptied and what it dropped is
+    counted up to ``size``: the bytes that come again refill it, the end kept is the same."""
+    plain = directory / OUTPUT
+    try:
+        fd = _opened(plain, os.O_WRONLY)
+    except FileNotFoundError:
+        if output_size(directory) <= size:
+            return
+        _reopen(directory)
+        fd = _opened(plain, os.O_WRONLY)
+    try:
+        head = os.fstat(fd).st_size
+        if size <= head:
+            if size < head:
+                os.ftruncate(fd, size)
+                if _number(directory / BASE) > size:  # the cap counts from what is left
+                    _replace(directory / BASE, str(size).encode())
+            for name in (HELD, DROPPED):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(directory / name)
+            return
+    finally:
+        os.close(fd)
+    held = directory / HELD
+    if not os.path.lexists(held):  # nothing beyond the start to cut
+        return
+    rest, dropped = size - head, _dropped(directory)
+    if rest < dropped:
+        _replace(directory / DROPPED, str(rest).encode())
+        rest = dropped = 0
+    fd = _opened(held, os.O_WRONLY)
+    try:
+        if os.fstat(fd).st_size > rest - dropped:
+            os.ftruncate(fd, rest - dropped)
+    finally:
+        os.close(fd)
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_size
+    except FileNotFoundError:
+        return None
 
 
 def _hold(directory: Path, data: bytes, keep: int) -> None:
@@ -149,7 +254,7 @@ def _hold(directory: Path, data: bytes, keep: int) -> None:
     finally:
         os.close(source)
     os.replace(temporary, held)
-    _replace(directory / DROPPED, str(_dropped(directory) + size - keep).encode())
+    _replace(directory / DROPPED, str(_number(directory / DROPPED) + size - keep).encode())
 
 
 def _copy(source: int, start: int, target: int) -> None:
@@ -179,8 +284,13 @@ def _replace(path: Path, data: bytes) -> None:
 
 
 def _dropped(directory: Path) -> int:
+    return _number(directory / DROPPED)
+
+
+def _number(path: Path) -> int:
+    """The number a small file of runplane's holds; 0 when there is none."""
     try:
-        with open(_opened(directory / DROPPED, os.O_RDONLY), "rb") as stream:
+        with open(_opened(path, os.O_RDONLY), "rb") as stream:
             return int(stream.read(32) or b"0")
     except (FileNotFoundError, ValueError):
         return 0
@@ -222,6 +332,8 @@ def finish_output(directory: Path, cap: int) -> None:
         os.unlink(held)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(directory / DROPPED)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(directory / BASE)
     compress_output(directory)
 
 

@@ -3,12 +3,17 @@
 The pod log API serves a pod's output only while the pod and its node exist, and reads it from
 the start or from a point in time. So runplane follows the log of each started pod of its runs
 (``follow=true``, every line stamped with its time) and appends the lines to the run's
-``output.log`` (:mod:`runplane.runtimes.output`): offsets into it stay valid, a finished run's
-output outlives its pod and node, and ``runplane logs -f`` reads a file instead of the pod log
-from its start. A dropped stream resumes from the last copied line's time (``sinceTime``),
-skipping the lines already copied. How far the copy got is kept beside the file
-(``output.cursor``), so a restarted service resumes where the last one stopped, and never
-copies a line twice: the file is cut back to the size the cursor recorded.
+output as a local run's are (:func:`runplane.runtimes.output.append_output`, under the cap,
+all the lines a read brought at once): offsets into it stay valid, a finished run's output
+outlives its pod and node, and ``runplane logs -f`` reads a file instead of the pod log from
+its start. Once the pod ended and its last read is done the output is closed
+(:func:`~runplane.runtimes.output.finish_output`: the held end after its marker, compressed);
+a retried run's next pod reopens it and appends after. A dropped stream resumes from the last
+copied line's time (``sinceTime``), skipping the lines already copied. How far the copy got is
+kept beside the file (``output.cursor``: the bytes appended as the cap counts them, the start,
+the dropped and the held end together), so a restarted service resumes where the last one
+stopped, and never copies a line twice: the output is cut back to what the cursor recorded
+(:func:`~runplane.runtimes.output.cut_output`).
 
 What a copy costs is bounded, whatever the number of live runs: at most ``follows`` logs are
 followed at once, by as many threads over a connection pool of their own (so a busy spool never
@@ -46,7 +51,16 @@ from kubernetes.client.exceptions import ApiException
 from runplane.bootstrap import RESULTS_MARKER
 from runplane.runtimes.kubernetes.api.backoff import Backoff
 from runplane.runtimes.kubernetes.api.rest import CONNECTION_ENDED, RestApi, pods_path, shutdown
-from runplane.runtimes.output import OUTPUT, private_dir, read_output
+from runplane.runtimes.output import (
+    HELD,
+    OUTPUT,
+    append_output,
+    cut_output,
+    finish_output,
+    output_size,
+    private_dir,
+    read_output,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +81,8 @@ class Cursor:
     pod: str = ""  # the pod being copied (a retried run has one per attempt)
     at: int = -1  # the time of its last copied line, in ns since the epoch
     seen: int = 0  # how many copied lines have exactly that time (a resume sees them again)
-    size: int = 0  # the output file's size after them
-    complete: bool = False  # the pod has ended and all of its output is copied
+    size: int = 0  # the bytes appended to the output after them (output_size)
+    complete: bool = False  # the pod has ended, all of its output is copied, the output closed
 
 
 def stamp_ns(stamp: str) -> int:
@@ -94,6 +108,7 @@ class LogSpool:
         namespace: str,
         runs: Path,
         *,
+        cap: int = 32 << 20,
         follows: int = 64,
         idle_timeout: float = 60.0,
         drain_timeout: float = 10.0,
@@ -101,6 +116,7 @@ class LogSpool:
         self._rest = rest
         self._namespace = namespace
         self._runs = runs
+        self.cap = cap  # the most output a run keeps (Settings.retention.max_output_bytes)
         self.follows = follows
         self.idle_timeout = idle_timeout
         self._drain_timeout = drain_timeout
@@ -125,15 +141,20 @@ class LogSpool:
         read here and now, not after the followed ones."""
         with self._lock:
             copy = self._copy_of(uid, pod, container, node)
-            if copy is None:
-                return
-            copy.ended = True
-            inline = not copy.reading and not copy.done.is_set()
-            if inline:
-                copy.reading = True  # taken from the queue: no copier starts it meanwhile
-                copy.queued = False
-            elif copy.reading and copy.response is not None and copy.stalled():
-                shutdown(copy.response)  # a follow that waits for lines that will not come
+            closed = self._closed
+            if copy is not None:
+                copy.ended = True
+                inline = not copy.reading and not copy.done.is_set()
+                if inline:
+                    copy.reading = True  # taken from the queue: no copier starts it meanwhile
+                    copy.queued = False
+                elif copy.reading and copy.response is not None and copy.stalled():
+                    shutdown(copy.response)  # a follow that waits for lines that will not come
+        if copy is None:
+            directory = self._runs / uid
+            if not closed and os.path.lexists(directory / HELD):
+                finish_output(directory, self.cap)  # copied, but a service stopped before
+            return
         if inline:
             self._step(copy)
         copy.done.wait(self._drain_timeout)
@@ -345,7 +366,17 @@ class _Copy:
         return self._backoff.delay(self._failures)
 
     def read(self) -> _Outcome:
-        """One read of the pod log from the cursor on."""
+        """One read of the pod log from the cursor on; once an ended pod's output is all
+        copied (or can be had no more), the output is closed."""
+        outcome = self._read()
+        if outcome is _Outcome.DONE and self.ended and not self.stopped:
+            if self._cursor is not None:  # first: a restart finds it complete, and closes it
+                self._cursor.complete = True
+                _write_cursor(self._directory, self._cursor)
+            finish_output(self._directory, self.spool.cap)  # none there: nothing to do
+        return outcome
+
+    def _read(self) -> _Outcome:
         if self.stopped or (self.ended and self.spool.refusing(self.node)):
             return _Outcome.DONE
         last = self.ended
@@ -368,8 +399,6 @@ class _Copy:
             self._failures += 1
             return _Outcome.NOTHING
         if last:
-            cursor.complete = True
-            _write_cursor(self._directory, cursor)
             return _Outcome.DONE
         # The stream ended: the container stopped (the watch says so soon) or the connection
         # broke. Either way, read again after a pause that grows while nothing comes.
@@ -381,7 +410,7 @@ class _Copy:
         private_dir(self._directory)
         cursor = _read_cursor(self._directory)
         if cursor.pod != self.pod:  # a new pod: its lines follow the earlier pod's
-            cursor = Cursor(pod=self.pod, size=_size(self._directory / OUTPUT))
+            cursor = Cursor(pod=self.pod, size=output_size(self._directory))
             _write_cursor(self._directory, cursor)
         self._cursor = cursor
         return cursor
@@ -401,16 +430,18 @@ class _Copy:
             shutdown(response)
         copied = False
         try:
-            with _Appender(self._directory, cursor) as out:
-                for line, whole in _lines(response):
+            with _Appender(self._directory, cursor, self.spool.cap) as out:
+                for lines in _lines(response):
                     self._last_line = time.monotonic()
-                    at, text = _stamped(line, cursor.at)
-                    if not out.fresh(at):
-                        continue
-                    if not whole and follow:
-                        break  # a line cut by a broken stream: read again, whole, on resume
-                    out.write(at, text + (b"\n" if whole else b""))
-                    copied = True
+                    for line, whole in lines:
+                        at, text = _stamped(line, out.at)
+                        if not out.fresh(at):
+                            continue
+                        if not whole and follow:
+                            break  # a line cut by a broken stream: read again, whole, on resume
+                        out.write(at, text + (b"\n" if whole else b""))
+                        copied = True
+                    out.flush()  # what one network read brought, in one append
                 out.finish(final=not follow)
         finally:
             self.response = None
@@ -420,28 +451,30 @@ class _Copy:
 
 class _Appender:
     """Appends lines to the output after the cursor's size and advances the cursor, holding
-    back a results line until a line follows it (then it was not the last)."""
+    back a results line until a line follows it (then it was not the last). Lines are
+    gathered and appended a read at a time (:meth:`flush`): the cursor moves with what is
+    appended, never ahead of it."""
 
-    def __init__(self, directory: Path, cursor: Cursor) -> None:
+    def __init__(self, directory: Path, cursor: Cursor, cap: int) -> None:
         self._directory = directory
         self._cursor = cursor
+        self._cap = cap
         self._from = (cursor.at, cursor.seen)  # where this read resumes
         self._skipped = 0
         self._held: tuple[int, bytes] | None = None
+        self._pending: list[bytes] = []  # lines not appended yet
+        self.at, self._seen = cursor.at, cursor.seen  # the cursor after them
         self._saved = time.monotonic()
 
     def __enter__(self) -> _Appender:
-        fd = os.open(
-            self._directory / OUTPUT, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        os.ftruncate(fd, self._cursor.size)  # a line written after the last cursor is redone
-        os.lseek(fd, self._cursor.size, os.SEEK_SET)
-        self._file = os.fdopen(fd, "wb", buffering=0)  # readers see each line as it comes
+        cut_output(self._directory, self._cursor.size)  # what came after the cursor is redone
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._file.close()
-        _write_cursor(self._directory, self._cursor)
+        try:
+            self.flush()
+        finally:
+            _write_cursor(self._directory, self._cursor)
 
     def fresh(self, at: int) -> bool:
         """Whether a line stamped ``at`` is new: later than where this read resumes, or at
@@ -462,12 +495,21 @@ class _Appender:
             self._put(at, line)
 
     def _put(self, at: int, line: bytes) -> None:
-        self._file.write(line)
+        self._pending.append(line)
+        self._seen = self._seen + 1 if at == self.at else 1
+        self.at = at
+
+    def flush(self) -> None:
+        """Append the lines gathered (readers see them now) and advance the cursor past them;
+        a long follow records its place every :data:`_SAVE_EVERY` seconds."""
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        append_output(self._directory, data, self._cap)
+        self._pending.clear()
         cursor = self._cursor
-        cursor.seen = cursor.seen + 1 if at == cursor.at else 1
-        cursor.at = at
-        cursor.size += len(line)
-        if time.monotonic() - self._saved > _SAVE_EVERY:  # a long follow keeps its place too
+        cursor.at, cursor.seen, cursor.size = self.at, self._seen, cursor.size + len(data)
+        if time.monotonic() - self._saved > _SAVE_EVERY:
             _write_cursor(self._directory, cursor)
             self._saved = time.monotonic()
 
@@ -490,17 +532,18 @@ def _stamped(line: bytes, previous: int) -> tuple[int, bytes]:
         return previous, line
 
 
-def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[tuple[bytes, bool]]:
-    """The response's lines without their ends, each with whether it was whole, as they
-    arrive (``read1``: ``stream`` would wait for a full buffer on an unchunked response)."""
+def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[list[tuple[bytes, bool]]]:
+    """The response's lines without their ends, each with whether it was whole, a read's at a
+    time as they arrive (``read1``: ``stream`` would wait for a full buffer on an unchunked
+    response)."""
     pending = b""
     while chunk := response.read1(65536):
         pending += chunk
         *complete, pending = pending.split(b"\n")
-        for line in complete:
-            yield line, True
+        if complete:
+            yield [(line, True) for line in complete]
     if pending:
-        yield pending, False
+        yield [(pending, False)]
 
 
 def _read_cursor(directory: Path) -> Cursor:
@@ -520,10 +563,3 @@ def _atomic_write(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as file:
         file.write(data)
     os.replace(partial, path)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0

@@ -113,7 +113,11 @@ class KubernetesRuntime:
         # Followed logs hold their connections for long: a pool of their own.
         spool_api = pooled(api.configuration, log_follows)
         self._spool = LogSpool(
-            RestApi(spool_api), self.namespace, settings.local.home / "runs", follows=log_follows
+            RestApi(spool_api),
+            self.namespace,
+            settings.local.home / "runs",
+            cap=settings.retention.max_output_bytes,
+            follows=log_follows,
         )
         self.watch = PodWatch(
             rest,
