@@ -617,6 +617,17 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
                 first.append(answered / 1000)
             clicked = "Next page, clicked 10 times from the first"
             print(f"| {clicked} | {who} | {_split(samples, first)} |")
+            if token == ADMIN_TOKEN:
+                # The browser's own floor on this machine: a page whose server answer reads
+                # no run, with the same layout, stylesheet and scripts.
+                samples, first = [], []
+                for _ in range(loads):
+                    page.goto(f"{base}/ui/settings", wait_until="load")
+                    took, answered = page.evaluate(_NAVIGATION)
+                    samples.append(took / 1000)
+                    first.append(answered / 1000)
+                floor = "reference: `/ui/settings`, no run read"
+                print(f"| {floor} | {who} | {_split(samples, first)} |")
             page.close()
         browser.close()
 
