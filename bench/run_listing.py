@@ -12,6 +12,8 @@ and of the web UI's runs page; then Debian's Chromium loads the UI's pages (Play
 
     python bench/run_listing.py [--runs 1000000] [--requests 50] [--database-url URL]
     python bench/run_listing.py --sqlite [--runs 100000]
+    python bench/run_listing.py --database-url URL --load-only   # then, as often as needed:
+    python bench/run_listing.py --database-url URL --loaded      # the same day (same runs)
 
 Without ``--database-url`` a throwaway PostgreSQL server is started (scripts/postgres.sh, its
 own data directory and port). ``--check`` compares every answer with the runs as generated
@@ -586,8 +588,9 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
     from playwright.sync_api import sync_playwright
 
     chromium = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
-    print(f"\nChromium (Playwright), navigation start to load event, {loads} loads each:")
-    print("| page | as | p50 | p99 | max |\n|---|---|---|---|---|")
+    print(f"\nChromium (Playwright), navigation start to load event, {loads} loads each (ms;")
+    print("first byte: navigation start to the answer's first byte, the server's share):")
+    print("| page | as | p50 | p99 | max | first byte p50 | p99 |\n|---|---|---|---|---|---|---|")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium)
         for token in (ADMIN_TOKEN, USER_TOKEN):
@@ -597,28 +600,49 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
             for query in queries(spread):
                 if not query.ui or query.token != token:
                     continue
-                samples = []
+                samples, first = [], []
                 for _ in range(loads):
                     page.goto(f"{base}{query.ui}", wait_until="load")
-                    samples.append(page.evaluate(_NAVIGATION) / 1000)
-                print(f"| `{query.ui[:70]}` | {who} | {percentiles(samples)} |")
-            samples = []
+                    took, answered = page.evaluate(_NAVIGATION)
+                    samples.append(took / 1000)
+                    first.append(answered / 1000)
+                print(f"| `{query.ui[:70]}` | {who} | {_split(samples, first)} |")
+            samples, first = [], []
             page.goto(f"{base}/ui/projects/proj-00/jobs", wait_until="load")
             for _ in range(min(loads, 10)):
                 with page.expect_navigation(wait_until="load"):
                     page.get_by_role("link", name="Next page").click()
-                samples.append(page.evaluate(_NAVIGATION) / 1000)
-            print(
-                f"| Next page, clicked 10 times from the first | {who} | {percentiles(samples)} |"
-            )
+                took, answered = page.evaluate(_NAVIGATION)
+                samples.append(took / 1000)
+                first.append(answered / 1000)
+            clicked = "Next page, clicked 10 times from the first"
+            print(f"| {clicked} | {who} | {_split(samples, first)} |")
+            if token == ADMIN_TOKEN:
+                # The browser's own floor on this machine: a page whose server answer reads
+                # no run, with the same layout, stylesheet and scripts.
+                samples, first = [], []
+                for _ in range(loads):
+                    page.goto(f"{base}/ui/settings", wait_until="load")
+                    took, answered = page.evaluate(_NAVIGATION)
+                    samples.append(took / 1000)
+                    first.append(answered / 1000)
+                floor = "reference: `/ui/settings`, no run read"
+                print(f"| {floor} | {who} | {_split(samples, first)} |")
             page.close()
         browser.close()
 
 
 _NAVIGATION = (
     "() => { const n = performance.getEntriesByType('navigation')[0];"
-    " return n.loadEventEnd - n.startTime; }"
+    " return [n.loadEventEnd - n.startTime, n.responseStart - n.startTime]; }"
 )
+
+
+def _split(samples: list[float], first: list[float]) -> str:
+    """The whole load's percentiles, then its first byte's p50 and p99."""
+    ordered = sorted(first)
+    p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    return f"{percentiles(samples)} | {ordered[len(ordered) // 2] * 1000:7.1f} | {p99 * 1000:7.1f}"
 
 
 @contextmanager
@@ -649,6 +673,11 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true", help="leave Chromium out")
     parser.add_argument("--check", action="store_true", help="check every answer too")
     parser.add_argument(
+        "--load-only",
+        action="store_true",
+        help="load --database-url and stop (then time it with --loaded, under the bench lock)",
+    )
+    parser.add_argument(
         "--loaded",
         action="store_true",
         help="--database-url already holds this command's runs (a run before loaded them)",
@@ -674,6 +703,8 @@ def main() -> None:
                 took = load(url, spread)
                 after = "; VACUUM ANALYZE" if url.startswith("postgresql") else ""
                 print(f"loaded in {took:.1f} s (indexes built after the rows{after})")
+            if args.load_only:
+                return
             process, base = start(url, work)
             try:
                 if args.check:

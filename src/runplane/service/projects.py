@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, select, union
 from sqlalchemy.exc import IntegrityError
 
 from runplane.errors import InvalidValueError, NotFoundError, PolicyError, RunplaneError
+from runplane.service import run_counts
 from runplane.service.db import session_factory
 from runplane.service.db.models import FunctionOwner, FunctionVersion, RunCount, Schedule
 from runplane.service.db.models import Project as ProjectRow
@@ -148,14 +149,21 @@ class ProjectStore:
     def names(self) -> list[str]:
         """Every project: those with a record, and those that only have runs, functions or
         schedules."""
+        # One statement: projects with runs come from the runs' counts, not from the runs.
+        named = union(
+            select(ProjectRow.name),
+            select(FunctionVersion.project),
+            select(Schedule.project),
+            run_counts.PROJECTS,
+        )
         with self._sessions() as session:
-            names = set(session.scalars(select(ProjectRow.name)))
-            for column in (FunctionVersion.project, Schedule.project):
-                names |= set(session.scalars(select(column).distinct()))
-            # Projects with runs, from the runs' counts (a few rows), not from the runs.
-            with_runs = select(RunCount.project).where(RunCount.runs > 0).distinct()
-            names |= set(session.scalars(with_runs))
-        return sorted(names)
+            return sorted(session.scalars(select(named.subquery().c[0])))
+
+    def record(self, name: str) -> ProjectRecord | None:
+        """The project's record; ``None`` if it has none (see :meth:`get`)."""
+        with self._sessions() as session:
+            row = session.get(ProjectRow, name)
+            return None if row is None else _record(row)
 
     def list_projects(self) -> list[ProjectRecord]:
         with self._sessions() as session:

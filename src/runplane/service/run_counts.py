@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, select
+from sqlalchemy import Connection, bindparam, delete, exists, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from runplane.service.db.models import COUNTS, RUNS
@@ -28,6 +28,20 @@ _COUNTS_OF_RUNS = (
     select(RUNS.c.project, RUNS.c.owner, RUNS.c.state, func.count())
     .where(RUNS.c.uid.in_(bindparam("uids", expanding=True)))
     .group_by(RUNS.c.project, RUNS.c.owner, RUNS.c.state)
+)
+_NEXT = COUNTS.alias("later")
+_WALK = select(func.min(COUNTS.c.project).label("project")).cte("walk", recursive=True)
+_WALK = _WALK.union_all(
+    select(
+        select(func.min(_NEXT.c.project)).where(_NEXT.c.project > _WALK.c.project).scalar_subquery()
+    ).where(_WALK.c.project.is_not(None))
+)
+#: The projects with runs: the counts' keys walked one project at a time (each step the next
+#: project's first key, from the primary key), so it costs one index probe per project however
+#: many owners and states each has, where DISTINCT reads every row of the counts.
+PROJECTS = select(_WALK.c.project).where(
+    _WALK.c.project.is_not(None),
+    exists().where(COUNTS.c.project == _WALK.c.project, COUNTS.c.runs > 0),
 )
 _DELETE_RUNS = delete(RUNS).where(RUNS.c.uid.in_(bindparam("uids", expanding=True)))
 

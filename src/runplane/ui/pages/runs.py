@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from runplane.errors import InvalidValueError, NotFoundError, RunplaneError
+from runplane.errors import InvalidValueError, RunplaneError
 from runplane.rendering import RunRef, render
 from runplane.rendering.text import manifests_yaml
 from runplane.runs import RunRecord, RunState
@@ -135,11 +135,7 @@ def runs_page(
 
 def project_record(ui: UI, project: str) -> ProjectRecord | None:
     """The project's record, shown above its jobs; ``None`` for a project without one."""
-    try:
-        record = ui.server.projects.get(project)
-    except NotFoundError:
-        return None
-    return record if record.recorded else None
+    return ui.server.projects.record(project)
 
 
 def visible_run(ui: UI, session: Session, uid: str) -> RunRecord:
