@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
+from sqlalchemy.exc import OperationalError
 
 from runplane.runs import RunState, Usage
 from runplane.runtimes.events import RunEvent
@@ -165,3 +166,25 @@ def test_a_read_goes_on_while_another_process_writes(tmp_path: Any) -> None:
         writer.execute("ROLLBACK")
         writer.close()
         store.close()
+
+
+def test_a_transaction_that_cannot_begin_fails_as_sqlalchemy_says(tmp_path: Any) -> None:
+    engine = connect(f"sqlite:///{tmp_path / 'runs.db'}")
+    with engine.connect() as connection:
+        connection.connection.driver_connection.execute("BEGIN")  # one is open already
+        with pytest.raises(OperationalError, match="within a transaction"):
+            connection.begin()
+        connection.connection.driver_connection.execute("ROLLBACK")
+    # The failed begin let go of the write lock: another thread writes.
+    wrote: list[bool] = []
+
+    def write() -> None:
+        with engine.begin() as other:
+            other.exec_driver_sql("CREATE TABLE t (x INTEGER)")
+        wrote.append(True)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(timeout=10)
+    engine.dispose()
+    assert wrote == [True]

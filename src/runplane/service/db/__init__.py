@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +17,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from runplane import meters
@@ -68,11 +69,11 @@ class _Writers:
         if connection.get_execution_options().get(_READ_ONLY):
             # A deferred transaction: a snapshot of the database as of its first read, taken
             # beside any writer (WAL), holding no lock a writer waits for.
-            connection.exec_driver_sql("BEGIN")
+            _begin(connection, "BEGIN")
             return
         self._lock.acquire()
         try:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            _begin(connection, "BEGIN IMMEDIATE")
         except BaseException:
             self._lock.release()
             raise
@@ -81,6 +82,21 @@ class _Writers:
     def end(self, connection: Any) -> None:
         if connection.info.pop(_LOCKED, False):
             self._lock.release()
+
+
+def _begin(connection: Any, statement: str) -> None:
+    """Send ``statement`` on the driver's connection itself: every transaction on SQLite
+    begins here (a run's record, each burst of its events, each read), and SQLAlchemy's
+    execution of a statement costs several times SQLite's of ``BEGIN``. It is counted and
+    its errors are raised as if SQLAlchemy had executed it."""
+    meters.count("sql_statements", _BEGIN)
+    try:
+        connection.connection.driver_connection.execute(statement)
+    except sqlite3.Error as error:
+        raise DBAPIError.instance(statement, None, error, sqlite3.Error) from error
+
+
+_BEGIN = (("kind", "BEGIN"),)
 
 
 def _in_memory(url: str) -> bool:
