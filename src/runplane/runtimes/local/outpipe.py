@@ -41,6 +41,8 @@ class OutputPipe:
         with contextlib.suppress(OSError):  # a smaller buffer only makes the run wait sooner
             fcntl.fcntl(self._read, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
         self._closed = False
+        #: Whether any output came through: a run that printed nothing has nothing to close.
+        self._moved = False
 
     def fileno(self) -> int:
         """Readable when the run wrote output."""
@@ -57,6 +59,7 @@ class OutputPipe:
             if not data:
                 return
             append_output(self._dir, data, self._cap)
+            self._moved = True
             moved += len(data)
 
     def wait(self, timeout: float) -> None:
@@ -67,7 +70,8 @@ class OutputPipe:
 
     def close(self) -> None:
         """Once the run's processes are all gone: move the rest, and close the output (its
-        held end after a marker, compressed; :func:`finish_output`). Closing again does
+        held end after a marker, compressed; :func:`finish_output`), unless nothing came
+        through (an earlier attempt's output stays closed as it was). Closing again does
         nothing."""
         if self._closed:
             return
@@ -79,7 +83,8 @@ class OutputPipe:
             os.close(self._hold)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self._dir / PIPE)
-        finish_output(self._dir, self._cap)
+        if self._moved:
+            finish_output(self._dir, self._cap)
 
 
 def output_target(run_dir: Path) -> Path:
