@@ -177,3 +177,47 @@ def test_a_next_attempt_reopens_the_closed_output_and_keeps_its_offsets(tmp_path
     assert output.count(b"[runplane] ") == 2
     assert output.endswith(b"line 019999\n")
     assert len(output) - len(first) < CAP + 200  # the cap holds per attempt
+
+
+def test_an_attempt_after_a_short_one_gets_a_whole_start_of_its_own(tmp_path):
+    append_output(tmp_path, b"attempt 1 failed\n", CAP)  # far under the cap's start
+    finish_output(tmp_path, CAP)
+    first = read_all(tmp_path)
+    second = lines(0, 1365)  # 16,380 bytes: within the cap's start (16 KiB) by itself
+    for line in second:
+        append_output(tmp_path, line, CAP)
+    assert not (tmp_path / HELD).exists()  # all of it in the start, followed live
+    assert read_all(tmp_path) == first + b"".join(second)
+
+
+def test_an_output_runplane_did_not_close_is_never_inflated(tmp_path):
+    """A run that may write in its directory plants a compressed output (and a huge base)
+    of another user's: the next attempt starts afresh instead of inflating it, and the cap
+    holds."""
+    planted = gzip.compress(b"x" * (4 * CAP))
+    (tmp_path / COMPRESSED).write_bytes(planted)
+    (tmp_path / INDEX).write_text(f'{{"size": {4 * CAP}, "starts": [0, {len(planted)}]}}')
+    (tmp_path / "output.base").write_text(str(1 << 40))
+    for name in (COMPRESSED, INDEX, "output.base"):
+        os.chown(tmp_path / name, 12345, 12345)
+    for line in lines(0, 20_000):  # 240,000 bytes, nearly four caps
+        append_output(tmp_path, line, CAP)
+    finish_output(tmp_path, CAP)
+    output = read_all(tmp_path)
+    assert b"x" not in output
+    assert output.startswith(b"line 000000\n")
+    assert len(output) < CAP + 200
+
+
+def test_an_attempt_left_open_by_a_dead_service_is_closed_before_the_next_one(tmp_path):
+    """The service died under a local run's first attempt (its output plain, its end held);
+    the retry closes that output first, so the first attempt's end is kept even when the
+    retry prints nothing."""
+    from runplane.runtimes.local.outpipe import OutputPipe
+
+    for line in lines(0, 20_000):
+        append_output(tmp_path, line, CAP)
+    assert (tmp_path / HELD).exists()
+    OutputPipe(tmp_path, CAP).close()  # the retry, printing nothing
+    assert sorted(os.listdir(tmp_path)) == [COMPRESSED, INDEX]
+    assert read_all(tmp_path).endswith(b"line 019999\n")

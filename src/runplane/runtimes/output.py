@@ -121,9 +121,9 @@ def append_output(directory: Path, data: bytes, cap: int) -> None:
     if not os.path.lexists(held):
         fd = _open_plain(directory)
         try:
-            size = os.fstat(fd).st_size
-            if size >= head:  # the start is full, unless this attempt's counts from a base
-                size -= _number(directory / BASE)
+            # This attempt's start counts from where it began (an earlier attempt's output
+            # closed and reopened: its base).
+            size = max(os.fstat(fd).st_size - _number(directory / BASE), 0)
             room = max(head - size, 0)
             _write_all(fd, data[:room])
             data = data[room:]
@@ -150,15 +150,25 @@ def _open_plain(directory: Path) -> int:
 def _reopen(directory: Path) -> None:
     """Inflate a closed output back into ``output.log`` so that it can grow again. Readers
     find the same bytes at the same offsets throughout: the plain file is renamed into place
-    whole, and a read prefers it to the compressed one."""
+    whole, and a read prefers it to the compressed one.
+
+    Only an output runplane closed is inflated (its files runplane's own, with their index),
+    and no further than its index says: a run that may write in its directory cannot plant a
+    file that inflates without end."""
     path = directory / OUTPUT
+    index = _index(directory / INDEX)
+    if index is None or not (_owned(directory / COMPRESSED) and _owned(directory / INDEX)):
+        for name in (COMPRESSED, INDEX):  # not an output runplane closed: a fresh start
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(directory / name)
+        return
     temporary = directory / (OUTPUT + ".new")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(temporary)
     target = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN_FLAGS, 0o600)
     try:
         offset = 0
-        while chunk := _read_compressed(directory / COMPRESSED, offset):
+        while offset < index[0] and (chunk := _read_compressed(directory / COMPRESSED, offset)):
             _write_all(target, chunk)
             offset += len(chunk)
     finally:
@@ -193,6 +203,8 @@ def cut_output(directory: Path, size: int) -> None:
         if output_size(directory) <= size:
             return
         _reopen(directory)
+        if not os.path.lexists(plain):  # nothing of runplane's to cut
+            return
         fd = _opened(plain, os.O_WRONLY)
     try:
         head = os.fstat(fd).st_size
@@ -288,12 +300,23 @@ def _dropped(directory: Path) -> int:
 
 
 def _number(path: Path) -> int:
-    """The number a small file of runplane's holds; 0 when there is none."""
+    """The number a small file of runplane's holds; 0 when there is none, or when the file is
+    not runplane's (a run that may write in its directory could plant one)."""
     try:
         with open(_opened(path, os.O_RDONLY), "rb") as stream:
-            return int(stream.read(32) or b"0")
-    except (FileNotFoundError, ValueError):
+            if os.fstat(stream.fileno()).st_uid != os.geteuid():
+                return 0
+            return max(int(stream.read(32) or b"0"), 0)
+    except (OSError, ValueError):  # none, or a link in its place
         return 0
+
+
+def _owned(path: Path) -> bool:
+    """Whether ``path`` is a file of runplane's own user (not a link)."""
+    try:
+        return os.lstat(path).st_uid == os.geteuid()
+    except FileNotFoundError:
+        return False
 
 
 def finish_output(directory: Path, cap: int) -> None:

@@ -152,8 +152,10 @@ class LogSpool:
                     shutdown(copy.response)  # a follow that waits for lines that will not come
         if copy is None:
             directory = self._runs / uid
-            if not closed and os.path.lexists(directory / HELD):
-                finish_output(directory, self.cap)  # copied, but a service stopped before
+            if not closed and (
+                os.path.lexists(directory / HELD) or os.path.lexists(directory / OUTPUT)
+            ):
+                _close_output(directory, self.cap)  # copied, but a service stopped before
             return
         if inline:
             self._step(copy)
@@ -245,7 +247,11 @@ class LogSpool:
 
     def _step(self, copy: _Copy) -> None:
         """One read of ``copy``; then it is queued again, or retired when all is copied."""
-        outcome = copy.read()
+        try:
+            outcome = copy.read()
+        except Exception:  # a disk that failed under it: the pod's end is still reported
+            log.exception("copying the output of run %s from pod %s", copy.uid, copy.pod)
+            outcome = _Outcome.DONE
         with self._lock:
             copy.reading = False
             refusals = self._nodes.get(copy.node)
@@ -373,7 +379,7 @@ class _Copy:
             if self._cursor is not None:  # first: a restart finds it complete, and closes it
                 self._cursor.complete = True
                 _write_cursor(self._directory, self._cursor)
-            finish_output(self._directory, self.spool.cap)  # none there: nothing to do
+            _close_output(self._directory, self.spool.cap)  # none there: nothing to do
         return outcome
 
     def _read(self) -> _Outcome:
@@ -563,3 +569,12 @@ def _atomic_write(path: Path, data: bytes) -> None:
     with os.fdopen(fd, "wb") as file:
         file.write(data)
     os.replace(partial, path)
+
+
+def _close_output(directory: Path, cap: int) -> None:
+    """Close a pod's copied output (:func:`finish_output`); a failure (a full disk) is logged,
+    not raised: the pod's end is reported all the same, its output left as it was."""
+    try:
+        finish_output(directory, cap)
+    except OSError as error:
+        log.warning("closing the output in %s: %s", directory, error)

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -28,7 +29,7 @@ from runplane.runs import RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import cluster, deploy
-from runplane.runtimes.kubernetes.api.calls import Calls
+from runplane.runtimes.kubernetes.api.calls import Calls, ClusterError
 from runplane.runtimes.kubernetes.api.client import api_client, pooled
 from runplane.runtimes.kubernetes.api.namespaces import ensure_namespace
 from runplane.runtimes.kubernetes.api.rest import (
@@ -379,7 +380,10 @@ class KubernetesRuntime:
             meta = pod["metadata"]
             # The uid precondition: never touch a newer pod that took the same name.
             patch = {"metadata": {"uid": meta["uid"], "annotations": notes}}
-            self._on_pod("PATCH", meta["name"], patch, MERGE_PATCH)
+            try:  # the reason, for whoever reads the pod; the delete is what aborts it
+                self._on_pod("PATCH", meta["name"], patch, MERGE_PATCH)
+            except (ClusterError, urllib3.exceptions.HTTPError, OSError) as error:
+                log.warning("pod %s: the abort's reason was not written: %s", meta["name"], error)
         for pod in live:
             meta = pod["metadata"]
             options: dict[str, Any] = {"preconditions": {"uid": meta["uid"]}}

@@ -17,7 +17,7 @@ import os
 import select
 from pathlib import Path
 
-from runplane.runtimes.output import OUTPUT, append_output, finish_output, private_dir
+from runplane.runtimes.output import HELD, OUTPUT, append_output, finish_output, private_dir
 
 PIPE = "output.pipe"
 #: What one read takes from the pipe, and the pipe's buffer (a run blocks when it is full
@@ -32,6 +32,10 @@ class OutputPipe:
     def __init__(self, run_dir: Path, cap: int) -> None:
         self._dir = private_dir(run_dir)
         self._cap = cap
+        if os.path.lexists(run_dir / HELD) or os.path.lexists(run_dir / OUTPUT):
+            # An earlier attempt's output left open (its service died under it): closed now,
+            # its end after its start, before this attempt appends.
+            finish_output(self._dir, cap)
         path = run_dir / PIPE
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)

@@ -174,7 +174,7 @@ class RestApi:
 
 def _timeout(timeout: Timeout) -> urllib3.Timeout | None:
     """A request's timeout as urllib3 takes it: seconds in all, or (connect, read)."""
-    if timeout is None:
+    if not timeout:  # none, or 0: as the client takes it, no timeout
         return None
     if isinstance(timeout, tuple):
         return urllib3.Timeout(connect=timeout[0], read=timeout[1])
