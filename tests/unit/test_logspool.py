@@ -170,9 +170,12 @@ class PodLogs(BaseHTTPRequestHandler):
     stamped with their times, from ``sinceTime`` on, the stream closed at their end."""
 
     pods: dict[str, list[tuple[int, bytes]]] = {}
+    #: The pods whose log was asked for, in order.
+    asked: list[str] = []
 
     def do_GET(self) -> None:
         url = urlparse(self.path)
+        self.asked.append(url.path.split("/")[-2])
         pod = url.path.split("/")[-2]
         if pod not in self.pods:
             self.send_error(404)
@@ -270,7 +273,9 @@ def test_a_copy_finished_before_a_restart_closed_its_output_is_closed_when_seen_
     copy(directory, cursor, numbered(0, 5_000))
     cursor.complete = True  # the last service stopped between these two
     (directory / "output.cursor").write_text(json.dumps(cursor.__dict__))
-    spool.finish(UID, "run-1")  # no request: all of it was copied
+    PodLogs.asked.clear()
+    spool.finish(UID, "run-1")
+    assert PodLogs.asked == []  # no request: all of it was copied
     assert sorted(os.listdir(directory)) == sorted([COMPRESSED, INDEX, "output.cursor"])
     assert read_all(directory).endswith(b"line 004999\n")
 
