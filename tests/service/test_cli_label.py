@@ -3,60 +3,29 @@ embedded default's own machine without one."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from runplane.runtimes.local.node import NODE_NAME
-from testbed import serve
-
-ADMIN = "label-admin-token-for-the-tests"
-USER = "label-user-token-for-the-tests"
-TOKENS = (
-    f'[{{"token": "{ADMIN}", "user": "alice", "role": "admin"}},'
-    f' {{"token": "{USER}", "user": "bob", "role": "user"}}]'
-)
-
-
-def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
-    return env | {"RUNPLANE_CONFIG": os.devnull, **extra}
+from tests.service.cli_service import ADMIN, USER, clean_env, running_service, runplane
 
 
 @pytest.fixture
 def service_url(tmp_path: Path) -> Iterator[str]:
-    env = clean_env(
-        tmp_path,
-        RUNPLANE_LOCAL__HOME=str(tmp_path / "server-home"),
-        RUNPLANE_LOCAL__RUN_USERS="same",
-        RUNPLANE_LOCAL__CPU="2",
-        RUNPLANE_SERVICE__TOKENS=TOKENS,
-    )
-    server, url = serve.start_service(env, tmp_path / "service.log")
-    yield url
-    server.terminate()
-    server.wait(timeout=10)
+    with running_service(tmp_path) as url:
+        yield url
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runplane", "label", "node", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return runplane(env, "label", "node", *args)
 
 
 def test_label_node_through_the_service(service_url: str, tmp_path: Path) -> None:
     home = str(tmp_path / "client-home")
-    as_user = clean_env(
-        tmp_path, RUNPLANE_API=service_url, RUNPLANE_TOKEN=USER, RUNPLANE_LOCAL__HOME=home
-    )
+    as_user = clean_env(RUNPLANE_API=service_url, RUNPLANE_TOKEN=USER, RUNPLANE_LOCAL__HOME=home)
     as_admin = as_user | {"RUNPLANE_TOKEN": ADMIN}
     refused = cli(as_user, NODE_NAME, "runplane.io/pool=training")
     assert refused.returncode == 2
@@ -80,7 +49,7 @@ def test_label_node_through_the_service(service_url: str, tmp_path: Path) -> Non
 
 
 def test_label_node_on_the_embedded_default(tmp_path: Path) -> None:
-    env = clean_env(tmp_path, RUNPLANE_LOCAL__HOME=str(tmp_path / "home"))
+    env = clean_env(RUNPLANE_LOCAL__HOME=str(tmp_path / "home"))
     done = cli(env, NODE_NAME, "runplane.io/pool=local")
     assert done.returncode == 0, done.stderr
     assert "runplane.io/pool=local\n" in done.stdout

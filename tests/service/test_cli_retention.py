@@ -4,7 +4,6 @@ flag, without a traceback."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,43 +12,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from testbed import serve
-
-ADMIN = "retention-admin-token-for-the-tests"
-USER = "retention-user-token-for-the-tests"
-TOKENS = (
-    f'[{{"token": "{ADMIN}", "user": "alice", "role": "admin"}},'
-    f' {{"token": "{USER}", "user": "bob", "role": "user"}}]'
-)
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
-    return env | {"RUNPLANE_CONFIG": os.devnull, **extra}
+from tests.service.cli_service import ADMIN, USER, clean_env, running_service, runplane
 
 
 @pytest.fixture
 def service_url(tmp_path: Path) -> Iterator[str]:
-    env = clean_env(
-        RUNPLANE_LOCAL__HOME=str(tmp_path / "server-home"),
-        RUNPLANE_LOCAL__RUN_USERS="same",
-        RUNPLANE_LOCAL__CPU="2",
-        RUNPLANE_SERVICE__TOKENS=TOKENS,
-    )
-    server, url = serve.start_service(env, tmp_path / "service.log")
-    yield url
-    server.terminate()
-    server.wait(timeout=10)
+    with running_service(tmp_path) as url:
+        yield url
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runplane", "project", "retention", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return runplane(env, "project", "retention", *args)
 
 
 def test_retention_through_the_service(service_url: str, tmp_path: Path) -> None:
