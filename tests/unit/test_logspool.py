@@ -78,7 +78,7 @@ def test_a_resumed_read_skips_the_lines_it_copied_and_no_others(tmp_path):
     again = [*first, (7, b"d\n"), (9, b"e\n")]
     assert copy(tmp_path, cursor, again) == b"a\nb\nc\nd\ne\n"
     saved = json.loads((tmp_path / "output.cursor").read_bytes())
-    assert saved == {"pod": "p", "at": 9, "seen": 1, "size": 10, "complete": False}
+    assert saved == {"pod": "p", "at": 9, "seen": 1, "size": 10, "complete": False, "attempt": 0}
 
 
 def test_output_written_after_the_last_recorded_cursor_is_cut_and_copied_once(tmp_path):
@@ -290,3 +290,21 @@ def test_a_pod_gone_before_its_last_read_has_its_output_closed_all_the_same(spoo
     assert output.count(MARKER) == 1
     assert output.endswith(b"line 009999\n")
     assert os.path.exists(directory / COMPRESSED)
+
+
+def test_an_earlier_attempts_pod_seen_late_leaves_the_later_attempts_output_alone(spool, tmp_path):
+    """After a restart the pods are listed again in any order: the first attempt's ended pod
+    seen after the second attempt's copy began neither copies its log again nor closes the
+    output the second attempt is still writing."""
+    directory = tmp_path / "runs" / UID
+    directory.mkdir(parents=True)
+    cursor = Cursor(pod="run-2", attempt=2)
+    copy(directory, cursor, numbered(0, 100))
+    (directory / "output.cursor").write_text(json.dumps(cursor.__dict__))
+    before = (directory / OUTPUT).read_bytes()
+    PodLogs.pods["run-1"] = numbered(0, 10)
+    PodLogs.asked.clear()
+    spool.finish(UID, "run-1", attempt=1)
+    assert PodLogs.asked == []
+    assert (directory / OUTPUT).read_bytes() == before  # still open, nothing added
+    assert not os.path.exists(directory / COMPRESSED)

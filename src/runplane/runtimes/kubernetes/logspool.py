@@ -83,6 +83,7 @@ class Cursor:
     seen: int = 0  # how many copied lines have exactly that time (a resume sees them again)
     size: int = 0  # the bytes appended to the output after them (output_size)
     complete: bool = False  # the pod has ended, all of its output is copied, the output closed
+    attempt: int = 0  # the run attempt of that pod
 
 
 def stamp_ns(stamp: str) -> int:
@@ -130,17 +131,26 @@ class LogSpool:
         self._idle = 0  # copiers waiting for work
         self._closed = False
 
-    def follow(self, uid: str, pod: str, container: str = "main", node: str = "") -> None:
+    def follow(
+        self, uid: str, pod: str, container: str = "main", node: str = "", attempt: int = 1
+    ) -> None:
         """Copy ``pod``'s output as it is written (its container has started, on ``node``)."""
         with self._lock:
-            self._copy_of(uid, pod, container, node)
+            if not self._earlier(uid, attempt):
+                self._copy_of(uid, pod, container, node, attempt)
 
-    def finish(self, uid: str, pod: str, container: str = "main", node: str = "") -> None:
+    def finish(
+        self, uid: str, pod: str, container: str = "main", node: str = "", attempt: int = 1
+    ) -> None:
         """``pod`` has ended: copy the rest of its output, waiting a little for it, so that the
         run is reported ended with its whole output in place. A copy waiting for its turn is
-        read here and now, not after the followed ones."""
+        read here and now, not after the followed ones. A pod of an attempt earlier than the
+        one copied now (seen late, or listed again after a restart) is left alone: its output
+        was copied before the later attempt's began."""
         with self._lock:
-            copy = self._copy_of(uid, pod, container, node)
+            if self._earlier(uid, attempt):
+                return
+            copy = self._copy_of(uid, pod, container, node, attempt)
             closed = self._closed
             if copy is not None:
                 copy.ended = True
@@ -152,8 +162,10 @@ class LogSpool:
                     shutdown(copy.response)  # a follow that waits for lines that will not come
         if copy is None:
             directory = self._runs / uid
-            if not closed and (
-                os.path.lexists(directory / HELD) or os.path.lexists(directory / OUTPUT)
+            if (
+                not closed
+                and (os.path.lexists(directory / HELD) or os.path.lexists(directory / OUTPUT))
+                and _read_cursor(directory).attempt <= attempt
             ):
                 _close_output(directory, self.cap)  # copied, but a service stopped before
             return
@@ -161,7 +173,12 @@ class LogSpool:
             self._step(copy)
         copy.done.wait(self._drain_timeout)
 
-    def _copy_of(self, uid: str, pod: str, container: str, node: str) -> _Copy | None:
+    def _earlier(self, uid: str, attempt: int) -> bool:
+        """Whether ``attempt`` is earlier than the one whose pod is copied now (lock held)."""
+        copy = self._copies.get(uid)
+        return copy is not None and attempt < copy.attempt
+
+    def _copy_of(self, uid: str, pod: str, container: str, node: str, attempt: int) -> _Copy | None:
         """The copy of ``uid``'s output from ``pod``, made and queued if new (lock held)."""
         if self._closed:
             return None
@@ -170,11 +187,11 @@ class LogSpool:
             return copy
         directory = self._runs / uid
         cursor = _read_cursor(directory)
-        if cursor.pod == pod and cursor.complete:
+        if (cursor.pod == pod and cursor.complete) or attempt < cursor.attempt:
             return None
         if copy is not None:  # an earlier attempt's pod, which has ended
             copy.stop()
-        copy = self._copies[uid] = _Copy(self, uid, pod, container, node, directory)
+        copy = self._copies[uid] = _Copy(self, uid, pod, container, node, directory, attempt)
         self._queue(copy, time.monotonic())
         return copy
 
@@ -336,11 +353,19 @@ class _Copy:
     once the pod has ended read what is left. A spool copier reads it, one read at a time."""
 
     def __init__(
-        self, spool: LogSpool, uid: str, pod: str, container: str, node: str, directory: Path
+        self,
+        spool: LogSpool,
+        uid: str,
+        pod: str,
+        container: str,
+        node: str,
+        directory: Path,
+        attempt: int = 1,
     ) -> None:
         self.spool = spool
         self.uid = uid
         self.pod = pod
+        self.attempt = attempt
         self.container = container
         self.node = node
         self.ended = False  # the pod has ended: read the rest, then stop
@@ -416,7 +441,7 @@ class _Copy:
         private_dir(self._directory)
         cursor = _read_cursor(self._directory)
         if cursor.pod != self.pod:  # a new pod: its lines follow the earlier pod's
-            cursor = Cursor(pod=self.pod, size=output_size(self._directory))
+            cursor = Cursor(pod=self.pod, size=output_size(self._directory), attempt=self.attempt)
             _write_cursor(self._directory, cursor)
         self._cursor = cursor
         return cursor

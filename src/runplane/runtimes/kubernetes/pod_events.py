@@ -72,7 +72,8 @@ def _timestamp(value: object) -> float | None:
     return moment.timestamp() + (0.5 if moment.microsecond == 0 else 0.0)
 
 
-def _attempt(labels: Mapping[str, str]) -> int:
+def attempt_of(labels: Mapping[str, str]) -> int:
+    """The run attempt a pod belongs to, from its label (1 when it has none)."""
     try:
         return max(int(labels.get(names.ATTEMPT, "1")), 1)
     except ValueError:
@@ -123,7 +124,7 @@ def _event(pod: Pod, state: RunState, at: float | None, **fields: Any) -> RunEve
     spec = pod.get("spec") or {}
     return RunEvent(
         uid=labels[names.RUN_UID],
-        attempt=_attempt(labels),
+        attempt=attempt_of(labels),
         state=state,
         node=spec.get("nodeName") or "",
         at=time.time() if at is None else at,

@@ -46,6 +46,7 @@ from runplane.runtimes.kubernetes.gang import GangGate
 from runplane.runtimes.kubernetes.logspool import LogSpool
 from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
 from runplane.runtimes.kubernetes.pod_events import (
+    attempt_of,
     kept,
     main_container,
     node_lost_event,
@@ -138,10 +139,11 @@ class KubernetesRuntime:
         uid = labels.get(names.RUN_UID)
         if uid and _started(pod) and labels.get(names.ROLE) not in names.HELPER_ROLES:
             container, node = main_container(pod), pod["spec"].get("nodeName") or ""
+            attempt = attempt_of(labels)
             if _finished(pod) or kind in (DELETED, VANISHED):
-                self._spool.finish(uid, meta["name"], container, node)
+                self._spool.finish(uid, meta["name"], container, node, attempt)
             else:
-                self._spool.follow(uid, meta["name"], container, node)
+                self._spool.follow(uid, meta["name"], container, node, attempt)
         self._tracker.observe(kind, pod)
         self._gang.wake()
 
