@@ -12,6 +12,7 @@ thread (an async service calls them through ``asyncio.to_thread``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -57,6 +58,11 @@ from runplane.runtimes.kubernetes.tracker import RunTracker
 from runplane.runtimes.labelling import check_label_change
 
 log = logging.getLogger(__name__)
+
+#: How much longer than its grace period a retry waits for an earlier attempt's pod to stop,
+#: and how often it looks (at the watch, not the API).
+_STOP_MARGIN = 10.0
+_STOP_POLL = 0.2
 
 
 class KubernetesRuntime:
@@ -239,11 +245,30 @@ class KubernetesRuntime:
         """Create the run's Secrets and pod; safe to repeat for the same attempt. A run of
         several pods is created only when all of them fit at once, and held (``pending``)
         until then (:mod:`.gang`)."""
+        if request.attempt > 1:
+            self._await_earlier_attempts(request)
         gang = gang_pod_specs(request.pod)
         if len(gang) > 1:
             self._gang.offer(request, gang)
         else:
             self._submitter.submit(request.manifests)
+
+    def _await_earlier_attempts(self, request: RunRequest) -> None:
+        """A retried attempt starts once the pods of the run's earlier attempts have stopped,
+        as a Job's replacement waits for a terminating pod: an evicted or preempted pod may
+        still be writing its checkpoint in its grace period, which the next attempt must find,
+        and what it holds on its node is not free until it stops. Read from the watch, no
+        request; waited for no longer than that grace period and a margin."""
+        grace = request.pod_spec.get("terminationGracePeriodSeconds", 30)
+        deadline = time.monotonic() + float(grace) + _STOP_MARGIN
+        while time.monotonic() < deadline and any(
+            labels.get(names.RUN_UID) == request.uid
+            and attempt_of(labels) < request.attempt
+            and not _finished(pod)
+            for pod in self.watch.known()
+            if (labels := pod["metadata"].get("labels") or {})
+        ):
+            time.sleep(_STOP_POLL)
 
     def _admit(self, request: RunRequest) -> None:
         self._submitter.submit(request.manifests, gang_pod_specs(request.pod))
