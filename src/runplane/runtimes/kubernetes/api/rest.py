@@ -140,10 +140,12 @@ class RestApi:
         the client would walk the body to sanitise it and serialise it with the standard
         library's encoder, on the path of every pod created. Text and bytes are sent as they
         are (a serialised manifest, a proxied call's body)."""
-        if isinstance(body, str):
+        if isinstance(body, bytes):
+            data = body
+        elif isinstance(body, str):
             data = body.encode()
         else:
-            data = body if isinstance(body, bytes) else orjson.dumps(body)
+            data = orjson.dumps(body)
         try:
             answer = self.api.rest_client.pool_manager.request(
                 method,
