@@ -219,10 +219,10 @@ _LISTINGS: list[dict[str, Any]] = [
 def test_every_list_query_reads_an_index_in_order(
     engine: Engine, store: RunStore, listing: dict[str, Any]
 ) -> None:
-    if "updated_since" in listing and engine.dialect.name == "sqlite":
-        # Without statistics SQLite reads the page's filter index here rather than the few
-        # changed runs' (the limit docs/service.md states for SQLite).
-        pytest.skip("a live page's changed rows: planned from statistics, which SQLite lacks")
+    # Without statistics SQLite reads a live page's filter index and sorts what it finds rather
+    # than reading the few changed runs' index in order (the limit docs/service.md states for
+    # SQLite); it must still read an index, never the table.
+    sorts_allowed = "updated_since" in listing and engine.dialect.name == "sqlite"
     for n in range(6):
         _create(store, project="ab"[n % 2], owner="bob", name="train", labels={"team": "vision"})
     _, cursor = store.page(limit=2)
@@ -239,6 +239,9 @@ def test_every_list_query_reads_an_index_in_order(
             assert "OFFSET" not in statement.upper()
         plan = _plan(engine, statement, parameters)
         problem = _no_scan_nor_sort(engine.dialect.name, plan)
+        if sorts_allowed and problem is not None and problem.startswith("sorts"):
+            unsorted = [step for step in plan if "TEMP B-TREE" not in step]
+            problem = _no_scan_nor_sort(engine.dialect.name, unsorted)
         assert problem is None, f"{problem}\n{statement}\n{plan}"
 
 
