@@ -360,6 +360,8 @@ def test_an_existing_database_is_upgraded_with_its_runs_labels_and_counts(
 
     from runplane.service.db import MIGRATIONS
 
+    from .run_rows import run_row
+
     engine = create_engine(database)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
@@ -370,32 +372,9 @@ def test_an_existing_database_is_upgraded_with_its_runs_labels_and_counts(
     rows = []
     for n in range(5):
         labels = {"team": "vision"} if n % 2 else {}
-        rows.append(
-            {
-                "uid": uuid.uuid4().hex,
-                "project": "old",
-                "name": "job",
-                "runtime": "local",
-                "state": "completed" if n < 3 else "error",
-                "reason": "",
-                "status_text": "",
-                "function": {"metadata": {"labels": labels}} if n != 4 else {"kind": "job"},
-                "params": {},
-                "inputs": {},
-                "thresholds": {},
-                "priority_class": "",
-                "requests": {},
-                "limits": {},
-                "results": {},
-                "peak_memory_bytes": 0,
-                "cpu_seconds": 0.0,
-                "created_at": now + n,
-                "updated_at": now + n,
-                "state_since": now + n,
-                "abort_requested": False,
-                "owner": "bob",
-            }
-        )
+        function = {"metadata": {"labels": labels}} if n != 4 else {"kind": "job"}
+        state = "completed" if n < 3 else "error"
+        rows.append(run_row(now + n, project="old", state=state, function=function))
     with engine.begin() as connection:
         connection.execute(insert(RUNS), rows)  # the runs table as of 0007
     engine.dispose()
