@@ -31,8 +31,9 @@ def running_service(directory: Path) -> Iterator[str]:
     """A ``runplane serve`` on the embedded default with the two tokens; its URL."""
     env = clean_env(
         RUNPLANE_LOCAL__HOME=str(directory / "server-home"),
-        RUNPLANE_LOCAL__RUN_USERS="same",
+        RUNPLANE_LOCAL__RUN_USERS="same",  # users of their own: test_run_users.py
         RUNPLANE_LOCAL__CPU="2",
+        RUNPLANE_LOCAL__INHERIT_ENV='["COVERAGE_PROCESS_CONFIG"]',
         RUNPLANE_SERVICE__TOKENS=TOKENS,
     )
     server, url = serve.start_service(env, directory / "service.log")
