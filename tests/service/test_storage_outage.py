@@ -239,5 +239,6 @@ def test_events_the_store_refused_are_written_when_it_takes_them_again(
 
 def _ran(server: Server, uid: str) -> bool:
     with contextlib.suppress(OSError):
-        return b'"result"' in (server.settings.local.home / "runs" / uid / "events.jsonl").read_bytes()
+        events = server.settings.local.home / "runs" / uid / "events.jsonl"
+        return b'"result"' in events.read_bytes()
     return False
