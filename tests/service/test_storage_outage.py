@@ -242,3 +242,19 @@ def _ran(server: Server, uid: str) -> bool:
         events = server.settings.local.home / "runs" / uid / "events.jsonl"
         return b'"result"' in events.read_bytes()
     return False
+
+
+def test_a_ui_page_says_the_storage_cannot_serve(server: Server, database: str) -> None:
+    from runplane.ui.app import create_ui
+
+    ui = create_ui(server)
+
+    @ui.get("/refusing")
+    def refusing() -> None:
+        raise _driver_outage(database)
+
+    page = TestClient(ui).get("/refusing")
+    assert page.status_code == 503
+    assert page.headers["content-type"].startswith("text/html")
+    assert int(page.headers["Retry-After"]) > 0
+    assert "runplane cannot do this now" in page.text

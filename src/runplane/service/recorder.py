@@ -50,7 +50,9 @@ _HELD_MOST = 100_000
 
 
 async def _bursts(
-    events: AsyncIterator[RunEvent], limit: int, patience: Callable[[], float]
+    events: AsyncIterator[RunEvent],
+    limit: int,
+    patience: Callable[[], float | None] = lambda: None,
 ) -> AsyncIterator[list[RunEvent]]:
     """Events grouped as they arrive: each burst is what came while the previous one was
     being handled (a watch delivers them in bursts; one transaction each is far cheaper).
@@ -60,8 +62,8 @@ async def _bursts(
     ones cost less than many small ones (measured: a queue of no-op runs goes 10% faster). A
     lone run's events are recorded at once: the wait is for throughput, never on a quiet path.
 
-    A burst is empty when nothing came for ``patience()`` seconds: the turn to write again
-    what the store refused.
+    A burst is empty when nothing came for ``patience()`` seconds (``None``: however long
+    it takes): the turn to write again what the store refused.
     """
     queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
     arrivals: deque[float] = deque(maxlen=_RATE_WINDOW)
@@ -76,11 +78,15 @@ async def _bursts(
     task = asyncio.create_task(pump())
     ended = False
     while not ended:
-        try:
-            first = await asyncio.wait_for(queue.get(), patience())
-        except TimeoutError:
-            yield []
-            continue
+        wait = patience()
+        if not queue.empty() or wait is None:  # no timer to arm while events pour in
+            first = await queue.get()
+        else:
+            try:
+                first = await asyncio.wait_for(queue.get(), wait)
+            except TimeoutError:
+                yield []
+                continue
         if first is None:
             break
         now = time.monotonic()
