@@ -53,10 +53,11 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
     found = server.reconciliation
     log.info(
         "runs execute on the %s runtime; at start %d run(s) were launched again, %d were lost, "
-        "%d unknown run(s) had objects",
+        "%d had ended unrecorded (recorded from their files), %d unknown run(s) had objects",
         server.runs.runtime.name,
         len(found.resubmitted),
         len(found.lost),
+        len(found.ended),
         len(found.orphans),
     )
     log.info("runs are held so: %s", server.runs.runtime.isolation)

@@ -15,9 +15,11 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runplane.errors import RunplaneError
+from runplane.service.outage import RETRY_AFTER, outage
 from runplane.service.server import Server
 from runplane.ui import live
 from runplane.ui.pages import admin, functions, newjob, runs
@@ -88,6 +90,18 @@ def create_ui(server: Server, stopping: Callable[[], bool] = lambda: False) -> F
         session = ui.sessions.get(request.cookies.get(SESSION_COOKIE))
         context = {"title": "Error", "message": str(error.detail)}
         return ui.page(request, "message.html", session, context, error.status_code)
+
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(OSError)
+    async def storage_error(request: Request, error: Exception) -> Response:
+        reason = outage(error)  # a full disk, a database busy or unreachable: it passes
+        if reason is None:
+            raise error
+        message = f"runplane cannot do this now: {reason}. Try again in a moment."
+        context = {"title": "Unavailable", "message": message}
+        response = ui.page(request, "message.html", None, context, 503)
+        response.headers["Retry-After"] = str(RETRY_AFTER)
+        return response
 
     _auth_routes(app, ui)
     for module in (runs, live, newjob, functions, admin):
