@@ -211,7 +211,12 @@ def mount(app: FastAPI, server: Server, stopping: Callable[[], bool] = lambda: F
     ``service.max_request_bytes``, and without one the page answers unread (to the login
     page). Wrong tokens on the login form count against the API's throttle.
     """
-    doors: Doors = app.state.doors
+    doors: Doors | None = getattr(app.state, "doors", None)
+    if doors is None:
+        raise TypeError(
+            "the web UI is mounted on the service's app (runplane.service.api.create_app), "
+            "whose gate bounds and authenticates the pages' bodies"
+        )
     pages = create_ui(server, stopping, app.state.throttle)
     sessions = pages.state.ui.sessions
 
