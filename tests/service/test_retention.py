@@ -265,17 +265,22 @@ def test_a_database_with_runs_and_projects_upgrades_to_retention(database):
 
 
 def test_the_ui_says_a_runs_output_was_removed(server):
-    from fastapi import FastAPI
+    import re
+
     from fastapi.testclient import TestClient
 
+    from runplane.service.api import create_app
     from runplane.ui.app import mount
 
     (uid,) = add_runs(server, "shown", [200 * DAY], files=True)
     server.sweep(NOW)  # the service's policy: output after 90 days
-    app = FastAPI()
+    app = create_app(server)
     mount(app, server)
     browser = TestClient(app)
-    browser.get("/ui/login", params={"token": USER["Authorization"].removeprefix("Bearer ")})
+    form = re.search(r'name="nonce" value="([^"]+)"', browser.get("/ui/login").text)
+    assert form is not None
+    token = USER["Authorization"].removeprefix("Bearer ")
+    browser.post("/ui/login", data={"nonce": form[1], "token": token})
     page = browser.get(f"/ui/runs/{uid}")
     assert page.status_code == 200, page.text
     assert 'id="logs-removed"' in page.text

@@ -140,7 +140,7 @@ def ui_command(port: int | None, no_browser: bool) -> None:
     """Open the web UI: the service on 127.0.0.1 running on this machine, for you.
 
     A login token is made for this start only (never written anywhere) and printed in the
-    link; the link logs you in as an admin. Stop with Ctrl-C.
+    link; the link's page logs you in as an admin with one press. Stop with Ctrl-C.
     """
     import getpass
     import secrets
@@ -159,12 +159,14 @@ def ui_command(port: int | None, no_browser: bool) -> None:
     settings = settings.model_copy(update={"service": service})
 
     def ready(url: str) -> None:
-        link = f"{url}/ui/login?token={token}"
+        # After "#", the token never reaches the server (nor its logs); the page puts it in
+        # the login form, which the user sends (a link alone never logs anyone in).
+        link = f"{url}/ui/login#token={token}"
         click.echo(
             "\n    runplane is running on this machine. To use it, open:\n\n"
             f"        {link}\n\n"
-            "    The token in the link is this start's own (also a bearer token for the API\n"
-            "    at " + url + "/api/v1). Stop with Ctrl-C.\n",
+            "    and press Log in. The token in the link is this start's own (also a bearer\n"
+            "    token for the API at " + url + "/api/v1). Stop with Ctrl-C.\n",
             err=True,
         )
         if not no_browser and _has_browser():
