@@ -429,7 +429,7 @@ def spawn(
         try:
             group.add(popen.pid)  # before it runs anything: all it starts is inside
         except BaseException:
-            popen.kill()
+            process.kill()
             process.wait()
             process.close()
             raise

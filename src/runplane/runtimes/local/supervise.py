@@ -74,7 +74,9 @@ class Supervisor:
         self.warm = warm
 
     def run(self, run: LocalRun, grant: Grant) -> None:
-        """Start the run's process, hold it to its end, and report that end."""
+        """Start the run's process, hold it to its end, and report that end. Whatever fails
+        on the way still ends the run: what is left of it is stopped and its end is reported
+        as an error with the cause (:meth:`_failed`), never left ``running``."""
         if run.abort is not None:  # aborted between the grant and the start
             self._aborted(run, Usage())
             return
@@ -82,17 +84,43 @@ class Supervisor:
         mode = self.hierarchy.version if self.hierarchy else "watchdog"
         who = f"uid {user.uid} (its own)" if user else f"uid {os.geteuid()} (runplane's)"
         run.isolation = f"{mode}, {who}"
-        run.output = OutputPipe(run.run_dir, self.settings.retention.max_output_bytes)
         try:
+            run.output = OutputPipe(run.run_dir, self.settings.retention.max_output_bytes)
             if self.hierarchy is None:
                 self._watch(run, grant, user)
             else:
                 self._contain(run, grant, user, self.hierarchy)
+        except Exception as error:
+            self._failed(run, error)
         finally:
-            run.output.close()  # done before the end is reported, unless that failed
-            RunUsers.take_back(run.run_dir, user)
+            # Each step on its own: one that fails must not keep the next from its work (a
+            # uid leased for ever, the run's copies of its secrets left behind).
+            for step in (_close_output, _take_back):
+                try:
+                    step(run, user)
+                except Exception:
+                    log.exception("ending run %s: %s failed", run.uid, step.__name__)
             RunUsers.release(user)
             run.close_wake()
+
+    def _failed(self, run: LocalRun, error: Exception) -> None:
+        """Supervision itself failed (a bug, or a step on the machine that cannot be taken):
+        the run's end is reported as an error with the cause, its output kept (its processes
+        were stopped on the way out of :meth:`_contain` or :meth:`_watch`)."""
+        log.error("supervising run %s failed", run.uid, exc_info=error)
+        if run.output is not None:
+            with contextlib.suppress(Exception):
+                run.output.close()
+        asked = " while it was being aborted" if run.abort is not None else ""
+        self.report(
+            run.uid,
+            RunState.ERROR,
+            Reason.EXECUTOR_ERROR,
+            f"runplane failed to supervise the run{asked} ({type(error).__name__}: {error}); "
+            "its processes were stopped",
+            process_id=run.process.pid if run.process else None,
+            usage=run.usage_so_far,
+        )
 
     def _started(self, run: LocalRun, process: RunProcess) -> None:
         self.report(
@@ -143,6 +171,8 @@ class Supervisor:
             )
             run.group = None
             if process is not None:
+                if counters is None:  # the wait failed: the run is stopped, all of it
+                    process.kill()
                 process.close()
             try:
                 if counters is None:  # not emptied: the start or the wait failed
@@ -194,34 +224,41 @@ class Supervisor:
             run, grant, self.settings, pin=True, user=user, group=None, warm=None
         )
         since = started_at(process.pid)
-        self._started(run, process)
         reason, message, cpu_seconds = "", "", 0.0
         owner = user.uid if user else None
-        while True:
-            exit = process.poll()
-            if exit is not None:
-                cpu_seconds = exit.cpu_seconds
-                run.peak_memory = max(run.peak_memory, exit.peak_memory)
-                break
-            rss = self.processes.rss(process.pid)
-            run.peak_memory = max(run.peak_memory, rss)
-            if run.memory_limit is not None and rss > run.memory_limit:
+        try:
+            self._started(run, process)
+            while True:
+                exit = process.poll()
+                if exit is not None:
+                    cpu_seconds = exit.cpu_seconds
+                    run.peak_memory = max(run.peak_memory, exit.peak_memory)
+                    break
+                rss = self.processes.rss(process.pid)
+                run.peak_memory = max(run.peak_memory, rss)
+                if run.memory_limit is not None and rss > run.memory_limit:
+                    self.processes.kill(process.pid, run.uid, since, owner)
+                    reason = Reason.OOM_KILLED
+                    message = (
+                        f"memory use {mebibytes(rss)} exceeded the limit "
+                        f"{mebibytes(run.memory_limit)}; the run was killed"
+                    )
+                elif run.abort is not None and not reason:
+                    self.processes.kill(process.pid, run.uid, since, owner)
+                    reason = Reason.ABORTED
+                if run.output is not None:
+                    run.output.wait(self.interval)
+                else:
+                    time.sleep(self.interval)
+        finally:
+            # Whatever the run left behind ends with it, as a pod's processes end with the
+            # pod; so does all of it when watching it failed.
+            try:
                 self.processes.kill(process.pid, run.uid, since, owner)
-                reason = Reason.OOM_KILLED
-                message = (
-                    f"memory use {mebibytes(rss)} exceeded the limit "
-                    f"{mebibytes(run.memory_limit)}; the run was killed"
-                )
-            elif run.abort is not None and not reason:
-                self.processes.kill(process.pid, run.uid, since, owner)
-                reason = Reason.ABORTED
-            if run.output is not None:
-                run.output.wait(self.interval)
-            else:
-                time.sleep(self.interval)
-        # Whatever the run left behind ends with it, as a pod's processes end with the pod.
-        self.processes.kill(process.pid, run.uid, since, owner)
-        process.close()
+            finally:
+                process.kill()  # nothing once it has exited
+                process.wait()
+                process.close()
         usage = Usage(run.peak_memory, cpu_seconds)
         if reason == Reason.ABORTED:
             self._aborted(run, usage)
@@ -282,6 +319,16 @@ class Supervisor:
             results=results,
             artifacts=artifacts,
         )
+
+
+def _close_output(run: LocalRun, user: RunUser | None) -> None:
+    if run.output is not None:
+        run.output.close()  # done before the end is reported, unless that failed
+
+
+def _take_back(run: LocalRun, user: RunUser | None) -> None:
+    """The run's directory is runplane's again once the run is over."""
+    RunUsers.take_back(run.run_dir, user)
 
 
 def _usage(group: RunGroup) -> tuple[int, float]:
