@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from runplane.config import Settings
 from runplane.runs import Reason, RunState, Usage
+from runplane.runtimes.local import secretvolumes
 from runplane.runtimes.local.cgroups import Counters, Hierarchy, Limits, RunGroup
 from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
@@ -80,7 +81,7 @@ class Supervisor:
         if run.abort is not None:  # aborted between the grant and the start
             self._aborted(run, Usage())
             return
-        user = self.users.lease(run.uid)
+        user = self.users.lease(run.uid, run.run_dir)
         mode = self.hierarchy.version if self.hierarchy else "watchdog"
         who = f"uid {user.uid} (its own)" if user else f"uid {os.geteuid()} (runplane's)"
         run.isolation = f"{mode}, {who}"
@@ -93,13 +94,16 @@ class Supervisor:
         except Exception as error:
             self._failed(run, error)
         finally:
-            # Each step on its own: one that fails must not keep the next from its work (a
-            # uid leased for ever, the run's copies of its secrets left behind).
-            for step in (_close_output, _take_back):
-                try:
-                    step(run, user)
-                except Exception:
-                    log.exception("ending run %s: %s failed", run.uid, step.__name__)
+            # Each step on its own: one that fails must not keep the next from its work (the
+            # run's copies of its Secrets left behind, a uid leased for ever).
+            try:
+                _close_output(run)
+            except Exception:
+                log.exception("ending run %s: closing its output failed", run.uid)
+            try:
+                _take_back(run.run_dir, user)
+            except Exception:
+                log.exception("ending run %s: taking back its directory failed", run.uid)
             RunUsers.release(user)
             run.close_wake()
 
@@ -108,9 +112,8 @@ class Supervisor:
         the run's end is reported as an error with the cause, its output kept (its processes
         were stopped on the way out of :meth:`_contain` or :meth:`_watch`)."""
         log.error("supervising run %s failed", run.uid, exc_info=error)
-        if run.output is not None:
-            with contextlib.suppress(Exception):
-                run.output.close()
+        with contextlib.suppress(Exception):
+            _wind_up(run)
         asked = " while it was being aborted" if run.abort is not None else ""
         self.report(
             run.uid,
@@ -279,8 +282,7 @@ class Supervisor:
         the (reason, message) its limits gave it, if any."""
         reason, message = verdict
         exit_code = _exit_code(returncode)
-        if run.output is not None:
-            run.output.close()  # all of its output is in place when its end is told
+        _wind_up(run)
         results, artifacts, error = read_events(run.run_dir)
         if exit_code == 0 and not reason:
             state, reason, message = RunState.COMPLETED, Reason.COMPLETED, ""
@@ -305,8 +307,7 @@ class Supervisor:
 
     def _aborted(self, run: LocalRun, usage: Usage) -> None:
         reason, message = run.abort or (Reason.ABORTED, "")
-        if run.output is not None:
-            run.output.close()
+        _wind_up(run)
         results, artifacts, _ = read_events(run.run_dir)
         self.report(
             run.uid,
@@ -321,14 +322,24 @@ class Supervisor:
         )
 
 
-def _close_output(run: LocalRun, user: RunUser | None) -> None:
+def _wind_up(run: LocalRun) -> None:
+    """What is done once none of the run's processes is left, before its end is told: all of
+    its output is in place, and the copies of its Secret volumes are gone."""
+    if run.output is not None:
+        run.output.close()
+    secretvolumes.remove(run.run_dir)
+
+
+def _close_output(run: LocalRun) -> None:
     if run.output is not None:
         run.output.close()  # done before the end is reported, unless that failed
 
 
-def _take_back(run: LocalRun, user: RunUser | None) -> None:
-    """The run's directory is runplane's again once the run is over."""
-    RunUsers.take_back(run.run_dir, user)
+def _take_back(run_dir: Path, user: RunUser | None) -> None:
+    """A run's directory is runplane's again once the run is over, and the copies of its
+    Secret volumes are gone."""
+    RunUsers.take_back(run_dir, user)
+    secretvolumes.remove(run_dir)
 
 
 def _usage(group: RunGroup) -> tuple[int, float]:
