@@ -292,10 +292,13 @@ class LocalRuntime:
     def _supervise(self, run: LocalRun, grant: Grant) -> None:
         try:
             self._supervisor.run(run, grant)
-        except Exception as error:  # a supervisor bug must not leave the run hanging
+        except Exception as error:  # before its process (a uid lease): the run ends all the same
             log.exception("supervising run %s failed", run.uid)
             self._emit(
-                run.uid, RunState.ERROR, Reason.EXECUTOR_ERROR, f"{type(error).__name__}: {error}"
+                run.uid,
+                RunState.ERROR,
+                Reason.EXECUTOR_ERROR,
+                f"runplane failed to supervise the run ({type(error).__name__}: {error})",
             )
         finally:
             with self._lock:
