@@ -129,6 +129,7 @@ class ApiBackend:
         created_since: float | None = None,
         created_until: float | None = None,
         after: str | None = None,
+        updated_since: float | None = None,
     ) -> tuple[list[RunRecord], str | None]:
         """A page of runs and the next page's cursor (the API's ``X-Runplane-Next-Cursor``)."""
         given = {
@@ -138,6 +139,7 @@ class ApiBackend:
             "created_since": created_since,
             "created_until": created_until,
             "cursor": after,
+            "updated_since": updated_since,
         }
         params: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         params |= {"limit": check_limit("limit", limit), "state": list(states)}
@@ -211,6 +213,9 @@ class ApiBackend:
             "PATCH", f"/cluster/nodes/{quote(name, safe='')}", json={"labels": labels}
         )
         return dict(answer["labels"])
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/cluster/nodes"))
 
     def projects(self) -> list[str]:
         return list(self._call("GET", "/projects"))
