@@ -22,11 +22,13 @@ FORMATS = ("table", "wide", "json", "yaml")
 @dataclass(frozen=True, slots=True)
 class Column:
     """A table's column: its header and the cell of an object; ``wide`` ones show with ``-o
-    wide`` only."""
+    wide`` only. ``width`` is the least it takes: a watch that starts from an empty list
+    still keeps the lines of common values under their headers."""
 
     header: str
     cell: Callable[[dict[str, Any]], str]
     wide: bool = False
+    width: int = 0
 
 
 def output_option(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -47,7 +49,7 @@ class Table:
 
     def __init__(self, columns: Sequence[Column], wide: bool) -> None:
         self.columns = [column for column in columns if wide or not column.wide]
-        self.widths = [len(column.header) for column in self.columns]
+        self.widths = [max(len(column.header), column.width) for column in self.columns]
 
     def cells(self, item: dict[str, Any]) -> list[str]:
         return [column.cell(item) or "-" for column in self.columns]

@@ -46,19 +46,19 @@ def _labels(run: dict[str, Any]) -> dict[str, str]:
 
 
 COLUMNS = [
-    Column("UID", lambda run: str(run["uid"][:12])),
-    Column("PROJECT", lambda run: str(run["project"])),
-    Column("NAME", lambda run: str(run["name"])),
-    Column("STATE", lambda run: str(run["state"])),
-    Column("REASON", lambda run: str(run["reason"])),
+    Column("UID", lambda run: str(run["uid"][:12]), width=12),
+    Column("PROJECT", lambda run: str(run["project"]), width=12),
+    Column("NAME", lambda run: str(run["name"]), width=24),
+    Column("STATE", lambda run: str(run["state"]), width=9),
+    Column("REASON", lambda run: str(run["reason"]), width=12),
     Column("ATTEMPT", lambda run: str(run["attempt"])),
-    Column("STARTED", _started),
+    Column("STARTED", _started, width=14),
     Column("DURATION", _duration),
     Column("PEAK-MEM", lambda run: mebibytes(run["peak_memory_bytes"])),
     Column("CPU-S", lambda run: f"{run['cpu_seconds']:.2f}"),
-    Column("OWNER", lambda run: str(run.get("owner") or ""), wide=True),
-    Column("NODE", _node, wide=True),
-    Column("LABELS", lambda run: pairs(_labels(run)), wide=True),
+    Column("OWNER", lambda run: str(run.get("owner") or ""), wide=True, width=12),
+    Column("NODE", _node, wide=True, width=12),
+    Column("LABELS", lambda run: pairs(_labels(run)), wide=True, width=12),
     Column("STATUS", lambda run: str(run.get("status_text") or ""), wide=True),
 ]
 

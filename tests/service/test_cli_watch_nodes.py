@@ -1,0 +1,120 @@
+"""``runplane runs -w`` and ``runplane get nodes|node`` as a user runs them (real processes),
+on the embedded default and through a ``runplane serve``."""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from runplane.runtimes.local.node import NODE_NAME
+from tests.service.cli_service import USER, clean_env, running_service, runplane
+
+SLOW = "import time\n\ndef handler(context):\n    time.sleep(1.5)\n    return {'slept': 1.5}\n"
+
+
+@pytest.fixture(scope="module")
+def service_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_service(tmp_path_factory.mktemp("cli-watch")) as url:
+        yield url
+
+
+@pytest.fixture(params=["embedded", "service"])
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """A user's environment: the embedded default with a private home, or the service."""
+    home = {"RUNPLANE_LOCAL__HOME": str(tmp_path / "home"), "RUNPLANE_LOCAL__CPU": "2"}
+    if request.param == "embedded":
+        return clean_env(**home)
+    url = request.getfixturevalue("service_url")
+    return clean_env(RUNPLANE_API=url, RUNPLANE_TOKEN=USER, **home)
+
+
+def lines_of(process: subprocess.Popen[str]) -> queue.Queue[str]:
+    """The process's output lines, as they come."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+
+    threading.Thread(target=read, daemon=True).start()
+    return lines
+
+
+def test_runs_watch_prints_a_line_per_change_until_ctrl_c(env: dict[str, str], tmp_path: Path):
+    (tmp_path / "slow.py").write_text(SLOW)
+    name = "slow-" + "".join(c for c in tmp_path.name.lower() if c.isalnum())[-12:]
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "runplane", "runs", "-w", "--name", name],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = lines_of(watch)
+    try:
+        header = lines.get(timeout=60)
+        assert header.split()[:4] == ["UID", "PROJECT", "NAME", "STATE"]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "runplane",
+                "run",
+                str(tmp_path / "slow.py"),
+                "--handler",
+                "handler",
+                "--name",
+                name,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        states = []
+        while "completed" not in states:
+            line = lines.get(timeout=30)
+            assert line.split()[1:3] == ["default", name], line
+            assert line.index(name) == header.index("NAME"), line  # under the header
+            states.append(line.split()[3])
+        assert "running" in states, states
+        assert states.index("running") < states.index("completed")
+    finally:
+        watch.send_signal(signal.SIGINT)
+        _, errors = watch.communicate(timeout=30)
+    assert watch.returncode == 0, errors
+    assert "Traceback" not in errors
+
+
+def test_get_nodes_and_node(env: dict[str, str]) -> None:
+    table = runplane(env, "get", "nodes")
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split()[:4] == ["NAME", "READY", "GROUP", "CAPACITY-TYPE"]
+    assert row.split()[:2] == [NODE_NAME, "yes"]
+    assert "on-demand" in row
+    assert "0/2" in row  # cpu requested of capacity: nothing runs
+    wide = runplane(env, "get", "nodes", "-o", "wide").stdout
+    assert f"kubernetes.io/hostname={NODE_NAME}" in wide
+    described = runplane(env, "get", "node", NODE_NAME)
+    assert described.returncode == 0, described.stderr
+    assert "capacity type: on-demand" in described.stdout
+    assert "requested:     cpu=0," in described.stdout
+    as_yaml = yaml.safe_load(runplane(env, "get", "node", NODE_NAME, "-o", "yaml").stdout)
+    (as_json,) = json.loads(runplane(env, "get", "nodes", "-o", "json").stdout)
+    assert as_yaml == as_json
+    assert as_json["capacity"]["cpu"] == 2000
+    missing = runplane(env, "get", "node", "elsewhere")
+    assert missing.returncode == 3
+    assert missing.stderr == f"error: node 'elsewhere' does not exist (the nodes: {NODE_NAME})\n"
