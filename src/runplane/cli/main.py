@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from runplane.cli.completion import completion_command
 from runplane.cli.deployments import delete_group
 from runplane.cli.exits import BY_HTTP_STATUS, ExitCode
 from runplane.cli.labels import label_group
@@ -154,6 +155,7 @@ for _command in (
     cost_command,
     label_group,
     project_group,
+    completion_command,
 ):
     cli.add_command(_command)
 for _add in (

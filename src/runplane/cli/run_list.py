@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from runplane.cli.completion import complete_function
 from runplane.cli.detail import mebibytes, span
 from runplane.cli.filters import Selector, When
 from runplane.cli.options import WholeNumber
@@ -76,7 +77,11 @@ COLUMNS = [
     help="Only runs in this state (repeatable).",
 )
 @click.option("--owner", help="Only this user's runs (admins; others see only their own).")
-@click.option("--name", help="Only runs of the function of this name (the whole name).")
+@click.option(
+    "--name",
+    shell_complete=complete_function,
+    help="Only runs of the function of this name (the whole name).",
+)
 @click.option(
     "-l",
     "--selector",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from runplane.cli.completion import complete_uid
 from runplane.cli.detail import mebibytes, span
 from runplane.cli.options import (
     apply_resource_options,
@@ -163,8 +164,8 @@ def get_group() -> None:
     """Show one object in detail."""
 
 
-@get_group.command("run")
-@click.argument("uid")
+@get_group.command("run", epilog="Example: runplane get run 3f2a9c -o yaml")
+@click.argument("uid", shell_complete=complete_uid)
 @click.option(
     "-o",
     "--output",
@@ -208,8 +209,8 @@ def get_run(uid: str, output: str) -> None:
     click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
 
 
-@click.command("logs")
-@click.argument("uid")
+@click.command("logs", epilog="Example: runplane logs -f 3f2a9c")
+@click.argument("uid", shell_complete=complete_uid)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
 def logs_command(uid: str, follow: bool) -> None:
     """Print a run's output."""
@@ -227,8 +228,8 @@ def logs_command(uid: str, follow: bool) -> None:
         sys.stdout.flush()
 
 
-@click.command("abort")
-@click.argument("uid")
+@click.command("abort", epilog="Example: runplane abort 3f2a9c")
+@click.argument("uid", shell_complete=complete_uid)
 def abort_command(uid: str) -> None:
     """Abort a pending or running run."""
     service = _service()

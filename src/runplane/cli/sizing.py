@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import click
 
+from runplane.cli.completion import complete_function, complete_uid
 from runplane.cli.runs import _service, get_group, terminal
 from runplane.spec.quantity import mebibytes
 
 
-@get_group.command("function")
-@click.argument("name")
+@get_group.command(
+    "function", epilog="Example: runplane get function train --project default --suggest"
+)
+@click.argument("name", shell_complete=complete_function)
 @click.option("--project", default="default", show_default=True)
 @click.option("--suggest", is_flag=True, help="Propose requests and limits from observed usage.")
 @click.option("--runs", "limit", default=100, show_default=True, help="Recent runs to read.")
@@ -48,8 +51,8 @@ def get_function(name: str, project: str, suggest: bool, limit: int) -> None:
     terminal().print(table)
 
 
-@click.command("cost")
-@click.argument("uid", required=False)
+@click.command("cost", epilog="Example: runplane cost --project default")
+@click.argument("uid", required=False, shell_complete=complete_uid)
 @click.option("--project", help="All recent runs of a project (without UID).")
 @click.option("--limit", default=1000, show_default=True)
 def cost_command(uid: str | None, project: str | None, limit: int) -> None:

@@ -32,12 +32,13 @@ class ApiError(RunplaneError):
 
 
 class ApiBackend:
-    """The service at ``url``, as the holder of ``token``."""
+    """The service at ``url``, as the holder of ``token``; ``timeout`` bounds each request
+    (a shell completion's are short)."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, timeout: float = 30) -> None:
         self._http = httpx.Client(
             base_url=url.rstrip("/") + API,
-            timeout=30,
+            timeout=timeout,
             headers={"Authorization": f"Bearer {token}"},
         )
 

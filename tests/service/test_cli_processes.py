@@ -1,5 +1,5 @@
-"""``runplane runs -w`` and ``runplane get nodes|node`` as a user runs them (real processes),
-on the embedded default and through a ``runplane serve``."""
+"""``runplane runs -w``, ``runplane get nodes|node`` and shell completion as a user meets them
+(real processes), on the embedded default and through a ``runplane serve``."""
 
 from __future__ import annotations
 
@@ -118,3 +118,54 @@ def test_get_nodes_and_node(env: dict[str, str]) -> None:
     missing = runplane(env, "get", "node", "elsewhere")
     assert missing.returncode == 3
     assert missing.stderr == f"error: node 'elsewhere' does not exist (the nodes: {NODE_NAME})\n"
+
+
+def completions(env: dict[str, str], *words: str) -> list[str]:
+    """What Tab offers after ``runplane WORDS`` (the last word being typed), through click's
+    completion protocol as the bash script drives it."""
+    line = " ".join(("runplane", *words))
+    done = subprocess.run(
+        [sys.executable, "-m", "runplane"],
+        env=env
+        | {
+            "_RUNPLANE_COMPLETE": "bash_complete",
+            "COMP_WORDS": line,
+            "COMP_CWORD": str(len(words)),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return [item.partition(",")[2] for item in done.stdout.splitlines() if item]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_a_completion_script_for_each_shell(shell: str, tmp_path: Path) -> None:
+    from tests.service.cli_service import invoke
+
+    done = invoke("completion", shell)
+    assert done.code == 0, done.stderr
+    assert "_RUNPLANE_COMPLETE" in done.stdout
+    assert f"{shell}_complete" in done.stdout or f"{shell}_source" in done.stdout
+
+
+def test_completion_of_commands_options_uids_and_function_names(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "slow.py").write_text(SLOW.replace("1.5", "0"))
+    ran = runplane(env, "run", str(tmp_path / "slow.py"), "--handler", "handler", "--name", "tab")
+    assert ran.returncode == 0, ran.stderr
+    uid = json.loads(runplane(env, "runs", "-o", "json").stdout)[0]["uid"]
+    assert completions(env, "ge") == ["get"]
+    assert {"nodes", "node", "run", "functions"} <= set(completions(env, "get", ""))
+    assert completions(env, "runs", "--wa") == ["--watch"]
+    assert completions(env, "runs", "-o", "") == ["table", "wide", "json", "yaml"]
+    assert completions(env, "get", "run", uid[:4]) == [uid]
+    assert completions(env, "logs", "0" if uid[0] != "0" else "1") == []
+    assert completions(env, "get", "function", "t") == ["tab"]
+    assert completions(env, "runs", "--name", "ta") == ["tab"]
+    # A service that cannot be reached offers nothing, quickly, and says nothing.
+    away = env | {"RUNPLANE_API": "http://127.0.0.1:9", "RUNPLANE_TOKEN": USER}
+    assert completions(away, "get", "run", "") == []
