@@ -16,7 +16,7 @@ import pytest
 
 from runplane import config
 from testbed import serve
-from tests.homes import enter_private_home
+from tests.homes import enter_private_home, leave_private_home
 
 ADMIN = "cli-admin-token-for-the-tests"
 USER = "cli-user-token-for-the-tests"
@@ -119,3 +119,24 @@ def response_model(path: str) -> Any:
             if isinstance(route, APIRoute) and API + route.path == path and "GET" in route.methods:
                 return route.response_model
     raise LookupError(path)
+
+
+@pytest.fixture(scope="module", name="service_url")
+def module_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A ``runplane serve`` for a test module's command lines."""
+    with running_service(tmp_path_factory.mktemp("cli")) as url:
+        yield url
+
+
+@pytest.fixture(params=["embedded", "service"], name="where")
+def both_backends(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[str]:
+    """Where this process's runs go: the embedded default (a private home), or the module's
+    service as a user."""
+    if request.param == "embedded":
+        enter_private_home(monkeypatch, tmp_path)
+    else:
+        use_service(monkeypatch, request.getfixturevalue("service_url"), USER, tmp_path)
+    yield request.param
+    leave_private_home()

@@ -5,48 +5,25 @@ serve``: ``-o json`` is the API's objects, checked against the API's own schema.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import jsonschema
-import pytest
 import yaml
 from pydantic import TypeAdapter
 
 import runplane
 from runplane.client import backend
 from runplane.runtimes.local.node import NODE_NAME
-from tests.homes import enter_private_home, leave_private_home
-from tests.service.cli_service import (
-    USER,
+from tests.service.cli_service import (  # noqa: F401 (fixtures)
     api_schema,
+    both_backends,
     invoke,
+    module_service,
     response_model,
-    running_service,
-    use_service,
 )
 
 TRAIN = "def train(context, epochs: int = 1):\n    return {'epochs': epochs}\n"
-
-
-@pytest.fixture(scope="module")
-def service_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_service(tmp_path_factory.mktemp("cli-lists")) as url:
-        yield url
-
-
-@pytest.fixture(params=["embedded", "service"])
-def where(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> Iterator[str]:
-    """Where runs go: the embedded default (a private home) or the service, as a user."""
-    if request.param == "embedded":
-        enter_private_home(monkeypatch, tmp_path)
-    else:
-        use_service(monkeypatch, request.getfixturevalue("service_url"), USER, tmp_path)
-    yield request.param
-    leave_private_home()
 
 
 def seed(tmp_path: Path, project: str) -> None:

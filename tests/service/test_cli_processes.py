@@ -9,22 +9,20 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from runplane.runtimes.local.node import NODE_NAME
-from tests.service.cli_service import USER, clean_env, running_service, runplane
+from tests.service.cli_service import (  # noqa: F401 (a fixture)
+    USER,
+    clean_env,
+    module_service,
+    runplane,
+)
 
 SLOW = "import time\n\ndef handler(context):\n    time.sleep(1.5)\n    return {'slept': 1.5}\n"
-
-
-@pytest.fixture(scope="module")
-def service_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_service(tmp_path_factory.mktemp("cli-watch")) as url:
-        yield url
 
 
 @pytest.fixture(params=["embedded", "service"])

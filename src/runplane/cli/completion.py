@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.shell_completion import CompletionItem, get_completion_class
 
+from runplane.cli.examples import example
+
 if TYPE_CHECKING:
     from runplane.runs import RunRecord
 
@@ -79,7 +81,7 @@ def complete_function(ctx: click.Context, param: click.Parameter, incomplete: st
 
 @click.command(
     "completion",
-    epilog='Example: eval "$(runplane completion bash)"  # in ~/.bashrc',
+    epilog=example('eval "$(runplane completion bash)"  # in ~/.bashrc'),
 )
 @click.argument("shell", type=click.Choice(SHELLS))
 @click.pass_context

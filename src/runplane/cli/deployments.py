@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import click
 
+from runplane.cli.examples import example
 
-@click.group("delete")
+
+@click.group("delete", epilog=example("runplane delete deployment echo --project default"))
 def delete_group() -> None:
     """Remove an object."""
 
 
-@delete_group.command("deployment")
+@delete_group.command(
+    "deployment", epilog=example("runplane delete deployment echo --project default")
+)
 @click.argument("name")
 @click.option("--project", help="The function's project, when several have one of that name.")
 def delete_deployment(name: str, project: str | None) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from runplane.cli.examples import example
 from runplane.cli.filters import (
     Wanted,
     name_option,
@@ -67,7 +68,7 @@ FUNCTION_COLUMNS = [
 def get_functions_command(group: click.Group) -> None:
     """Add ``get functions`` to ``group`` (``get function NAME`` is sizing's)."""
 
-    @group.command("functions", epilog="Example: runplane get functions --project default -o yaml")
+    @group.command("functions", epilog=example("runplane get functions --project default -o yaml"))
     @click.option("--project", help="Only this project's functions (default: every project's).")
     @output_option
     @_filters("functions", "stored by")
@@ -103,7 +104,7 @@ SCHEDULE_COLUMNS = [
 
 
 def get_schedules_command(group: click.Group) -> None:
-    @group.command("schedules", epilog="Example: runplane get schedules --name nightly -o json")
+    @group.command("schedules", epilog=example("runplane get schedules --name nightly -o json"))
     @click.option("--project", help="Only this project's schedules.")
     @output_option
     @_filters("schedules", "created by")
@@ -141,7 +142,7 @@ PROJECT_COLUMNS = [
 
 
 def get_projects_command(group: click.Group) -> None:
-    @group.command("projects", epilog="Example: runplane get projects -l team=vision -o wide")
+    @group.command("projects", epilog=example("runplane get projects -l team=vision -o wide"))
     @output_option
     @_filters("projects", "owned by")
     def get_projects(
@@ -196,7 +197,7 @@ DEPLOYMENT_COLUMNS = [
 
 def get_deployments_command(group: click.Group) -> None:
     @group.command(
-        "deployments", epilog="Example: runplane get deployments --project default -o json"
+        "deployments", epilog=example("runplane get deployments --project default -o json")
     )
     @click.option("--project", help="Only this project's deployments.")
     @output_option
@@ -266,7 +267,7 @@ def _gpus(node: dict[str, Any]) -> str:
 
 
 def get_nodes_commands(group: click.Group) -> None:
-    @group.command("nodes", epilog="Example: runplane get nodes -o wide")
+    @group.command("nodes", epilog=example("runplane get nodes -o wide"))
     @output_option
     @name_option("Only the node of this name.")
     @selector_option("Only nodes with this label, KEY=VALUE (repeatable: all).")
@@ -279,7 +280,7 @@ def get_nodes_commands(group: click.Group) -> None:
         wanted = Wanted(name, labels=dict(selector))
         emit(wanted.keep(backend().nodes(), labels=lambda n: n["labels"]), NODE_COLUMNS, output)
 
-    @group.command("node", epilog="Example: runplane get node worker-1 -o yaml")
+    @group.command("node", epilog=example("runplane get node worker-1 -o yaml"))
     @click.argument("name")
     @click.option(
         "-o",

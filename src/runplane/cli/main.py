@@ -11,6 +11,7 @@ import click
 
 from runplane.cli.completion import completion_command
 from runplane.cli.deployments import delete_group
+from runplane.cli.examples import example
 from runplane.cli.exits import BY_HTTP_STATUS, ExitCode
 from runplane.cli.labels import label_group
 from runplane.cli.lists import (
@@ -90,7 +91,11 @@ def configure_logging(verbose: bool) -> None:
 
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"]},
-    epilog="Example: runplane run train.py --handler train --cpu 1 --memory 1Gi",
+    epilog=example(
+        "runplane run train.py --handler train --cpu 1 --memory 1Gi",
+        "runplane runs -w",
+        "runplane get nodes -o wide",
+    ),
 )
 @click.version_option(package_name="runplane")
 @click.option("--api", metavar="URL", help="Use the runplane service at URL (RUNPLANE_API).")
@@ -108,7 +113,7 @@ def cli(api: str | None, verbose: bool) -> None:
 
 
 @cli.command(
-    epilog="Example: runplane render train.py --handler train --gpus 1 | kubectl apply -f-"
+    epilog=example("runplane render train.py --handler train --gpus 1 | kubectl apply -f -")
 )
 @click.argument("source")
 @click.option("--name", help="Function name (default: the file name).")

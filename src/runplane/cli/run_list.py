@@ -16,6 +16,7 @@ import click
 
 from runplane.cli.completion import complete_function
 from runplane.cli.detail import mebibytes, span
+from runplane.cli.examples import example
 from runplane.cli.filters import Selector, When
 from runplane.cli.options import WholeNumber
 from runplane.cli.output import Column, Table, dumped, emit, output_option, pairs
@@ -66,7 +67,7 @@ COLUMNS = [
 
 @click.command(
     "runs",
-    epilog="Example: runplane runs --since 2h -l team=vision --state error -o wide",
+    epilog=example("runplane runs --since 2h -l team=vision --state error -o wide"),
 )
 @click.option("--project", help="Only this project's runs.")
 @click.option(

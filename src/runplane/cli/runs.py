@@ -13,6 +13,8 @@ import click
 
 from runplane.cli.completion import complete_uid
 from runplane.cli.detail import mebibytes, span
+from runplane.cli.examples import example
+from runplane.cli.exits import ExitCode
 from runplane.cli.options import (
     apply_resource_options,
     load_function,
@@ -83,7 +85,10 @@ def _summary(record: RunRecord) -> Any:
     return table
 
 
-@click.command("run")
+@click.command(
+    "run",
+    epilog=example("runplane run train.py --handler train --param epochs=3 --memory 1Gi"),
+)
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("--handler", help="Function in the file to call.")
 @click.option("--name", help="Function name (default: the file name).")
@@ -105,8 +110,8 @@ def run_command(
     """Run a function from SOURCE (a .py file or function.yaml).
 
     The run goes to the service at RUNPLANE_API when that is set, else it runs on this
-    machine. The command follows the run until it ends and exits 0 if it completed, 1 otherwise;
-    Ctrl-C aborts the run.
+    machine. The command follows the run until it ends and exits 0 if it completed, 1 otherwise
+    (docs/cli.md lists every exit code); Ctrl-C aborts the run.
     """
 
     fn = apply_resource_options(load_function(source, name, handler, kind), options)
@@ -120,7 +125,7 @@ def run_command(
         service.abort(uid)
         record = service.wait(uid, timeout=30)
     terminal().print(_summary(record))
-    sys.exit(0 if record.state is RunState.COMPLETED else 1)
+    sys.exit(ExitCode.DONE if record.state is RunState.COMPLETED else ExitCode.RUN_FAILED)
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -159,12 +164,12 @@ def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
     return record
 
 
-@click.group("get")
+@click.group("get", epilog=example("runplane get nodes", "runplane get run 3f2a9c"))
 def get_group() -> None:
     """Show one object in detail."""
 
 
-@get_group.command("run", epilog="Example: runplane get run 3f2a9c -o yaml")
+@get_group.command("run", epilog=example("runplane get run 3f2a9c -o yaml"))
 @click.argument("uid", shell_complete=complete_uid)
 @click.option(
     "-o",
@@ -209,7 +214,7 @@ def get_run(uid: str, output: str) -> None:
     click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
 
 
-@click.command("logs", epilog="Example: runplane logs -f 3f2a9c")
+@click.command("logs", epilog=example("runplane logs -f 3f2a9c"))
 @click.argument("uid", shell_complete=complete_uid)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
 def logs_command(uid: str, follow: bool) -> None:
@@ -228,7 +233,7 @@ def logs_command(uid: str, follow: bool) -> None:
         sys.stdout.flush()
 
 
-@click.command("abort", epilog="Example: runplane abort 3f2a9c")
+@click.command("abort", epilog=example("runplane abort 3f2a9c"))
 @click.argument("uid", shell_complete=complete_uid)
 def abort_command(uid: str) -> None:
     """Abort a pending or running run."""
