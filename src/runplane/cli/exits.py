@@ -1,5 +1,5 @@
 """The one exit-code convention of every ``runplane`` command, for scripts to branch on
-(docs/cli.md lists it)."""
+(docs/cli.md lists it, from :data:`MEANING`)."""
 
 from __future__ import annotations
 
@@ -7,29 +7,42 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """What a command's exit status says."""
+    """What a command's exit status says (:data:`MEANING` in words)."""
 
-    #: Done: the command did what it was asked (a run it followed completed).
     DONE = 0
-    #: The run the command followed failed or was aborted (``runplane run``), or a command
-    #: stopped for a reason none of the codes below names.
     RUN_FAILED = 1
-    #: The command line or a value in it is wrong (a flag, a quantity, a cron), or the
-    #: configuration is: the message says which and gives an example.
     USAGE = 2
-    #: What the command names (a run, a node, a project, a deployment) does not exist, or is
-    #: not the caller's.
     NOT_FOUND = 3
-    #: Refused by the service's policy or by the caller's permissions (a reserved node
-    #: group, an admin's action, a wrong token).
     REFUSED = 4
-    #: The service cannot be reached, or did not answer as runplane's API does.
     UNREACHABLE = 5
-    #: The object's state refuses the action (a finished run aborted, a uid prefix that names
-    #: several runs).
     CONFLICT = 6
-    #: Interrupted (Ctrl-C) where the command does not treat it as its end.
     INTERRUPTED = 130
+
+
+MEANING = {
+    ExitCode.DONE: "done: the command did what it was asked (a run it followed completed)",
+    ExitCode.RUN_FAILED: "the run the command followed failed or was aborted (`runplane run`)",
+    ExitCode.USAGE: (
+        "usage: the command line or a value in it is wrong (a flag, a quantity, a cron), or "
+        "the configuration is; the message names it and gives an example"
+    ),
+    ExitCode.NOT_FOUND: (
+        "not found: what the command names (a run, a node, a project, a deployment, a file) "
+        "does not exist, or is not the caller's"
+    ),
+    ExitCode.REFUSED: (
+        "refused by the service's policy or the caller's permissions (a system priority "
+        "class, an admin's action, a wrong token)"
+    ),
+    ExitCode.UNREACHABLE: (
+        "the service cannot be reached, failed, or did not answer as runplane's API does"
+    ),
+    ExitCode.CONFLICT: (
+        "conflict: the object's state refuses the action (aborting a finished run, a uid "
+        "prefix that names several runs)"
+    ),
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C) where that does not end the command normally",
+}
 
 
 #: An HTTP status the service answered with, as an exit code (the API's errors through

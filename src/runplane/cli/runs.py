@@ -166,7 +166,7 @@ def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
 
 @click.group("get", epilog=example("runplane get nodes", "runplane get run 3f2a9c"))
 def get_group() -> None:
-    """Show one object in detail."""
+    """Show objects: lists of them (runs, functions, nodes...), or one in detail."""
 
 
 @get_group.command("run", epilog=example("runplane get run 3f2a9c -o yaml"))
