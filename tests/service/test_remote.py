@@ -51,7 +51,7 @@ def test_cli_against_the_service(service_url, tmp_path):
     assert "remote epochs 3" in cli("logs", uid).stdout
     assert cli("get", "run", uid).returncode == 0
     refused = cli("run", str(script), "--handler", "train", "--priority", "runplane-system")
-    assert refused.returncode == 2
+    assert refused.returncode == 4  # refused by policy
     assert refused.stderr.startswith(
         "error: priority_class_name: 'runplane-system' is a system class reserved for core services"
     )
@@ -103,7 +103,7 @@ def test_sdk_against_the_service(service_url, tmp_path):
 def test_wrong_token_is_a_clear_error(service_url, tmp_path):
     env = client_env(service_url, tmp_path) | {"RUNPLANE_TOKEN": "wrong"}
     done = runplane(env, "runs")
-    assert done.returncode == 2
+    assert done.returncode == 4  # refused: no permission without a valid token
     assert done.stderr == "error: a valid bearer token is required\n"
 
 

@@ -427,3 +427,28 @@ def test_the_api_pages_filters_and_counts_as_the_caller_may_see(server: Any, cli
         refused = client.get("/api/v1/runs", headers=ADMIN, params=params)
         assert refused.status_code in (400, 422), refused.text
         assert "Traceback" not in refused.text
+
+
+def test_the_api_lists_the_runs_changed_since_a_time_latest_change_first(
+    server: Any, client: Any
+) -> None:
+    """What ``runplane runs -w`` asks each tick: the caller's runs changed at or after a time."""
+    from .conftest import USER
+
+    store = server.runs.store
+    first, second = _create(store), _create(store, labels={"team": "vision"})
+    _create(store, owner="carol")  # another user's: never shown to bob
+    since = store.get(second).updated_at
+    store.apply(RunEvent(first, RunState.PENDING, reason="Queued", at=time.time()))
+    answer = client.get("/api/v1/runs", headers=USER, params={"updated_since": since})
+    assert answer.status_code == 200, answer.text
+    assert [run["uid"] for run in answer.json()] == [first, second]
+    changed = store.get(first).updated_at
+    later = client.get("/api/v1/runs", headers=USER, params={"updated_since": changed})
+    assert [(run["uid"], run["state"]) for run in later.json()] == [(first, "pending")]
+    labelled = {"updated_since": since, "label": "team=vision"}
+    assert [
+        run["uid"] for run in client.get("/api/v1/runs", headers=USER, params=labelled).json()
+    ] == [second]
+    refused = client.get("/api/v1/runs", headers=USER, params={"updated_since": "soon"})
+    assert refused.status_code == 422, refused.text

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from runplane.cli.examples import example
+
 if TYPE_CHECKING:
     from runplane.config import Settings
 
@@ -88,7 +90,7 @@ def _when_started(web: Any, host: str, port: int, ready: Any) -> None:
     ready(f"http://{host}:{port}")
 
 
-@click.command()
+@click.command(epilog=example("runplane serve --host 0.0.0.0 --port 8470"))
 @click.option("--host", help="Address to listen on (default: service.host).")
 @click.option("--port", type=int, help="Port to listen on (default: service.port).")
 def serve(host: str | None, port: int | None) -> None:
@@ -131,7 +133,7 @@ def _has_browser() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-@click.command("ui")
+@click.command("ui", epilog=example("runplane ui"))
 @click.option(
     "--port", type=int, help="Port to listen on (default: service.port, or the next free one)."
 )
