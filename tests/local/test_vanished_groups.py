@@ -149,6 +149,31 @@ def test_freeze_and_kill_of_a_group_that_is_gone_does_nothing(tmp_path):
         hierarchy.close()
 
 
+def test_a_group_left_frozen_by_a_runplane_that_died_is_killed_and_removed(tmp_path):
+    """A runplane killed between an abort's freeze and its thaw leaves its run's group frozen
+    on its own; the next runplane's sweep must still kill what is in it and remove it (a
+    frozen group stays frozen when its parent thaws)."""
+    top = own_group("freezer") / f"runplane-test-frozen-{os.getpid()}"
+    run = top / "run-frozen"
+    run.mkdir(parents=True)
+    process = subprocess.Popen(["sleep", "600"])
+    try:
+        (run / "cgroup.procs").write_text(str(process.pid))
+        (run / "freezer.state").write_text("FROZEN")
+        assert wait_for(lambda: (run / "freezer.state").read_text().strip() == "FROZEN")
+        v1.freeze_and_kill(top, 5.0)
+        assert process.wait(timeout=10) == -9
+        files.rmdir_tree(top)
+        assert not top.exists()
+    finally:
+        for group in (run, top):  # a frozen process neither dies nor is reaped
+            if group.exists():
+                (group / "freezer.state").write_text("THAWED")
+        process.kill()
+        process.wait()
+        files.rmdir_tree(top)
+
+
 def test_killing_a_run_process_that_has_just_exited_keeps_its_exit():
     """An abort's kill that comes as the run's first process exits (not yet reaped) neither
     fails nor takes the exit from the supervisor's wait."""

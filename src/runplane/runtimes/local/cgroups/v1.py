@@ -20,7 +20,11 @@ def freeze_and_kill(freezer: Path, timeout: float) -> None:
     """Freeze the group (so nothing forks while it is being killed), SIGKILL every process in it
     and its descendants, and thaw it so the signals are delivered. A group that is removed
     meanwhile (its last process exited) is left at the step that finds it gone: nothing of it
-    is left to kill or to thaw."""
+    is left to kill or to thaw.
+
+    Every group of the tree is thawed, not only the top one: a group frozen on its own (a
+    runplane killed between its freeze and its thaw) stays frozen when its parent thaws, and
+    its processes would hold their SIGKILL, and the group, forever."""
     if not files.processes_in(files.tree(freezer)):
         return
     state = freezer / "freezer.state"
@@ -30,8 +34,9 @@ def freeze_and_kill(freezer: Path, timeout: float) -> None:
             files.wait_until(lambda: read(state) == "FROZEN", min(timeout, 1.0))
             files.sigkill(files.processes_in(files.tree(freezer)))
         finally:
-            with files.unless_gone():
-                write(state, "THAWED")
+            for group in files.tree(freezer):
+                with files.unless_gone():
+                    write(group / "freezer.state", "THAWED")
 
 
 class V1Group(model.RunGroup):
