@@ -61,6 +61,12 @@ class Sessions:
             self._sessions.move_to_end(session_id)
             return session
 
+    def holds(self, session: Session) -> bool:
+        """Whether ``session`` is still logged in: a live stream asks, without counting as use."""
+        with self._lock:
+            live = self._sessions.get(session.id) is session
+            return live and time.monotonic() - session.last_seen <= IDLE_SECONDS
+
     def logout(self, session_id: str | None) -> None:
         with self._lock:
             self._sessions.pop(session_id or "", None)
