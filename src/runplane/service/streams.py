@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -24,14 +25,17 @@ from anyio import CapacityLimiter
 
 from runplane.service.feed import RunFeed
 
+log = logging.getLogger(__name__)
+
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 #: Threads that read for streams at once (each read is short: a row, a chunk of a file).
 STREAM_THREADS = 4
 #: Pauses between reads of a live run's output while nothing arrives (output is not an
-#: event; the run's changes wake the reader at once).
-LOG_PAUSES = (0.25, 0.5, 1.0, 2.0)
+#: event; the run's changes wake the reader at once). After each, the reader wakes its
+#: streams (a beat), so that they see a shutdown or a logout within the longest pause.
+LOG_PAUSES = (0.25, 0.5, 1.0)
 #: The most of a run's recent output kept for its streams (a stream further behind reads on
 #: its own until it catches up).
 KEPT_BYTES = 1 << 20
@@ -124,13 +128,15 @@ class LogFollower:
 
     It keeps the last :data:`KEPT_BYTES` it read; a stream at an offset within them is served
     from memory, one behind reads on its own (:meth:`LogFollowers.read`) until it catches up.
-    ``done`` once the run ended and all its output was read.
+    ``done`` once the run ended and all its output was read, or once reading failed
+    (``failed``: its streams end without saying the run did, and browsers connect again).
     """
 
     def __init__(self, start: int) -> None:
         self.base = start  # the offset of kept[0]
         self.kept = bytearray()
         self.done = False
+        self.failed = False
         self.followers = 0
         self.changed = asyncio.Condition()
         self.task: asyncio.Task[None] | None = None
@@ -216,6 +222,13 @@ class LogFollowers:
                     pause = min(pause + 1, len(LOG_PAUSES) - 1)
                     if uid in changed or None in changed:
                         finished = await self._slots.off_loop(self._finished, uid)
+                    async with follower.changed:  # the beat
+                        follower.changed.notify_all()
+        except Exception:
+            follower.failed = True
+            log.warning(
+                "reading the output of run %s for its live pages failed", uid, exc_info=True
+            )
         finally:
             follower.done = True
             if self._running.get(uid) is follower:

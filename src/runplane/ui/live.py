@@ -20,9 +20,9 @@ server-sent events format knows (CR, LF, CRLF), one ``data:`` line per line.
 
 import asyncio
 import codecs
-import contextlib
 import json
 import re
+import time
 from collections.abc import AsyncGenerator, Callable
 from typing import Annotated
 
@@ -259,10 +259,10 @@ def router(ui: UI) -> APIRouter:
         async def body() -> AsyncGenerator[str]:
             yield "retry: 2000\n\n"
             async with followers.follow(record.uid, start) as follower:
-                position, quiet = start, 0.0
+                position, sent = start, time.monotonic()
                 # A character split between two reads is decoded whole, on the second.
                 decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-                while alive():
+                while alive() and not follower.failed:
                     chunk = follower.since(position)
                     if chunk is None:  # behind what the follower keeps: read on its own
                         chunk, after = await followers.read(record.uid, position)
@@ -272,18 +272,17 @@ def router(ui: UI) -> APIRouter:
                     else:
                         after = position + len(chunk)
                     if chunk:
-                        position, quiet = after, 0.0
+                        position, sent = after, time.monotonic()
                         if alive():
                             yield sse("log", json.dumps(decoder.decode(chunk)), str(position))
                         continue
                     if follower.done:
-                        yield sse("end", "", str(position))
+                        if not follower.failed:
+                            yield sse("end", "", str(position))
                         return
-                    if await _more(follower, position):
-                        continue
-                    quiet += _TICK
-                    if quiet >= _KEEPALIVE:
-                        quiet = 0.0
+                    await _more(follower, position)
+                    if time.monotonic() - sent >= _KEEPALIVE:
+                        sent = time.monotonic()
                         yield ": keepalive\n\n"
 
         return _Stream(body(), slot)
@@ -291,15 +290,12 @@ def router(ui: UI) -> APIRouter:
     return routes
 
 
-async def _more(follower: LogFollower, position: int) -> bool:
-    """Wait up to a tick for output past ``position`` (or the end); whether it came."""
+async def _more(follower: LogFollower, position: int) -> None:
+    """Wait for output past ``position``, the run's end, or the follower's next beat (within
+    a second): no timer of its own, however many streams wait."""
     async with follower.changed:
-        if follower.end > position or follower.done:
-            return True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(follower.changed.wait(), _TICK)
-            return True
-    return False
+        if follower.end <= position and not follower.done:
+            await follower.changed.wait()
 
 
 def _finished(ui: UI) -> Callable[[str], bool]:
