@@ -24,6 +24,8 @@ TOKENS["carol"] = "streams-carol-token-0123"
 PER_USER, TOTAL = 200, 230
 #: Streams alice asks for: far past her cap, as a flood would.
 FLOOD = 2000
+#: Generous: refusing or opening a stream takes milliseconds (all of them take seconds).
+FLOOD_SECONDS = 120
 
 SLEEPER = "import time\n\ndef handler(context, seconds: float = 600):\n    time.sleep(seconds)\n"
 TICKER = (
@@ -85,7 +87,7 @@ def login(url: str, user: str) -> tuple[str, str]:
         done = browser.post("/ui/login", data={"nonce": nonce, "token": TOKENS[user], "next": ""})
         assert done.status_code == 303, done.text
         session = done.cookies["runplane_session"]
-        home = browser.get("/ui/", cookies={"runplane_session": session})
+        home = browser.get("/ui/")
         csrf = re.search(r'data-csrf="([^"]+)"', home.text)
         assert csrf, home.text
         return session, csrf.group(1)
@@ -161,6 +163,7 @@ def test_streams_are_bounded_and_the_api_stays_fast_for_others(
     bob, _ = login(service, "bob")
     opened: list[socket.socket] = []
     answers: dict[str, list[tuple[int, dict[str, str]]]] = {"alice": [], "bob": []}
+    flood_began = time.monotonic()
     try:
         for user, session, uid, count in (
             ("alice", alice, alice_run, FLOOD),
@@ -171,6 +174,10 @@ def test_streams_are_bounded_and_the_api_stays_fast_for_others(
                 status, headers, connection = open_stream(service, path, session)
                 opened.append(connection)
                 answers[user].append((status, headers))
+                # Each open is a request too: a service the streams starve answers slowly.
+                assert time.monotonic() - flood_began < FLOOD_SECONDS, (
+                    f"{len(opened)} streams asked for in {FLOOD_SECONDS} s: the service is starved"
+                )
         time.sleep(2)  # every open stream waits for output, as idle pages do
         with httpx.Client(base_url=service, headers=bearer("carol"), timeout=60) as carol:
             health = timed(carol, "/api/v1/health", 20)
