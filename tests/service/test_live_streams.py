@@ -42,11 +42,12 @@ def bearer(user: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[str]:
+def service(tmp_path: Path, database: str) -> Iterator[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
     env |= {
         "RUNPLANE_CONFIG": os.devnull,
         "RUNPLANE_LOCAL__HOME": str(tmp_path / "home"),
+        "RUNPLANE_SERVICE__DATABASE_URL": database,
         "RUNPLANE_LOCAL__CPU": "2",
         "RUNPLANE_LOCAL__INHERIT_ENV": '["COVERAGE_PROCESS_CONFIG"]',
         "RUNPLANE_SERVICE__TOKENS": json.dumps(
