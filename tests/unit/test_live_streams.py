@@ -8,7 +8,13 @@ import re
 import pytest
 
 from runplane.service.feed import RunFeed
-from runplane.service.streams import LogFollowers, StreamSlots, StreamsRefused
+from runplane.service.streams import (
+    KEPT_BYTES,
+    LogFollower,
+    LogFollowers,
+    StreamSlots,
+    StreamsRefused,
+)
 from runplane.ui.live import sse
 
 
@@ -78,3 +84,16 @@ def test_many_streams_of_one_run_cost_one_reader() -> None:
 
     assert asyncio.run(follow_all()) == [output] * 50
     assert len(reads) == len(output) // 300 + 2  # each chunk once, then the empty end
+
+
+def test_a_follower_keeps_recent_output_and_sends_further_streams_to_read_on_their_own() -> None:
+    follower = LogFollower(start=100)
+    follower.add(b"x" * KEPT_BYTES, 100 + KEPT_BYTES)
+    follower.add(b"yz", 102 + KEPT_BYTES)
+    assert follower.since(100) is None  # dropped: that stream reads on its own
+    assert follower.since(102 + KEPT_BYTES - 3) == b"xyz"
+    assert follower.since(follower.end) == b""
+    # Output the runtime skipped (a capped log's middle): nothing is kept before the next read.
+    follower.add(b"[cut]", follower.end + 5000)
+    assert follower.kept == b""
+    assert follower.since(follower.end - 1) is None

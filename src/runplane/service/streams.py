@@ -37,8 +37,9 @@ STREAM_THREADS = 4
 #: streams (a beat), so that they see a shutdown or a logout within the longest pause.
 LOG_PAUSES = (0.25, 0.5, 1.0)
 #: The most of a run's recent output kept for its streams (a stream further behind reads on
-#: its own until it catches up).
-KEPT_BYTES = 1 << 20
+#: its own until it catches up): memory stays within this per followed run, and followed
+#: runs are at most ``service.live_streams.total``.
+KEPT_BYTES = 256 << 10
 #: The most a stream is sent at once.
 CHUNK_BYTES = 64 << 10
 
