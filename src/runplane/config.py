@@ -363,6 +363,19 @@ class NodeGroupPrice(pydantic.BaseModel):
     )
 
 
+class LiveStreams(pydantic.BaseModel):
+    """How many live streams (pages that follow runs as they change) the service holds open."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    #: The most one user may have open at once (a page following a run holds two).
+    per_user: int = pydantic.Field(default=32, ge=1, le=100_000)
+    #: The most open at once in all.
+    total: int = pydantic.Field(default=512, ge=1, le=1_000_000)
+    #: Seconds a refused stream is told to wait (``Retry-After``).
+    retry_after: int = pydantic.Field(default=10, ge=1, le=3600)
+
+
 class Service(pydantic.BaseModel):
     """The shared service (``runplane serve``)."""
 
@@ -400,6 +413,8 @@ class Service(pydantic.BaseModel):
     api_docs: bool = False
     #: On SIGTERM: how long runs executing here may go on finishing before they are aborted.
     shutdown_grace: float = pydantic.Field(default=30.0, ge=0, le=3600)
+    #: Limits on live streams; beyond them a new one is refused (429).
+    live_streams: LiveStreams = pydantic.Field(default_factory=LiveStreams)
     #: Prices per node group (by ``runplane.io/node-group``), and the group whose price an
     #: on-demand run would have paid.
     node_groups: dict[str, NodeGroupPrice] = pydantic.Field(default_factory=dict)

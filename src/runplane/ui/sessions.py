@@ -68,6 +68,12 @@ class Sessions:
             self._of_user[session.who.user].move_to_end(session_id)
             return session
 
+    def holds(self, session: Session) -> bool:
+        """Whether ``session`` is still logged in: a live stream asks, without counting as use."""
+        with self._lock:
+            live = self._sessions.get(session.id) is session
+            return live and time.monotonic() - session.last_seen <= IDLE_SECONDS
+
     def logout(self, session_id: str | None) -> None:
         with self._lock:
             session = self._sessions.get(session_id or "")
