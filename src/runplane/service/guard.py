@@ -23,6 +23,7 @@ from typing import Any
 from runplane.errors import InvalidValueError
 from runplane.service.auth import Tokens
 from runplane.spec.bounds import load_json
+from runplane.spec.numbers import whole_number
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -57,7 +58,7 @@ class Gate:
             return
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+        if declared is not None and not _within(declared, self.max_bytes):
             await _refuse(
                 send,
                 413,
@@ -121,6 +122,15 @@ class Gate:
             chunks.append(chunk)
             if not message.get("more_body"):
                 return b"".join(chunks)
+
+
+def _within(declared: bytes, limit: int) -> bool:
+    """Whether a ``Content-Length`` header is a number of bytes up to ``limit``."""
+    try:
+        whole_number("Content-Length", declared.decode("latin-1"), 0, limit)
+    except InvalidValueError:
+        return False
+    return True
 
 
 def _is_json(content_type: bytes | None) -> bool:

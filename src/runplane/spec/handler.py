@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from runplane.errors import InvalidValueError
-from runplane.spec.bounds import load_json
+from runplane.spec.bounds import MAX_INT_DIGITS, load_json
+from runplane.spec.numbers import whole_number
 
+#: The largest integer a parameter converted from text may be: as large as a JSON body's.
+_LARGEST_INT = 10**MAX_INT_DIGITS - 1
 _CONVERTIBLE = {"int", "float", "str", "bool", "list", "dict"}
 _TRUE = {"true", "1", "yes", "y", "on"}
 _FALSE = {"false", "0", "no", "n", "off"}
@@ -143,7 +146,7 @@ def _convert(field: str, value: Any, annotation: str | None) -> Any:
         return value
     try:
         if annotation == "int":
-            return int(value)
+            return whole_number(field, value, -_LARGEST_INT, _LARGEST_INT, "3")
         if annotation == "float":
             number = float(value)
             if not math.isfinite(number):  # no JSON number: it could not be recorded

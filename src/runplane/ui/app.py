@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -20,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from runplane.errors import RunplaneError
 from runplane.service.server import Server
 from runplane.ui import live
+from runplane.ui.invalid import invalid_request_page
 from runplane.ui.pages import admin, functions, newjob, runs
 from runplane.ui.sessions import LOGIN_COOKIE, SESSION_COOKIE, Session, same_token
 from runplane.ui.web import ROOT, UI, CsrfRefused, LoginRequired, login_url, safe_next
@@ -89,6 +91,7 @@ def create_ui(server: Server, stopping: Callable[[], bool] = lambda: False) -> F
         context = {"title": "Error", "message": str(error.detail)}
         return ui.page(request, "message.html", session, context, error.status_code)
 
+    app.add_exception_handler(RequestValidationError, invalid_request_page(ui))
     _auth_routes(app, ui)
     for module in (runs, live, newjob, functions, admin):
         app.include_router(module.router(ui))

@@ -22,6 +22,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from runplane.runs import RunRecord, RunState
+from runplane.spec.numbers import whole_number
 from runplane.ui.pages.runs import RunFilters, filter_of, visible_run
 from runplane.ui.sessions import Session
 from runplane.ui.web import UI
@@ -177,7 +178,7 @@ def router(ui: UI) -> APIRouter:
         was sent."""
         record: RunRecord = await run_in_threadpool(visible_run, ui, session, uid)
         resumed = request.headers.get("last-event-id", "")
-        start = int(resumed) if resumed.isdigit() else offset
+        start = whole_number("Last-Event-ID", resumed, 0, 2**53) if resumed else offset
 
         async def body() -> AsyncIterator[str]:
             async with feed.subscribe() as changes:
