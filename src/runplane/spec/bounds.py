@@ -257,7 +257,7 @@ def check_unicode(field: str, value: Any) -> Any:
 def escape_surrogates(value: Any) -> Any:
     """``value`` with every lone surrogate in its strings (keys too) written as its escape,
     ``\\ud800``: how a value stored before they were refused is shown and sent, since no
-    encoder writes one. Values without any come back as they are."""
+    encoder writes one. Other strings and values come back equal (containers are copied)."""
     if isinstance(value, str):
         return value.encode("utf-8", "backslashreplace").decode() if has_surrogate(value) else value
     if isinstance(value, dict):

@@ -144,9 +144,12 @@ def _convert(field: str, value: Any, annotation: str | None) -> Any:
         if annotation == "float" and isinstance(value, int):
             return float(value)
         return value
+    if annotation == "int":
+        try:
+            return whole_number(field, value, -_LARGEST_INT, _LARGEST_INT)
+        except InvalidValueError:
+            raise _not_a(field, value, annotation) from None
     try:
-        if annotation == "int":
-            return whole_number(field, value, -_LARGEST_INT, _LARGEST_INT, "3")
         if annotation == "float":
             number = float(value)
             if not math.isfinite(number):  # no JSON number: it could not be recorded

@@ -18,12 +18,20 @@ import re
 from runplane.errors import InvalidValueError
 
 _WHOLE = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?", re.ASCII)
 
 
 def is_whole(text: str) -> bool:
     """Whether ``text`` is a whole number as runplane reads one: ASCII digits with an optional
     sign, nothing else (no spaces, underscores, other scripts' digits or a newline)."""
     return _WHOLE.fullmatch(text) is not None
+
+
+def is_decimal(text: str) -> bool:
+    """Whether ``text`` is a number as runplane reads a fractional one (seconds in a header):
+    ASCII digits, a point, an exponent of at most three digits; ``float()`` alone would also
+    take other scripts' digits, underscores, spaces, ``nan`` and ``inf``."""
+    return _DECIMAL.fullmatch(text) is not None
 
 
 def whole_number(
