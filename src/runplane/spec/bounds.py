@@ -54,9 +54,11 @@ _SHOWN_PARTS = 6
 #: A lone surrogate: half of a UTF-16 pair, which is no character of its own.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: What a JSON text holding one looks like: an escape of one (a pair decodes to one character
-#: beyond U+FFFF, so a pair of these is found and passes), or one encoded raw.
-_SURROGATE_ESCAPE_TEXT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
-_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+#: beyond U+FFFF, so a pair of these is found and passes), or one encoded raw. Each pattern
+#: starts with a literal, which the regular expression engine scans for quickly.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
 _UNICODE = (
     "text is Unicode characters: a lone UTF-16 surrogate (\\ud800 to \\udfff) is half of a "
     "pair, not a character (a character beyond U+FFFF is written whole, or as both halves)"
@@ -123,11 +125,7 @@ def load_json(raw: bytes | str) -> Any:
             '{"params": {"epochs": 3}}',
         ) from None
     _check_parsed(value)
-    if isinstance(raw, bytes):
-        suspect = _SURROGATE_ESCAPE_BYTES.search(raw) is not None
-    else:
-        suspect = _SURROGATE_ESCAPE_TEXT.search(raw) is not None
-    if suspect:  # rare: only then is every string looked at
+    if may_hold_surrogates(raw):  # rare: only then is every string looked at
         check_unicode("", value)
     return value
 
@@ -223,6 +221,17 @@ def _field(path: tuple[str | int, ...]) -> str:
     if len(path) > _SHOWN_PARTS:
         text += "..."
     return text or "body"
+
+
+def may_hold_surrogates(raw: str | bytes) -> bool:
+    """Whether JSON text may decode to a string with a lone surrogate: it holds an escape of
+    one (or, raw, one encoded). A plain search for a backslash-u comes first: most texts have
+    none at all."""
+    if isinstance(raw, bytes):
+        return (b"\\u" in raw and _SURROGATE_ESCAPE_BYTES.search(raw) is not None) or (
+            b"\xed" in raw and _SURROGATE_UTF8.search(raw) is not None
+        )
+    return ("\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None) or has_surrogate(raw)
 
 
 def has_surrogate(text: str) -> bool:

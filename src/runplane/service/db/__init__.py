@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from runplane import meters
 from runplane.errors import ConfigError
 from runplane.service.db.models import Base
-from runplane.spec.bounds import escape_surrogates
+from runplane.spec.bounds import escape_surrogates, may_hold_surrogates
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
@@ -164,11 +164,7 @@ def stored_json(text: str | bytes) -> Any:
     door can hold them (escaped, as JSON allows); they come back escaped as text, ``\\ud800``,
     so every answer and page can still be encoded. Only a text with such an escape is walked."""
     value = json.loads(text)
-    if isinstance(text, bytes):
-        escaped = b"\\ud" in text or b"\\uD" in text
-    else:
-        escaped = "\\ud" in text or "\\uD" in text
-    if escaped:  # an escape of U+D000 to U+DFFF: maybe half of a pair, maybe a lone one
+    if may_hold_surrogates(text):
         value = escape_surrogates(value)
     return value
 
