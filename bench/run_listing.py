@@ -27,6 +27,7 @@ import base64
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -509,7 +510,7 @@ def check_ui(base: str, spread: Spread) -> list[str]:
     second = spread.newest(mine, (spread.created[spread.uids.index(first[-1])], first[-1]))
     wrong = []
     with httpx.Client(base_url=base, timeout=60) as client:
-        client.get(f"/ui/login?token={USER_TOKEN}")
+        log_in(client, USER_TOKEN)
         page = client.get("/ui/projects/proj-00/jobs").text
         for expected in (first, second):
             rows = re.findall(r'<tr id="run-([0-9a-f]{32})"', page)
@@ -562,6 +563,14 @@ def time_api(base: str, spread: Spread, requests: int, service: psutil.Process) 
             print(f"| {query.name} | {percentiles(samples)} | {spent:5.1f} | {shown} |")
 
 
+def log_in(client: httpx.Client, token: str) -> None:
+    """A UI session for ``token``, as the login form makes one (its nonce, then a POST)."""
+    form = re.search(r'name="nonce" value="([^"]+)"', client.get("/ui/login").text)
+    assert form is not None, "the login page has no form"
+    answer = client.post("/ui/login", data={"nonce": form[1], "token": token})
+    assert answer.status_code == 303, f"login refused: {answer.status_code} {answer.text[:200]}"
+
+
 def time_ui_http(base: str, spread: Spread, requests: int, service: psutil.Process) -> None:
     print(f"\nUI runs page, server answer over loopback, {requests} requests each (ms):")
     print("| page | as | p50 | p99 | max | service CPU |\n|---|---|---|---|---|---|")
@@ -569,7 +578,7 @@ def time_ui_http(base: str, spread: Spread, requests: int, service: psutil.Proce
         if not query.ui:
             continue
         with httpx.Client(base_url=base, timeout=60) as client:
-            client.get(f"/ui/login?token={query.token}")
+            log_in(client, query.token)
             for _ in range(3):
                 client.get(query.ui).raise_for_status()
             samples = []
@@ -595,7 +604,10 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
         browser = playwright.chromium.launch(executable_path=chromium)
         for token in (ADMIN_TOKEN, USER_TOKEN):
             page = browser.new_page()
-            page.goto(f"{base}/ui/login?token={token}")
+            page.goto(f"{base}/ui/login")
+            page.get_by_label("Token").fill(token)
+            page.get_by_role("button", name="Log in").click()
+            page.wait_for_url(f"{base}/ui/")
             who = "user" if token == USER_TOKEN else "admin"
             for query in queries(spread):
                 if not query.ui or query.token != token:

@@ -15,6 +15,7 @@ import argparse
 import base64
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -115,7 +116,10 @@ def browser_times(url: str, paths: list[str], repeat: int) -> dict[str, list[flo
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium)
         page = browser.new_page()
-        page.goto(f"{url}/ui/login?token={TOKEN}")
+        page.goto(f"{url}/ui/login")
+        page.get_by_label("Token").fill(TOKEN)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(f"{url}/ui/")
         for path in paths:
             for _ in range(repeat):
                 page.goto(f"{url}{path}", wait_until="load")
@@ -164,7 +168,9 @@ def main() -> None:
                 "/ui/cluster",
             ]
             with httpx.Client(base_url=url) as client:
-                client.get(f"/ui/login?token={TOKEN}")
+                form = re.search(r'name="nonce" value="([^"]+)"', client.get("/ui/login").text)
+                assert form is not None
+                client.post("/ui/login", data={"nonce": form[1], "token": TOKEN})
                 print(f"\nserver answer over loopback, {args.repeat} requests each:")
                 print("| page | time |\n|---|---|")
                 for path in pages:

@@ -139,6 +139,12 @@ class Cluster:
         ctx.load_cert_chain(self.run_dir / "pki" / "admin.crt", self.run_dir / "pki" / "admin.key")
         return ctx
 
+    def scheduler_metrics(self) -> str:
+        """The scheduler's Prometheus metrics, as text (its queues, its attempts)."""
+        url = f"https://127.0.0.1:{self.ports['scheduler']}/metrics"
+        with urllib.request.urlopen(url, timeout=5, context=_insecure()) as resp:
+            return str(resp.read().decode())
+
     def healthy(self) -> dict[str, bool]:
         return {p.name: p.alive() for p in self.processes}
 
@@ -462,6 +468,8 @@ def scheduler_argv(lay: Layout, settings: Settings, config: Path, kubeconfig: Pa
         "--bind-address=127.0.0.1",
         f"--secure-port={lay.ports['scheduler']}",
         f"--cert-dir={lay.run_dir / 'pki' / 'scheduler'}",
+        # Its queues' sizes and attempts, read by tests that must know when it is idle.
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
         f"--v={settings.verbosity}",
     ]
 

@@ -43,6 +43,21 @@ def skip_requested() -> bool:
     return os.environ.get(SKIP_ENV) == "1"
 
 
+_SCHEDULER_SAMPLE = re.compile(r"^(scheduler_\w+)\{([^}]*)\} ([0-9.e+-]+)$", re.MULTILINE)
+
+
+def _scheduler_activity(metrics: str) -> tuple[float, bool]:
+    """The scheduler's attempts so far, and whether a pod waits in its active or back-off
+    queue."""
+    attempts, busy = 0.0, False
+    for name, labels, value in _SCHEDULER_SAMPLE.findall(metrics):
+        if name == "scheduler_schedule_attempts_total":
+            attempts += float(value)
+        elif name == "scheduler_pending_pods" and re.search(r'queue="(active|backoff)"', labels):
+            busy = busy or float(value) > 0
+    return attempts, busy
+
+
 @dataclass
 class TestbedCluster:
     """What a test needs: where the kubeconfig is, a ready client, and the seeded topology."""
@@ -69,6 +84,28 @@ class TestbedCluster:
 
     def read_pod(self, name: str) -> client.V1Pod:
         return self.core.read_namespaced_pod(name, self.namespace)
+
+    def wait_scheduler_idle(self, quiet: float, timeout: float = 120) -> None:
+        """Return once the scheduler has made no attempt for ``quiet`` seconds and holds no pod
+        in its active or back-off queue: every pending pod is then parked as unschedulable with
+        its back-off over (when ``quiet`` exceeds the longest back-off), so that freed room goes
+        to the pods in priority order. No API object says when a back-off ends; the scheduler's
+        metrics do."""
+        deadline = time.monotonic() + timeout
+        last: float | None = None
+        since = time.monotonic()
+        while True:
+            metrics = self.cluster.scheduler_metrics()
+            assert "scheduler_pending_pods{" in metrics, "the scheduler reports no queues"
+            attempts, busy = _scheduler_activity(metrics)
+            now = time.monotonic()
+            if attempts != last or busy:
+                last, since = attempts, now
+            elif now - since >= quiet:
+                assert attempts > 0, "the scheduler reports no attempts"
+                return
+            assert now < deadline, f"the scheduler was still busy after {timeout} s"
+            time.sleep(0.25)
 
     def add_node(self, group: str, name: str) -> str:
         """One more node of a seeded group, Ready before this returns."""

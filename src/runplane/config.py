@@ -390,6 +390,16 @@ class Service(pydantic.BaseModel):
     schedule_interval: float = pydantic.Field(default=1.0, gt=0)
     #: The largest request body the API reads; larger ones are refused unread (413).
     max_request_bytes: int = pydantic.Field(default=8 << 20, ge=1 << 16, le=1 << 30)
+    #: Failed authentication (a wrong bearer token, a wrong token on the login page) allowed
+    #: per client address: this many a second on average, after a burst of ``auth_failure_burst``;
+    #: past it that address is answered 429 with ``Retry-After`` until its allowance refills.
+    auth_failures_per_second: float = pydantic.Field(default=1.0, gt=0, le=1000)
+    auth_failure_burst: int = pydantic.Field(default=20, ge=1, le=100_000)
+    #: Web UI sessions kept per user; a login past it ends that user's least recently used one.
+    sessions_per_user: int = pydantic.Field(default=20, ge=1, le=1000)
+    #: Serve the API's interactive pages (``/docs``, ``/redoc``), which load Swagger UI and
+    #: ReDoc from a CDN; off, only ``/openapi.json`` describes the API.
+    api_docs: bool = False
     #: On SIGTERM: how long runs executing here may go on finishing before they are aborted.
     shutdown_grace: float = pydantic.Field(default=30.0, ge=0, le=3600)
     #: Prices per node group (by ``runplane.io/node-group``), and the group whose price an

@@ -173,9 +173,9 @@ def test_high_priority_pending_pod_goes_first_and_evicts_nothing(
     make_pod("waiting-high", cpu=whole_node, priorityClassName="high", nodeSelector=selector)
     tb.wait_pod("waiting-high", unschedulable, what="Unschedulable")
     # Both must be past their scheduling back-off, parked as unschedulable, so that freed room
-    # goes to the queue in priority order; no API object says when a back-off ends, so wait out
-    # the longest one the testbed's scheduler allows.
-    time.sleep(tb_cluster.SCHEDULER_MAX_BACKOFF_SECONDS + 1)
+    # goes to the queue in priority order: the scheduler idle for longer than its longest
+    # back-off (other tests' pods going away may have made it try them again meanwhile).
+    tb.wait_scheduler_idle(quiet=tb_cluster.SCHEDULER_MAX_BACKOFF_SECONDS + 1)
     tb.core.delete_namespaced_pod(fillers[0], tb.namespace, grace_period_seconds=0)
     high = tb.wait_pod("waiting-high", running, timeout=30, what="Running")
     assert node_of(high) == group.node_names()[0]

@@ -6,9 +6,7 @@ so scheduling tests mean the same on every machine.
 
 from __future__ import annotations
 
-import os
 import textwrap
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,39 +15,19 @@ import pytest
 
 import runplane
 from runplane.config import Settings, load_settings
-from runplane.service import embedded
 from runplane.service.embedded import EmbeddedService
 from runplane.spec import Function
+from tests.homes import enter_private_home, leave_private_home
 
 
 @pytest.fixture(autouse=True)
 def private_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    for name in list(os.environ):
-        if name.startswith("RUNPLANE_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    monkeypatch.setenv("RUNPLANE_LOCAL__HOME", str(home))
-    monkeypatch.setenv("RUNPLANE_LOCAL__CPU", "2")
-    monkeypatch.setenv("RUNPLANE_LOCAL__MEMORY", "4Gi")
-    monkeypatch.setenv("RUNPLANE_LOCAL__GPUS", "0")
-    # Runs inherit only what they are granted; coverage's own variable lets the suite measure
-    # the runs' processes too.
-    monkeypatch.setenv(
-        "RUNPLANE_LOCAL__INHERIT_ENV", '["COVERAGE_PROCESS_CONFIG", "COVERAGE_FILE"]'
-    )
-    monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)
+    home = enter_private_home(monkeypatch, tmp_path)
     # Runs are held in cgroups, as on any machine where one is writable (this one, as root):
     # named, so that a machine where none is fails these tests instead of falling back.
     monkeypatch.setenv("RUNPLANE_LOCAL__ISOLATION", "cgroup")
-    from runplane import config
-
-    config.current.cache_clear()
     yield home
-    # The SDK's runs (``fn.run()``) started a service for this home; left open, it would go
-    # on polling beside the tests after it (and cost what they measure).
-    embedded.close_all()
-    left = [thread.name for thread in threading.enumerate() if thread.name == "runplane-monitor"]
-    assert not left, f"the test left {len(left)} run service(s) running"
+    leave_private_home()
 
 
 @pytest.fixture

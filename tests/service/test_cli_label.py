@@ -28,7 +28,7 @@ def test_label_node_through_the_service(service_url: str, tmp_path: Path) -> Non
     as_user = clean_env(RUNPLANE_API=service_url, RUNPLANE_TOKEN=USER, RUNPLANE_LOCAL__HOME=home)
     as_admin = as_user | {"RUNPLANE_TOKEN": ADMIN}
     refused = cli(as_user, NODE_NAME, "runplane.io/pool=training")
-    assert refused.returncode == 2
+    assert refused.returncode == 4  # refused by permission
     assert refused.stderr == "error: user 'bob' may not label nodes; only admins may\n"
 
     done = cli(as_admin, NODE_NAME, "runplane.io/pool=training", "team=ml")
@@ -44,7 +44,7 @@ def test_label_node_through_the_service(service_url: str, tmp_path: Path) -> Non
     assert bad.returncode == 2
     assert "key=value to set a label, key- to remove it" in bad.stderr
     missing = cli(as_admin, "elsewhere", "team=ml")
-    assert missing.returncode == 2
+    assert missing.returncode == 3  # not found
     assert "the embedded default has one node" in missing.stderr
 
 

@@ -45,7 +45,7 @@ def test_retention_through_the_service(service_url: str, tmp_path: Path) -> None
         "  logs_max_age: the service's policy\n"
     )
     refused = cli(as_user, "churn", "--runs-max-count", "5")  # its owner included
-    assert refused.returncode == 2
+    assert refused.returncode == 4  # refused by permission
     assert refused.stderr.startswith("error: retention: a project's retention policy removes")
 
     done = cli(as_admin, "churn", "--runs-max-count", "500", "--logs-max-age", "14d")
@@ -65,7 +65,7 @@ def test_retention_through_the_service(service_url: str, tmp_path: Path) -> None
     assert reset.stdout == shown.stdout
 
     missing = cli(as_admin, "chrun", "--runs-max-count", "5")
-    assert missing.returncode == 2
+    assert missing.returncode == 3  # not found
     assert missing.stderr.startswith("error: project 'chrun' does not exist")
 
 
@@ -87,7 +87,7 @@ BAD = [
 def test_retention_on_the_embedded_default_and_bad_terms_refused_by_flag(tmp_path):
     env = clean_env(RUNPLANE_LOCAL__HOME=str(tmp_path / "home"))
     made = cli(env, "churn")
-    assert made.returncode == 2  # no such project yet: a typo makes none
+    assert made.returncode == 3  # no such project yet: a typo makes none
     assert "project 'churn' does not exist" in made.stderr
     made_here = (
         "import runplane; runplane.get_or_create_project('churn'); "

@@ -400,3 +400,92 @@ def test_the_service_still_answers_and_stays_small(service):
     assert runs.json() == []  # nothing hostile was recorded
     rss = psutil.Process(process.pid).memory_info().rss
     assert rss < 300 * 2**20, f"the service grew to {rss / 2**20:.0f} MiB"
+
+
+@pytest.fixture(scope="module")
+def roomy(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A service with the default request limit (8 MiB)."""
+    home = tmp_path_factory.mktemp("roomy")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
+    env |= {
+        "RUNPLANE_CONFIG": os.devnull,
+        "RUNPLANE_LOCAL__HOME": str(home / "home"),
+        "RUNPLANE_LOCAL__RUN_USERS": "same",
+        "RUNPLANE_SERVICE__TOKENS": json.dumps([{"token": TOKEN, "user": "mallory"}]),
+    }
+    process, url = serve.start_service(env, home / "service.log")
+    yield process, httpx.URL(url)
+    process.terminate()
+    process.wait(timeout=30)
+
+
+FLOODED = [
+    ("/ui/login", "length"),
+    ("/ui/login", "chunked"),
+    ("/ui/settings", "length"),
+    ("/ui/projects/default/jobs/new", "chunked"),
+    ("/api/v1/health", "length"),
+    ("/", "chunked"),
+]
+
+
+def flood(address: tuple[str, int], path: str, framing: str) -> socket.socket:
+    """A connection sending an anonymous body of nearly 8 MiB and never its last byte."""
+    size = (8 << 20) - 1024
+    connection = socket.create_connection(address, timeout=30)
+    head = f"POST {path} HTTP/1.1\r\nHost: runplane\r\n"
+    head += "Content-Type: application/x-www-form-urlencoded\r\n"
+    chunked = "Transfer-Encoding: chunked\r\n"
+    head += f"Content-Length: {size}\r\n" if framing == "length" else chunked
+    piece = b"x" * 65536
+    if framing == "chunked":
+        piece = b"%x\r\n" % len(piece) + piece + b"\r\n"
+    try:
+        connection.sendall(head.encode() + b"\r\n")
+        for _ in range(size // 65536):
+            connection.sendall(piece)
+    except OSError:  # answered and closed: the rest is never read
+        pass
+    return connection
+
+
+def test_anonymous_bodies_are_never_held_on_any_path(roomy):
+    """40 anonymous connections each sending ~8 MiB (to the login form, to pages, to paths
+    that read no body) and never finishing: the service holds none of it."""
+    process, url = roomy
+    address = (url.host, url.port)
+    service = psutil.Process(process.pid)
+    assert httpx.get(url.join("/api/v1/health")).status_code == 200
+    before = service.memory_info().rss
+    connections = [flood(address, *FLOODED[n % len(FLOODED)]) for n in range(40)]
+    grown = service.memory_info().rss - before
+    for connection in connections:
+        connection.close()
+    assert grown < 50 * 2**20, f"the service grew by {grown / 2**20:.0f} MiB"
+    assert httpx.get(url.join("/api/v1/health")).status_code == 200
+
+
+@pytest.mark.parametrize(("path", "framing"), FLOODED)
+def test_anonymous_bodies_are_answered_before_they_are_read(roomy, path, framing):
+    """Each flooded path answers from the headers (or the first few KiB of a login form)
+    and closes the connection: 413 where no body that large is read, the login page where
+    a page needs a session."""
+    _, url = roomy
+    with socket.create_connection((url.host, url.port), timeout=30) as connection:
+        head = f"POST {path} HTTP/1.1\r\nHost: runplane\r\n"
+        if framing == "length":
+            head += f"Content-Length: {8 << 20}\r\n\r\n"
+            connection.sendall(head.encode())
+        else:
+            connection.sendall(f"{head}Transfer-Encoding: chunked\r\n\r\n".encode())
+            connection.sendall(b"2000\r\n" + b"x" * 0x2000 + b"\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = connection.recv(65536)  # times out (fails) if the service waits for more
+            if not chunk:
+                break
+            answer += chunk
+    head_line = answer.split(b"\r\n", 1)[0]
+    expected = b" 401 " if path.startswith("/ui/") and path != "/ui/login" else b" 413 "
+    assert expected in head_line, answer[:300]
+    assert b"connection: close" in answer.lower()

@@ -3,50 +3,28 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from testbed import serve
-
-TOKEN = "remote-token-for-the-tests"
-TOKENS = f'[{{"token": "{TOKEN}", "user": "carol", "role": "user"}}]'
+from .cli_service import USER, clean_env, running_service, runplane
 
 
 @pytest.fixture
-def service_url(tmp_path: Path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
-    env.update(
-        {
-            "RUNPLANE_CONFIG": os.devnull,
-            "RUNPLANE_LOCAL__HOME": str(tmp_path / "server-home"),
-            "RUNPLANE_LOCAL__RUN_USERS": "same",  # users of their own: test_run_users.py
-            "RUNPLANE_LOCAL__CPU": "2",
-            "RUNPLANE_LOCAL__INHERIT_ENV": '["COVERAGE_PROCESS_CONFIG"]',
-            "RUNPLANE_SERVICE__TOKENS": TOKENS,
-        }
-    )
-    server, url = serve.start_service(env, tmp_path / "service.log")
-    yield url
-    server.terminate()
-    server.wait(timeout=10)
+def service_url(tmp_path: Path) -> Iterator[str]:
+    with running_service(tmp_path) as url:
+        yield url
 
 
 def client_env(url: str, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
-    env.update(
-        {
-            "RUNPLANE_API": url,
-            "RUNPLANE_TOKEN": TOKEN,
-            "RUNPLANE_CONFIG": os.devnull,
-            "RUNPLANE_LOCAL__HOME": str(tmp_path / "client-home"),
-        }
+    """The user ``bob``'s environment on a machine of their own, pointed at the service."""
+    return clean_env(
+        RUNPLANE_API=url, RUNPLANE_TOKEN=USER, RUNPLANE_LOCAL__HOME=str(tmp_path / "client-home")
     )
-    return env
 
 
 def test_cli_against_the_service(service_url, tmp_path):
@@ -58,14 +36,8 @@ def test_cli_against_the_service(service_url, tmp_path):
     )
     env = client_env(service_url, tmp_path)
 
-    def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "runplane", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return runplane(env, *args)
 
     done = cli("run", str(script), "--handler", "train", "--param", "epochs=3", "--cpu", "1")
     assert done.returncode == 0, done.stderr
@@ -79,7 +51,7 @@ def test_cli_against_the_service(service_url, tmp_path):
     assert "remote epochs 3" in cli("logs", uid).stdout
     assert cli("get", "run", uid).returncode == 0
     refused = cli("run", str(script), "--handler", "train", "--priority", "runplane-system")
-    assert refused.returncode == 2
+    assert refused.returncode == 4  # refused by policy
     assert refused.stderr.startswith(
         "error: priority_class_name: 'runplane-system' is a system class reserved for core services"
     )
@@ -130,14 +102,8 @@ def test_sdk_against_the_service(service_url, tmp_path):
 
 def test_wrong_token_is_a_clear_error(service_url, tmp_path):
     env = client_env(service_url, tmp_path) | {"RUNPLANE_TOKEN": "wrong"}
-    done = subprocess.run(
-        [sys.executable, "-m", "runplane", "runs"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
+    done = runplane(env, "runs")
+    assert done.returncode == 4  # refused: no permission without a valid token
     assert done.stderr == "error: a valid bearer token is required\n"
 
 
@@ -146,14 +112,8 @@ def test_schedules_from_the_cli_and_the_sdk(service_url, tmp_path):
     script.write_text("def handler(context):\n    return 1\n")
     env = client_env(service_url, tmp_path)
 
-    def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "runplane", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return runplane(env, *args)
 
     created = cli("schedule", "create", str(script), "--handler", "handler", "--cron", "0 3 * * *")
     assert created.returncode == 0, created.stderr
@@ -213,14 +173,8 @@ def test_a_deployment_through_the_service_from_the_sdk_and_the_cli(service_url, 
     assert answer == "{'path': '/predict', 'x': 42}"
     assert missing == 'the function answered 404: {"error": "no such thing"}'
 
-    def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "runplane", *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return runplane(env, *args)
 
     listed = cli("get", "deployments", "--json")
     assert listed.returncode == 0, listed.stderr
@@ -228,7 +182,7 @@ def test_a_deployment_through_the_service_from_the_sdk_and_the_cli(service_url, 
     assert (echo["project"], echo["name"], echo["owner"], echo["state"]) == (
         "default",
         "echo",
-        "carol",
+        "bob",
         "ready",
     )
     deleted = cli("delete", "deployment", "echo")
@@ -251,11 +205,7 @@ def test_schedules_need_the_service(tmp_path):
         except runplane.errors.RunplaneError as error:
             print(error)
     """)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
-    env |= {
-        "RUNPLANE_CONFIG": os.devnull,
-        "RUNPLANE_LOCAL__HOME": str(tmp_path / "home"),
-    }
+    env = clean_env(RUNPLANE_LOCAL__HOME=str(tmp_path / "home"))
     done = subprocess.run(
         [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60
     )
@@ -334,7 +284,7 @@ def test_projects_are_recorded_in_the_service(service_url, tmp_path):
         print("owner", project.owner)
         again = mlrun.get_or_create_project("churn", context="./two")
         print("again", again.spec.description, again.spec.params)
-        full = db.list_projects(format_="full", owner="carol")
+        full = db.list_projects(format_="full", owner="bob")
         print("full", [(p.name, p.spec.description) for p in full])
         db.delete_project("churn")
         print("left", db.list_projects())
@@ -352,7 +302,7 @@ def test_projects_are_recorded_in_the_service(service_url, tmp_path):
     assert done.stdout.splitlines() == [
         "names ['churn']",
         "stored churn models {'label': 'y'} python:3.11",
-        "owner carol",
+        "owner bob",
         "again churn models {'label': 'y'}",
         "full [('churn', 'churn models')]",
         "left []",

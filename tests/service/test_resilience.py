@@ -285,3 +285,84 @@ def test_a_checkpointing_handler_resumes_after_a_failure(client, tmp_path):
     assert (first["failure"], first["exit_code"]) == ("error", 1)
     assert "induced failure at step 3" in first["message"]
     assert second["reason"] == "Completed"
+
+
+#: Waits for its go file, then ends as told: a result, or a failure.
+AT_THE_SIGNAL = """\
+import os
+import time
+
+def handler(context, go: str, n: int = 0, fail: bool = False):
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    if fail:
+        raise RuntimeError(f"run {n} failed on purpose")
+    return {"n": n}
+"""
+
+
+def test_runs_that_ended_just_before_a_crash_keep_their_results(service_environment, tmp_path):
+    """Runs end together and the service dies before it records any of those ends (stopped,
+    then killed): the restarted service records each as the run left it, and only runs that
+    were still executing are lost."""
+    headers = {"Authorization": "Bearer resilience-suite-token-01"}
+    go, never = tmp_path / "go", tmp_path / "never"
+    fn = function(tmp_path, AT_THE_SIGNAL, "together").with_requests(cpu="10m", mem="16Mi")
+    home = Path(service_environment["RUNPLANE_LOCAL__HOME"])
+
+    def get(url: str, uid: str) -> dict[str, Any]:
+        return httpx.get(f"{url}/api/v1/runs/{uid}", headers=headers).json()  # type: ignore[no-any-return]
+
+    def submit_at(url: str, **params: Any) -> str:
+        body = {"function": fn.to_dict(), "params": params}
+        answer = httpx.post(f"{url}/api/v1/runs", headers=headers, json=body, timeout=30)
+        assert answer.status_code == 201, answer.text
+        return str(answer.json()["uid"])
+
+    def ended_alone(uid: str) -> bool:
+        try:
+            return b'"exit"' in (home / "runs" / uid / "events.jsonl").read_bytes()
+        except FileNotFoundError:
+            return False
+
+    process, url = serve.start_service(service_environment, tmp_path / "first.log")
+    try:
+        finishing = [submit_at(url, go=str(go), n=n) for n in range(60)]
+        failing = submit_at(url, go=str(go), n=60, fail=True)
+        executing = [submit_at(url, go=str(never)) for _ in range(2)]
+        deadline = time.monotonic() + 120
+        for uid in [*finishing, failing, *executing]:
+            while get(url, uid)["state"] != "running":
+                assert time.monotonic() < deadline, get(url, uid)
+                time.sleep(0.05)
+        process.send_signal(signal.SIGSTOP)  # nothing it sees from now on is recorded
+        go.touch()
+        deadline = time.monotonic() + 120
+        while not all(ended_alone(uid) for uid in [*finishing, failing]):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.send_signal(signal.SIGCONT)
+        process.wait(timeout=10)
+
+    process, url = serve.start_service(service_environment, tmp_path / "second.log")
+    try:
+        deadline = time.monotonic() + 60
+        while any(get(url, uid)["state"] not in ENDED for uid in [*finishing, *executing]):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        for n, uid in enumerate(finishing):
+            run = get(url, uid)
+            assert (run["state"], run["results"]) == ("completed", {"n": n, "return": {"n": n}})
+            assert run["attempts"][0]["exit_code"] == 0
+        run = get(url, failing)
+        assert (run["state"], run["reason"]) == ("error", "Error"), run
+        assert "run 60 failed on purpose" in run["status_text"]
+        assert run["attempts"][0]["exit_code"] == 1
+        for uid in executing:
+            run = get(url, uid)
+            assert (run["state"], run["reason"]) == ("error", "executor lost"), run
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)

@@ -5,7 +5,6 @@ kept; the API answering while thousands of runs are removed; the policy as the A
 from __future__ import annotations
 
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from runplane.service.wire import LOGS_REMOVED
 from runplane.spec.retention import RetentionPolicy
 
 from .conftest import ADMIN, USER
+from .run_rows import run_row
 
 #: The clock of these tests: "now", and what lies days before it.
 NOW = 2_000_000_000.0
@@ -58,34 +58,13 @@ def add_runs(
 def add_runs_to(engine: Engine, project: str, ended: list[float | None]) -> list[str]:
     rows: list[dict[str, Any]] = []
     for index, ago in enumerate(ended):
-        uid = uuid.uuid4().hex
-        created = NOW - 1000 * DAY + index
         rows.append(
-            {
-                "uid": uid,
-                "project": project,
-                "name": "job",
-                "runtime": "local",
-                "state": RunState.RUNNING.value if ago is None else RunState.COMPLETED.value,
-                "reason": "",
-                "status_text": "",
-                "function": {},
-                "params": {},
-                "inputs": {},
-                "thresholds": {},
-                "priority_class": "",
-                "requests": {},
-                "limits": {},
-                "results": {},
-                "peak_memory_bytes": 0,
-                "cpu_seconds": 0.0,
-                "created_at": created,
-                "updated_at": created,
-                "state_since": created,
-                "ended_at": None if ago is None else NOW - ago,
-                "abort_requested": False,
-                "owner": "bob",
-            }
+            run_row(
+                NOW - 1000 * DAY + index,
+                project=project,
+                state=RunState.RUNNING.value if ago is None else RunState.COMPLETED.value,
+                ended_at=None if ago is None else NOW - ago,
+            )
         )
     with engine.begin() as connection:
         connection.execute(insert(RUNS), rows)
@@ -286,17 +265,22 @@ def test_a_database_with_runs_and_projects_upgrades_to_retention(database):
 
 
 def test_the_ui_says_a_runs_output_was_removed(server):
-    from fastapi import FastAPI
+    import re
+
     from fastapi.testclient import TestClient
 
+    from runplane.service.api import create_app
     from runplane.ui.app import mount
 
     (uid,) = add_runs(server, "shown", [200 * DAY], files=True)
     server.sweep(NOW)  # the service's policy: output after 90 days
-    app = FastAPI()
+    app = create_app(server)
     mount(app, server)
     browser = TestClient(app)
-    browser.get("/ui/login", params={"token": USER["Authorization"].removeprefix("Bearer ")})
+    form = re.search(r'name="nonce" value="([^"]+)"', browser.get("/ui/login").text)
+    assert form is not None
+    token = USER["Authorization"].removeprefix("Bearer ")
+    browser.post("/ui/login", data={"nonce": form[1], "token": token})
     page = browser.get(f"/ui/runs/{uid}")
     assert page.status_code == 200, page.text
     assert 'id="logs-removed"' in page.text

@@ -271,3 +271,85 @@ def test_serve_as_an_ordinary_user_says_runs_share_it(reachable_home, tmp_path):
     assert f"runs as runplane's own user (uid {nobody}): a run can read what that user can" in (
         text
     )
+
+
+SECRET_READER = """
+import os
+import time
+from pathlib import Path
+
+def attempt(path):
+    try:
+        with open(path, "rb") as file:
+            return file.read().decode()
+    except OSError as error:
+        return type(error).__name__
+
+def handler(context, store: str, other_copy: str, hold: float = 0):
+    granted = Path(context.volume_path("/creds"))
+    time.sleep(hold)
+    return {
+        "uid": os.getuid(),
+        "granted": sorted(str(p.relative_to(granted)) for p in granted.rglob("*")),
+        "password": attempt(granted / "conf" / "pw"),
+        "via_link": attempt("creds/conf/pw"),
+        "owner": [os.stat(granted).st_uid, os.stat(granted / "conf" / "pw").st_uid],
+        "modes": [oct(os.stat(p).st_mode & 0o777) for p in (granted, granted / "conf" / "pw")],
+        "store_key_not_granted": attempt(os.path.join(store, "db", "user")),
+        "store_other_secret": attempt(os.path.join(store, "other", "token")),
+        "other_runs_copy": attempt(other_copy),
+    }
+"""
+
+
+def test_a_secret_volume_is_readable_by_its_own_run_only_and_only_what_it_grants(
+    reachable_home, tmp_path
+):
+    """Runs as users of their own: each reads the copy of the keys its Secret volume grants,
+    never the store (0700, runplane's), another Secret or another run's copy; the copy is
+    gone when the run ends."""
+    assert os.geteuid() == 0, "this test checks runplane serve as root, as CI runs it"
+    store = reachable_home / "secrets"
+    secrets = {"db": {"password": "pw-value", "user": "admin"}, "other": {"token": "t"}}
+    for secret, values in secrets.items():
+        (store / secret).mkdir(mode=0o700, parents=True)
+        for key, value in values.items():
+            (store / secret / key).write_text(value)
+    env = environment(
+        reachable_home,
+        RUNPLANE_LOCAL__PYTHON=str(SYSTEM_PYTHON),
+        RUNPLANE_SERVICE__TOKENS=json.dumps([{"token": TOKEN, "user": "eve", "secrets": ["db"]}]),
+    )
+    process, url = serve.start_service(env, tmp_path / "service.log")
+    try:
+        backend = ApiBackend(url, TOKEN)
+        fn = function(tmp_path, "reader", SECRET_READER)
+        items = [{"key": "password", "path": "conf/pw"}]
+        fn.apply(runplane.mount_secret("db", "/creds", "creds", items=items))
+        params = {"store": str(store), "other_copy": ""}
+        holder = backend.submit(fn, RunOptions(params={**params, "hold": 600})).uid
+        holders_copy = reachable_home / "runs" / holder / "secrets" / "creds" / "conf" / "pw"
+        deadline = time.monotonic() + 60
+        while backend.get(holder).state != "running" or not holders_copy.exists():
+            assert time.monotonic() < deadline, backend.get(holder)
+            time.sleep(0.05)
+        probe = backend.submit(fn, RunOptions(params={**params, "other_copy": str(holders_copy)}))
+        record = backend.wait(probe.uid, timeout=60)
+        assert record.state == "completed", record.status_text
+        seen = record.results
+        assert 1_000_000_000 <= seen["uid"] <= 1_000_065_535
+        assert seen["granted"] == ["conf", "conf/pw"]
+        assert seen["password"] == seen["via_link"] == "pw-value"
+        assert seen["owner"] == [seen["uid"], seen["uid"]]
+        assert seen["modes"] == ["0o700", "0o400"]
+        assert seen["store_key_not_granted"] == "PermissionError"
+        assert seen["store_other_secret"] == "PermissionError"
+        assert seen["other_runs_copy"] == "PermissionError"
+        assert not (reachable_home / "runs" / probe.uid / "secrets").exists()
+        assert holders_copy.read_text() == "pw-value"  # the holder's own copy, still its own
+        backend.abort(holder)
+        assert backend.wait(holder, timeout=30).state == "aborted"
+        assert not (reachable_home / "runs" / holder / "secrets").exists()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

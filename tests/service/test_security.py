@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
 from pathlib import Path
 
+from fastapi.testclient import TestClient
+
 from runplane import names
+from runplane.service.api import create_app
 from runplane.service.schedules import fire_uid
+from runplane.ui import mount
 
 from .conftest import ADMIN, USER, wait_state
 
@@ -291,3 +296,129 @@ def test_results_beyond_bounds_are_left_out_saying_why(client, function_dict):
     assert "result 'deep' not recorded: values nest at most 32 levels deep" in run["status_text"]
     assert "result 'loss' not recorded: values are JSON" in run["status_text"]
     assert client.get("/api/v1/runs", headers=ADMIN).status_code == 200
+
+
+def pages(server, **service):
+    """The API with the web UI mounted, over ``server`` with these service settings."""
+
+    configured = server.base_settings.service.model_copy(update=service)
+    server.base_settings = server.base_settings.model_copy(update={"service": configured})
+    app = create_app(server)
+    mount(app, server)
+    now = [1000.0]
+    throttle = getattr(app.state, "throttle", None)
+    if throttle is not None:  # time stands still unless the test moves it
+        throttle.clock = lambda: now[0]
+    return app, now
+
+
+def log_in(client, token):
+    """The login form, sent as a browser sends it: its nonce from the page and the cookie."""
+    page = client.get("/ui/login")
+    nonce = re.search(r'name="nonce" value="([^"]+)"', page.text)
+    assert nonce is not None
+    return client.post(
+        "/ui/login",
+        data={"nonce": nonce[1], "token": token, "next": "/ui/"},
+        follow_redirects=False,
+    )
+
+
+def test_wrong_tokens_are_throttled_per_address_and_valid_users_elsewhere_go_on(server):
+    """Guessing tokens: a burst of failures, then 429 with Retry-After before any token is
+    compared; other addresses, and successful requests, are not slowed."""
+    app, now = pages(server, auth_failures_per_second=1.0, auth_failure_burst=5)
+    guesser = TestClient(app, client=("203.0.113.7", 40000))
+    user = TestClient(app, client=("198.51.100.2", 40000))
+    for _ in range(50):  # a valid user's requests take nothing from their allowance
+        assert user.get("/api/v1/runs", headers=USER).status_code == 200
+    wrong = {"Authorization": "Bearer not-a-token-of-this-service"}
+    answers = [guesser.get("/api/v1/runs", headers=wrong) for _ in range(6)]
+    assert [a.status_code for a in answers] == [401] * 5 + [429]
+    assert answers[-1].headers["retry-after"] == "1"
+    assert answers[-1].json()["error"] == "TooManyRequests"
+    # The login form draws on the same allowance of the same address.
+    assert log_in(guesser, "another-wrong-token").status_code == 429
+    assert log_in(guesser, "user-token-for-the-tests").status_code == 429
+    assert guesser.get("/api/v1/runs", headers=USER).status_code == 429
+    # Elsewhere, everything goes on; after Retry-After the guesser may try once more.
+    assert user.get("/api/v1/runs", headers=USER).status_code == 200
+    assert log_in(user, "user-token-for-the-tests").status_code == 303
+    now[0] += 1.0
+    assert guesser.get("/api/v1/runs", headers=USER).status_code == 200
+    assert log_in(guesser, "wrong-again").status_code == 401
+    assert log_in(guesser, "wrong-again").status_code == 429
+
+
+def test_ipv6_clients_are_throttled_per_64_block(server):
+    app, _ = pages(server, auth_failure_burst=2)
+    wrong = {"Authorization": "Bearer not-a-token-of-this-service"}
+    for host in ("2001:db8::1", "2001:db8::2", "2001:db8::3"):
+        last = TestClient(app, client=(host, 1)).get("/api/v1/runs", headers=wrong)
+    assert last.status_code == 429
+    other = TestClient(app, client=("2001:db8:0:1::1", 1))
+    assert other.get("/api/v1/runs", headers=wrong).status_code == 401
+
+
+def test_one_users_logins_end_only_their_own_oldest_sessions(server):
+    """Many logins by one user once pushed everyone else's sessions out of a shared table;
+    now each user keeps service.sessions_per_user, their least recently used going first."""
+    app, _ = pages(server, sessions_per_user=3)
+    admin = TestClient(app)
+    assert log_in(admin, "admin-token-for-the-tests").status_code == 303
+    sessions = []
+    for _ in range(12):
+        bob = TestClient(app)
+        assert log_in(bob, "user-token-for-the-tests").status_code == 303
+        sessions.append(bob)
+    assert admin.get("/ui/", follow_redirects=False).status_code == 200
+    alive = [s.get("/ui/", follow_redirects=False).status_code for s in sessions]
+    assert alive == [303] * 9 + [200] * 3
+    (ui,) = [route.app for route in app.routes if getattr(route, "path", "") == "/ui"]
+    assert len(ui.state.ui.sessions) == 4  # at most the cap for each user
+
+
+def test_login_forms_and_anonymous_bodies_are_refused_unread(server):
+    """Bodies on pages: the login form is a few KiB at most, counted as it streams; a page
+    that needs a session answers an anonymous request without reading its body."""
+    app, _ = pages(server)
+    client = TestClient(app)
+    big = client.post("/ui/login", content=b"token=" + b"x" * 8192)
+    assert big.status_code == 413
+    assert "at most 4096 bytes" in big.json()["message"]
+    streamed = client.post("/ui/login", content=(b"x" * 1024 for _ in range(8)))
+    assert streamed.status_code == 413
+    anonymous = client.post(
+        "/ui/settings", content=b"cpu_request=1&" * 1000, follow_redirects=False
+    )
+    assert anonymous.status_code == 401  # the page's own answer: log in again
+    assert anonymous.headers["connection"] == "close"
+    assert client.post("/api/v1/health", content=b"x").status_code == 413
+    assert client.post("/", content=b"x").status_code == 413
+
+
+def test_pages_carry_a_strict_policy_and_the_api_docs_are_off(server):
+    app, _ = pages(server)
+    client = TestClient(app)
+    for path in ("/ui/login", "/ui/static/runplane.css"):
+        policy = client.get(path).headers["content-security-policy"]
+        assert "script-src 'self';" in policy
+        assert "unsafe" not in policy
+    assert client.get("/docs").status_code == 404
+    assert client.get("/redoc").status_code == 404
+    assert client.get("/openapi.json").status_code == 200
+
+
+def test_api_docs_when_enabled_load_pinned_scripts_under_a_policy(server):
+    configured = server.base_settings.service.model_copy(update={"api_docs": True})
+    server.base_settings = server.base_settings.model_copy(update={"service": configured})
+    client = TestClient(create_app(server))
+    for path, script in (("/docs", "swagger-ui-dist@5."), ("/redoc", "redoc@2.")):
+        page = client.get(path)
+        assert page.status_code == 200
+        policy = page.headers["content-security-policy"]
+        assert script in page.text
+        assert "@5/" not in page.text
+        assert "default-src 'none'" in policy
+        assert "frame-ancestors 'none'" in policy
+        assert "script-src https://cdn.jsdelivr.net/npm/" + script in policy

@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from testbed import serve
 
@@ -96,8 +96,11 @@ def api(service: str) -> Iterator[httpx.Client]:
 
 
 def login(page: Page, token: str = ADMIN_TOKEN) -> None:
-    """Log in as ``runplane ui``'s link does."""
-    page.goto(f"/ui/login?token={token}")
+    """Log in as a user does: the token in the login form, sent with Log in."""
+    page.goto("/ui/login")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator(".who")).to_be_visible()
 
 
 def shot(page: Page, name: str, full_page: bool = False) -> None:

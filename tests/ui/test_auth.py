@@ -43,10 +43,37 @@ def test_token_login_sets_a_strict_http_only_cookie_and_logout_ends_it(page: Pag
 
 
 def test_login_link_logs_in_and_leaves_no_token_in_the_address(page: Page) -> None:
-    login(page)
+    page.goto(f"/ui/login#token={ADMIN_TOKEN}")
+    expect(page).to_have_url(at("/ui/login"))  # the token is taken out of the address
+    expect(page.get_by_label("Token")).to_have_value(ADMIN_TOKEN)
+    page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(at("/ui/"))
     expect(page.get_by_role("heading", name="Projects", level=1)).to_be_visible()
     shot(page, "projects")
+
+
+def test_a_link_from_another_site_logs_nobody_in(page: Page, service: str) -> None:
+    """A cross-site ``GET /ui/login?token=ATTACKER`` once logged the visitor in as the
+    attacker: now a GET never logs in, and a login form sent from elsewhere is refused."""
+    page.goto(f"/ui/login?token={ADMIN_TOKEN}")
+    expect(page.get_by_label("Token")).to_have_value("")
+    assert not [c for c in page.context.cookies() if c["name"] == "runplane_session"]
+    page.goto("/ui/")
+    expect(page).to_have_url(at("/ui/login?next=%2Fui%2F"))
+    # A form posted from another site's page: refused before its token is looked at, and
+    # without the login form's own cookie (SameSite=Strict) it would be refused anyway.
+    with httpx.Client(base_url=service) as client:
+        form = client.get("/ui/login")
+        nonce = re.search(r'name="nonce" value="([^"]+)"', form.text)
+        assert nonce is not None
+        for headers in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+            forged = client.post(
+                "/ui/login",
+                data={"nonce": nonce[1], "token": ADMIN_TOKEN, "next": "/ui/"},
+                headers=headers,
+            )
+            assert forged.status_code == 403
+            assert "runplane_session" not in forged.cookies
 
 
 def test_state_changing_forms_need_the_session_csrf_token(page: Page, service: str) -> None:
@@ -100,11 +127,12 @@ def test_runplane_ui_prints_a_login_link_and_stops_with_pages_open(
         assert process.stderr is not None
         link = ""
         for line in process.stderr:
-            if "/ui/login?token=" in line:
+            if "/ui/login#token=" in line:
                 link = line.strip()
                 break
-        assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/ui/login\?token=[\w-]{{43}}", link)
+        assert re.fullmatch(rf"http://127\.0\.0\.1:{port}/ui/login#token=[\w-]{{43}}", link)
         page.goto(link)
+        page.get_by_role("button", name="Log in").click()
         expect(page.get_by_role("heading", name="Projects", level=1)).to_be_visible()
         expect(page.locator(".who")).to_contain_text("(admin)")
         token = link.rsplit("=", 1)[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 from playwright.sync_api import Browser, Page, expect
 
-from .conftest import ADMIN_TOKEN, code_function, login, shot
+from .conftest import code_function, login, shot
 
 #: Prints a line at a time until told to stop (a file appears), then ends.
 TICKER = """\
@@ -99,7 +99,7 @@ def test_pages_read_without_javascript(
     uid = ticker(api, "no-js", stop)
     context = browser.new_context(base_url=base_url, java_script_enabled=False)
     page = context.new_page()
-    page.goto(f"/ui/login?token={ADMIN_TOKEN}")
+    login(page)
     page.goto("/ui/projects/no-js/jobs")
     expect(page.locator(f"#run-{uid}")).to_be_visible()
     page.get_by_label("State").select_option("completed")

@@ -94,7 +94,6 @@ def test_render_exported_yaml(workdir):
             "error: --memory: '1g' is not valid; a memory quantity must be",
         ),
         (["render", "train.py", "--handler", "nope"], "error: handler: 'nope' is not valid"),
-        (["render", "missing.py"], "error: filename: 'missing.py' does not exist"),
         (
             ["render", "train.py", "--priority", "urgent"],
             "error: priority_class_name: 'urgent' is not valid; valid priority classes are low, "
@@ -116,6 +115,13 @@ def test_user_errors_exit_2_without_traceback(workdir, args, message):
     assert done.stderr.startswith(message), done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_a_missing_file_exits_3_not_found(workdir):
+    done = run("render", "missing.py", cwd=workdir)
+    assert done.returncode == 3
+    assert done.stderr.startswith("error: filename: 'missing.py' does not exist"), done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_bad_configuration_exits_2(workdir):

@@ -90,11 +90,17 @@ def test_sessions_end_at_logout_and_when_idle(monkeypatch):
     assert store.get(idle.id) is None
 
 
-def test_sessions_are_bounded(monkeypatch):
-    monkeypatch.setattr(sessions, "MAX_SESSIONS", 3)
-    store = sessions.Sessions()
-    made = [store.login(Principal(f"u{n}", "user")) for n in range(5)]
-    assert [store.get(s.id) is not None for s in made] == [False, False, True, True, True]
+def test_sessions_are_bounded_per_user_and_the_least_recently_used_goes():
+    store = sessions.Sessions(per_user=3)
+    admin = store.login(Principal("alice", "admin"))
+    made = [store.login(Principal("bob", "user")) for _ in range(3)]
+    assert store.get(made[0].id) is made[0]  # used: now bob's most recent
+    made += [store.login(Principal("bob", "user")) for _ in range(2)]
+    assert [store.get(s.id) is not None for s in made] == [True, False, False, True, True]
+    assert store.get(admin.id) is admin
+    assert len(store) == 4
+    store.logout(admin.id)
+    assert len(store) == 3
 
 
 @pytest.mark.parametrize(

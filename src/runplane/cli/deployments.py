@@ -1,59 +1,22 @@
-"""``runplane get deployments`` and ``runplane delete deployment``: serving functions where
-runs go (see :func:`runplane.client.backend`), here or through the service."""
+"""``runplane delete deployment``: a serving function stopped and removed where runs go (see
+:func:`runplane.client.backend`), here or through the service (``get deployments`` lists
+them: :mod:`runplane.cli.lists`)."""
 
 from __future__ import annotations
 
-import json
-
 import click
 
-
-@click.command("deployments")
-@click.option("--project", help="Only this project's deployments.")
-@click.option("--json", "as_json", is_flag=True, help="Print the full status as JSON.")
-def get_deployments(project: str | None, as_json: bool) -> None:
-    """List serving functions deployed here, or through the service (RUNPLANE_API): replicas,
-    restarts, scaling."""
-    from rich.table import Table
-
-    from runplane.cli.runs import terminal
-    from runplane.client import backend
-
-    found = backend().deployments(project)
-    if as_json:
-        click.echo(json.dumps(found, indent=1))
-        return
-    table = Table(box=None, header_style="bold")
-    for column in ("project", "name", "state", "ready", "replicas", "restarts", "url", "scaling"):
-        table.add_column(column)
-    for status in found:
-        replicas = status.get("replicas") or []
-        ready = status.get("ready", sum(1 for r in replicas if r["state"] == "ready"))
-        bounds = (
-            f" ({status['min_replicas']}-{status['max_replicas']})"
-            if status.get("max_replicas")
-            else ""
-        )
-        workers = f" x {status['workers']} worker(s)" if status.get("workers") else ""
-        table.add_row(
-            status["project"],
-            status["name"],
-            status["state"],
-            f"{ready}/{status['desired']}",
-            f"{status['desired']}{bounds}{workers}",
-            str(sum(replica["restarts"] for replica in replicas)) if replicas else "",
-            status["url"],
-            status.get("scaling", ""),
-        )
-    terminal().print(table)
+from runplane.cli.examples import example
 
 
-@click.group("delete")
+@click.group("delete", epilog=example("runplane delete deployment echo --project default"))
 def delete_group() -> None:
     """Remove an object."""
 
 
-@delete_group.command("deployment")
+@delete_group.command(
+    "deployment", epilog=example("runplane delete deployment echo --project default")
+)
 @click.argument("name")
 @click.option("--project", help="The function's project, when several have one of that name.")
 def delete_deployment(name: str, project: str | None) -> None:

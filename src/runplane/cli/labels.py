@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import click
 
+from runplane.cli.examples import example
 from runplane.errors import InvalidValueError
 
 EXAMPLE = "runplane label node NAME runplane.io/pool=training old-label-"
@@ -34,12 +35,12 @@ def parse_changes(changes: tuple[str, ...]) -> dict[str, str | None]:
     return parsed
 
 
-@click.group("label")
+@click.group("label", epilog=example(EXAMPLE))
 def label_group() -> None:
     """Change labels (admins)."""
 
 
-@label_group.command("node")
+@label_group.command("node", epilog=example(EXAMPLE))
 @click.argument("name")
 @click.argument("changes", nargs=-1, metavar="KEY=VALUE|KEY-...")
 def label_node_command(name: str, changes: tuple[str, ...]) -> None:

@@ -1,4 +1,5 @@
-"""Entry point: dispatches commands and turns user errors into a message and exit code 2."""
+"""Entry point: dispatches commands and turns errors into a message and the exit code the
+convention gives them (:mod:`runplane.cli.exits`), in one place: :func:`exit_code_of`."""
 
 from __future__ import annotations
 
@@ -8,8 +9,18 @@ from typing import Any
 
 import click
 
-from runplane.cli.deployments import delete_group, get_deployments
+from runplane.cli.completion import completion_command
+from runplane.cli.deployments import delete_group
+from runplane.cli.examples import example
+from runplane.cli.exits import BY_HTTP_STATUS, ExitCode
 from runplane.cli.labels import label_group
+from runplane.cli.lists import (
+    get_deployments_command,
+    get_functions_command,
+    get_nodes_commands,
+    get_projects_command,
+    get_schedules_command,
+)
 from runplane.cli.options import (
     apply_resource_options,
     in_cli_words,
@@ -17,11 +28,51 @@ from runplane.cli.options import (
     resource_options,
 )
 from runplane.cli.projects import project_group
-from runplane.cli.runs import abort_command, get_group, logs_command, run_command, runs_command
+from runplane.cli.run_list import runs_command
+from runplane.cli.runs import abort_command, get_group, logs_command, run_command
 from runplane.cli.service import deploy_command, schedule_group
 from runplane.cli.serving import serve, ui_command
 from runplane.cli.sizing import cost_command
-from runplane.errors import RunplaneError
+from runplane.errors import (
+    AmbiguousError,
+    ArgumentError,
+    ConfigError,
+    NotFoundError,
+    OutOfScopeError,
+    PolicyError,
+    RunExistsError,
+    RunFailedError,
+    RunFinishedError,
+    RunplaneError,
+)
+
+#: runplane's errors (:mod:`runplane.errors`) as exit codes; the first class an error is an
+#: instance of decides.
+BY_ERROR: list[tuple[type[RunplaneError], ExitCode]] = [
+    (RunFailedError, ExitCode.RUN_FAILED),
+    (NotFoundError, ExitCode.NOT_FOUND),
+    (PolicyError, ExitCode.REFUSED),
+    (AmbiguousError, ExitCode.CONFLICT),
+    (RunExistsError, ExitCode.CONFLICT),
+    (RunFinishedError, ExitCode.CONFLICT),
+    (ArgumentError, ExitCode.USAGE),
+    (ConfigError, ExitCode.USAGE),
+    (OutOfScopeError, ExitCode.USAGE),
+]
+
+
+def exit_code_of(error: RunplaneError) -> ExitCode:
+    """The exit code of a command that ``error`` stopped. The service's refusals (through
+    ``RUNPLANE_API``) carry their HTTP status, which says the same as the local classes."""
+    from runplane.client.remote import ApiError
+
+    if isinstance(error, ApiError):
+        status = error.http_status
+        return BY_HTTP_STATUS.get(status, ExitCode.UNREACHABLE if status >= 500 else ExitCode.USAGE)
+    for kind, code in BY_ERROR:
+        if isinstance(error, kind):
+            return code
+    return BY_HTTP_STATUS.get(error.http_status, ExitCode.USAGE)
 
 
 def configure_logging(verbose: bool) -> None:
@@ -38,7 +89,14 @@ def configure_logging(verbose: bool) -> None:
     logger.propagate = False
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=example(
+        "runplane run train.py --handler train --cpu 1 --memory 1Gi",
+        "runplane runs -w",
+        "runplane get nodes -o wide",
+    ),
+)
 @click.version_option(package_name="runplane")
 @click.option("--api", metavar="URL", help="Use the runplane service at URL (RUNPLANE_API).")
 @click.option("-v", "--verbose", is_flag=True, help="Log what runplane does, not only warnings.")
@@ -54,7 +112,9 @@ def cli(api: str | None, verbose: bool) -> None:
         current.cache_clear()
 
 
-@cli.command()
+@cli.command(
+    epilog=example("runplane render train.py --handler train --gpus 1 | kubectl apply -f -")
+)
 @click.argument("source")
 @click.option("--name", help="Function name (default: the file name).")
 @click.option("--handler", help="Function in the file to run.")
@@ -100,9 +160,17 @@ for _command in (
     cost_command,
     label_group,
     project_group,
+    completion_command,
 ):
     cli.add_command(_command)
-get_group.add_command(get_deployments)
+for _add in (
+    get_functions_command,
+    get_schedules_command,
+    get_projects_command,
+    get_deployments_command,
+    get_nodes_commands,
+):
+    _add(get_group)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,10 +178,10 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="runplane", standalone_mode=False)
     except RunplaneError as error:
         click.echo(f"error: {in_cli_words(error)}", err=True)
-        sys.exit(2)
+        sys.exit(exit_code_of(error))
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
-        sys.exit(1)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as error:
         error.show()
         sys.exit(error.exit_code)

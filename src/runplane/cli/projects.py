@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from runplane.cli.examples import example
 from runplane.errors import InvalidValueError, NotFoundError
 from runplane.spec.numbers import whole_number
 from runplane.spec.retention import (
@@ -75,12 +76,12 @@ def changed_terms(current: dict[str, Any], given: dict[str, str | None]) -> dict
     return terms
 
 
-@click.group("project")
+@click.group("project", epilog=example(EXAMPLE))
 def project_group() -> None:
     """A project's settings."""
 
 
-@project_group.command("retention")
+@project_group.command("retention", epilog=example(EXAMPLE))
 @click.argument("name")
 @click.option(
     "--runs-max-age",

@@ -11,15 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from runplane.cli.completion import complete_uid
 from runplane.cli.detail import mebibytes, span
+from runplane.cli.examples import example
+from runplane.cli.exits import ExitCode
 from runplane.cli.options import (
-    WholeNumber,
     apply_resource_options,
     load_function,
     resource_options,
     run_options,
 )
-from runplane.runs import MAX_LISTED, RunState
+from runplane.runs import RunState
 
 if TYPE_CHECKING:
     from runplane.client import Backend
@@ -83,7 +85,10 @@ def _summary(record: RunRecord) -> Any:
     return table
 
 
-@click.command("run")
+@click.command(
+    "run",
+    epilog=example("runplane run train.py --handler train --param epochs=3 --memory 1Gi"),
+)
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("--handler", help="Function in the file to call.")
 @click.option("--name", help="Function name (default: the file name).")
@@ -105,8 +110,8 @@ def run_command(
     """Run a function from SOURCE (a .py file or function.yaml).
 
     The run goes to the service at RUNPLANE_API when that is set, else it runs on this
-    machine. The command follows the run until it ends and exits 0 if it completed, 1 otherwise;
-    Ctrl-C aborts the run.
+    machine. The command follows the run until it ends and exits 0 if it completed, 1 otherwise
+    (docs/cli.md lists every exit code); Ctrl-C aborts the run.
     """
 
     fn = apply_resource_options(load_function(source, name, handler, kind), options)
@@ -120,7 +125,7 @@ def run_command(
         service.abort(uid)
         record = service.wait(uid, timeout=30)
     terminal().print(_summary(record))
-    sys.exit(0 if record.state is RunState.COMPLETED else 1)
+    sys.exit(ExitCode.DONE if record.state is RunState.COMPLETED else ExitCode.RUN_FAILED)
 
 
 def _interrupted(signum: int, frame: object) -> None:
@@ -159,143 +164,13 @@ def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
     return record
 
 
-class When(click.ParamType[float]):
-    """A moment: ISO 8601 (this machine's time zone when it names none) or a duration ago
-    (``2h``, ``1 day``); seconds since the epoch."""
-
-    name = "time"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        from datetime import datetime
-
-        from runplane.errors import InvalidValueError
-        from runplane.spec.durations import parse_duration
-
-        if isinstance(value, float):
-            return value
-        text = str(value).strip()
-        try:
-            return datetime.fromisoformat(text).timestamp()
-        except ValueError:
-            pass
-        try:
-            return time.time() - parse_duration("time", text)
-        except InvalidValueError:
-            self.fail(
-                f"{text[:40]!r} is neither an ISO 8601 time nor a duration ago; examples: "
-                "2026-11-25, 2026-11-25T08:00, 2h, '1 day'"
-            )
-
-
-@click.command("runs")
-@click.option("--project", help="Only this project's runs.")
-@click.option(
-    "--state",
-    "states",
-    multiple=True,
-    type=click.Choice([state.value for state in RunState]),
-    help="Only runs in this state (repeatable).",
-)
-@click.option("--owner", help="Only this user's runs (admins; others see only their own).")
-@click.option("--name", help="Only runs of the function of this name (the whole name).")
-@click.option(
-    "--label",
-    "labels",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Only runs whose function has this label (repeatable: all of them).",
-)
-@click.option("--since", type=When(), help="Only runs created since then: 2h, '1 day', ISO 8601.")
-@click.option("--until", type=When(), help="Only runs created before then: 2h, ISO 8601.")
-@click.option(
-    "--limit",
-    type=WholeNumber(1, MAX_LISTED),
-    default=30,
-    show_default=True,
-    help="How many runs, newest first (a page).",
-)
-@click.option(
-    "--after",
-    metavar="CURSOR",
-    help="The page after the last one shown (its cursor, which the command prints).",
-)
-def runs_command(
-    project: str | None,
-    states: tuple[str, ...],
-    owner: str | None,
-    name: str | None,
-    labels: tuple[str, ...],
-    since: float | None,
-    until: float | None,
-    limit: int,
-    after: str | None,
-) -> None:
-    """List recent runs, a page at a time."""
-    from rich.table import Table
-
-    from runplane.spec.labels import check_label_key, check_label_value
-
-    wanted: dict[str, str] = {}
-    for label in labels:
-        key, equals, value = label.partition("=")
-        if not equals:
-            raise click.BadParameter(f"{label!r} is not KEY=VALUE (example: --label team=vision)")
-        wanted[check_label_key("--label key", key)] = check_label_value("--label value", value)
-    service = _service()
-    runs, cursor = service.page(
-        limit=limit,
-        project=project,
-        states=states,
-        owner=owner,
-        name=name,
-        labels=wanted,
-        created_since=since,
-        created_until=until,
-        after=after,
-    )
-    table = Table(box=None, header_style="bold")
-    for column in (
-        "uid",
-        "project",
-        "name",
-        "state",
-        "reason",
-        "attempt",
-        "started",
-        "duration",
-        "peak mem",
-        "cpu s",
-    ):
-        table.add_column(column)
-    for record in runs:
-        end = record.ended_at or time.time()
-        style = STATE_STYLE[record.state]
-        table.add_row(
-            record.uid[:12],
-            record.project,
-            record.name,
-            f"[{style}]{record.state}[/]",
-            record.reason,
-            str(record.attempt),
-            time.strftime("%m-%d %H:%M:%S", time.localtime(record.created_at)),
-            span(end - record.created_at),
-            mebibytes(record.peak_memory_bytes),
-            f"{record.cpu_seconds:.2f}",
-        )
-    terminal().print(table)
-    if cursor is not None:
-        terminal(stderr=True).print(f"more runs: the same command with --after {cursor}")
-
-
-@click.group("get")
+@click.group("get", epilog=example("runplane get nodes", "runplane get run 3f2a9c"))
 def get_group() -> None:
-    """Show one object in detail."""
+    """Show objects: lists of them (runs, functions, nodes...), or one in detail."""
 
 
-@get_group.command("run")
-@click.argument("uid")
+@get_group.command("run", epilog=example("runplane get run 3f2a9c -o yaml"))
+@click.argument("uid", shell_complete=complete_uid)
 @click.option(
     "-o",
     "--output",
@@ -339,8 +214,8 @@ def get_run(uid: str, output: str) -> None:
     click.echo(yaml.safe_dump(data, sort_keys=False), nl=False)
 
 
-@click.command("logs")
-@click.argument("uid")
+@click.command("logs", epilog=example("runplane logs -f 3f2a9c"))
+@click.argument("uid", shell_complete=complete_uid)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing until the run ends.")
 def logs_command(uid: str, follow: bool) -> None:
     """Print a run's output."""
@@ -358,8 +233,8 @@ def logs_command(uid: str, follow: bool) -> None:
         sys.stdout.flush()
 
 
-@click.command("abort")
-@click.argument("uid")
+@click.command("abort", epilog=example("runplane abort 3f2a9c"))
+@click.argument("uid", shell_complete=complete_uid)
 def abort_command(uid: str) -> None:
     """Abort a pending or running run."""
     service = _service()

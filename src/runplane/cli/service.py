@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from runplane.cli.examples import example
 from runplane.cli.options import (
     apply_resource_options,
     load_function,
@@ -25,12 +26,18 @@ def _api(what: str) -> ApiBackend:
     return api_backend(what)
 
 
-@click.group("schedule")
+@click.group(
+    "schedule",
+    epilog=example("runplane schedule create train.py --handler train --cron '0 3 * * *'"),
+)
 def schedule_group() -> None:
     """Schedule runs for later (cron), list and delete schedules (needs RUNPLANE_API)."""
 
 
-@schedule_group.command("create")
+@schedule_group.command(
+    "create",
+    epilog=example("runplane schedule create train.py --handler train --cron '*/5 * * * *'"),
+)
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("--cron", required=True, help="Five cron fields, e.g. '*/5 * * * *'.")
 @click.option("--handler", help="Function in the file to call.")
@@ -51,7 +58,7 @@ def schedule_create(
     click.echo(f"{record['id']} {record['project']}/{record['name']} '{record['cron']}'")
 
 
-@schedule_group.command("list")
+@schedule_group.command("list", epilog=example("runplane schedule list"))
 def schedule_list() -> None:
     """List schedules."""
     for record in _api("listing schedules").schedules():
@@ -62,7 +69,7 @@ def schedule_list() -> None:
         )
 
 
-@schedule_group.command("delete")
+@schedule_group.command("delete", epilog=example("runplane schedule delete 9b1f2c"))
 @click.argument("schedule_id")
 def schedule_delete(schedule_id: str) -> None:
     """Delete a schedule."""
@@ -70,7 +77,7 @@ def schedule_delete(schedule_id: str) -> None:
     click.echo(f"{schedule_id} deleted")
 
 
-@click.command("deploy")
+@click.command("deploy", epilog=example("runplane deploy serve.py --handler handler --replicas 2"))
 @click.argument("source", type=click.Path(dir_okay=False))
 @click.option("--handler", help="Function in the file that serves requests.")
 @click.option("--name", help="Function name (default: the file name).")

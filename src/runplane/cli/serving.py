@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from runplane.cli.examples import example
+
 if TYPE_CHECKING:
     from runplane.config import Settings
 
@@ -53,10 +55,11 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
     found = server.reconciliation
     log.info(
         "runs execute on the %s runtime; at start %d run(s) were launched again, %d were lost, "
-        "%d unknown run(s) had objects",
+        "%d had ended unrecorded (recorded from their files), %d unknown run(s) had objects",
         server.runs.runtime.name,
         len(found.resubmitted),
         len(found.lost),
+        len(found.ended),
         len(found.orphans),
     )
     log.info("runs are held so: %s", server.runs.runtime.isolation)
@@ -87,7 +90,7 @@ def _when_started(web: Any, host: str, port: int, ready: Any) -> None:
     ready(f"http://{host}:{port}")
 
 
-@click.command()
+@click.command(epilog=example("runplane serve --host 0.0.0.0 --port 8470"))
 @click.option("--host", help="Address to listen on (default: service.host).")
 @click.option("--port", type=int, help="Port to listen on (default: service.port).")
 def serve(host: str | None, port: int | None) -> None:
@@ -130,7 +133,7 @@ def _has_browser() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-@click.command("ui")
+@click.command("ui", epilog=example("runplane ui"))
 @click.option(
     "--port", type=int, help="Port to listen on (default: service.port, or the next free one)."
 )
@@ -139,7 +142,7 @@ def ui_command(port: int | None, no_browser: bool) -> None:
     """Open the web UI: the service on 127.0.0.1 running on this machine, for you.
 
     A login token is made for this start only (never written anywhere) and printed in the
-    link; the link logs you in as an admin. Stop with Ctrl-C.
+    link; the link's page logs you in as an admin with one press. Stop with Ctrl-C.
     """
     import getpass
     import secrets
@@ -158,12 +161,14 @@ def ui_command(port: int | None, no_browser: bool) -> None:
     settings = settings.model_copy(update={"service": service})
 
     def ready(url: str) -> None:
-        link = f"{url}/ui/login?token={token}"
+        # After "#", the token never reaches the server (nor its logs); the page puts it in
+        # the login form, which the user sends (a link alone never logs anyone in).
+        link = f"{url}/ui/login#token={token}"
         click.echo(
             "\n    runplane is running on this machine. To use it, open:\n\n"
             f"        {link}\n\n"
-            "    The token in the link is this start's own (also a bearer token for the API\n"
-            "    at " + url + "/api/v1). Stop with Ctrl-C.\n",
+            "    and press Log in. The token in the link is this start's own (also a bearer\n"
+            "    token for the API at " + url + "/api/v1). Stop with Ctrl-C.\n",
             err=True,
         )
         if not no_browser and _has_browser():

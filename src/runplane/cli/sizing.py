@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import click
 
+from runplane.cli.completion import complete_function, complete_uid
+from runplane.cli.examples import example
 from runplane.cli.runs import _service, get_group, terminal
+from runplane.errors import ConfigError, NotFoundError
 from runplane.spec.quantity import mebibytes
 
 
-@get_group.command("function")
-@click.argument("name")
+@get_group.command(
+    "function", epilog=example("runplane get function train --project default --suggest")
+)
+@click.argument("name", shell_complete=complete_function)
 @click.option("--project", default="default", show_default=True)
 @click.option("--suggest", is_flag=True, help="Propose requests and limits from observed usage.")
 @click.option("--runs", "limit", default=100, show_default=True, help="Recent runs to read.")
@@ -24,7 +29,7 @@ def get_function(name: str, project: str, suggest: bool, limit: int) -> None:
 
     records = [r for r in _service().list_runs(project=project, limit=limit) if r.name == name]
     if not records:
-        raise click.ClickException(f"no runs of {project}/{name} among the last {limit}")
+        raise NotFoundError(f"no runs of {project}/{name} among the last {limit}")
     proposal = suggested(records, records[0].requests)
     table = Table.grid(padding=(0, 2))
     table.add_row("function", f"{project}/{name}")
@@ -48,8 +53,8 @@ def get_function(name: str, project: str, suggest: bool, limit: int) -> None:
     terminal().print(table)
 
 
-@click.command("cost")
-@click.argument("uid", required=False)
+@click.command("cost", epilog=example("runplane cost --project default"))
+@click.argument("uid", required=False, shell_complete=complete_uid)
 @click.option("--project", help="All recent runs of a project (without UID).")
 @click.option("--limit", default=1000, show_default=True)
 def cost_command(uid: str | None, project: str | None, limit: int) -> None:
@@ -60,7 +65,7 @@ def cost_command(uid: str | None, project: str | None, limit: int) -> None:
 
     groups, on_demand = configured(current())
     if not groups:
-        raise click.ClickException(
+        raise ConfigError(
             "no node-group prices are configured; set service.node_groups, e.g. "
             "{spot: {hourly_price: 0.12, cpu: 8, memory: 32Gi}, on-demand: {hourly_price: 0.38, "
             "cpu: 8, memory: 32Gi}}"

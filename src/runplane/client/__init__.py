@@ -80,10 +80,13 @@ class Backend(Protocol):
         created_since: float | None = None,
         created_until: float | None = None,
         after: str | None = None,
+        updated_since: float | None = None,
     ) -> tuple[list[RunRecord], str | None]:
         """A page of runs, newest first, from the cursor ``after`` (the last page's), and the
         cursor of the next page (``None`` after the last). ``name`` is matched whole,
-        ``labels`` all; ``created_since`` is inclusive, ``created_until`` exclusive."""
+        ``labels`` all; ``created_since`` is inclusive, ``created_until`` exclusive. With
+        ``updated_since``: the runs changed since then (inclusive), the latest change first
+        (a watch's)."""
 
     def deploy(self, fn: Function) -> dict[str, Any]:
         """Deploy a serving function: its replicas here, or its objects on the service's
@@ -103,6 +106,10 @@ class Backend(Protocol):
 
     def label_node(self, name: str, labels: dict[str, str | None]) -> dict[str, str]:
         """Set (and with ``None`` remove) a node's labels; its labels after."""
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """Each node as ``GET /cluster/nodes`` shows it: group, spot, capacity, requested,
+        free, taints, ready and why not (the embedded default: this machine)."""
 
     def store_function(self, fn: Function) -> dict[str, Any]:
         """Store ``fn`` as a new version (the same content is one version)."""

@@ -32,12 +32,13 @@ class ApiError(RunplaneError):
 
 
 class ApiBackend:
-    """The service at ``url``, as the holder of ``token``."""
+    """The service at ``url``, as the holder of ``token``; ``timeout`` bounds each request
+    (a shell completion's are short)."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, timeout: float = 30) -> None:
         self._http = httpx.Client(
             base_url=url.rstrip("/") + API,
-            timeout=30,
+            timeout=timeout,
             headers={"Authorization": f"Bearer {token}"},
         )
 
@@ -129,6 +130,7 @@ class ApiBackend:
         created_since: float | None = None,
         created_until: float | None = None,
         after: str | None = None,
+        updated_since: float | None = None,
     ) -> tuple[list[RunRecord], str | None]:
         """A page of runs and the next page's cursor (the API's ``X-Runplane-Next-Cursor``)."""
         given = {
@@ -138,6 +140,7 @@ class ApiBackend:
             "created_since": created_since,
             "created_until": created_until,
             "cursor": after,
+            "updated_since": updated_since,
         }
         params: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
         params |= {"limit": check_limit("limit", limit), "state": list(states)}
@@ -211,6 +214,9 @@ class ApiBackend:
             "PATCH", f"/cluster/nodes/{quote(name, safe='')}", json={"labels": labels}
         )
         return dict(answer["labels"])
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/cluster/nodes"))
 
     def projects(self) -> list[str]:
         return list(self._call("GET", "/projects"))

@@ -173,6 +173,11 @@ class Runtime(Protocol):
     def existing(self) -> dict[str, list[str]]:
         """What exists of each run (pods, processes) by run uid, as the backend has it now."""
 
+    def end_left(self, uid: str, attempt: int) -> RunEvent | None:
+        """How attempt ``attempt`` of run ``uid`` ended, as what it left behind tells, for a
+        run whose executor died before its end was recorded; ``None`` when nothing says it
+        ended (it died with its executor). Asked at a start, before a run is declared lost."""
+
     def close(self, grace: float = 0.0) -> None:
         """Start nothing more and stop reporting. Runs that die with this process get
         ``grace`` seconds to finish and are then aborted (reported); queued runs are let go

@@ -3,7 +3,8 @@
 
 Every request passes the boundary first (:mod:`runplane.service.guard`: size, bearer token,
 JSON shape); the routes find the server and the caller through
-:mod:`runplane.service.routes.context`.
+:mod:`runplane.service.routes.context`. The interactive API pages (``/docs``, ``/redoc``) exist
+only with ``service.api_docs`` (:mod:`runplane.service.docs`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from importlib.metadata import version
 
 from fastapi import FastAPI
 
-from runplane.service.guard import Gate
+from runplane.service.docs import serve_docs
+from runplane.service.guard import Door, Doors, Gate
 from runplane.service.routes import (
     cluster,
     deployments,
@@ -28,10 +30,8 @@ from runplane.service.routes import (
 )
 from runplane.service.routes.errors import ERRORS, answer_errors
 from runplane.service.server import Server
+from runplane.service.throttle import FailureThrottle
 from runplane.service.wire import API
-
-#: What answers without a token: liveness and the API's own description.
-PUBLIC = (f"{API}/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc")
 
 
 def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
@@ -45,17 +45,36 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
             await asyncio.to_thread(server.close, shutdown_grace)
 
     app = FastAPI(
-        title="runplane", version=version("runplane"), responses=ERRORS, lifespan=lifespan
+        title="runplane",
+        version=version("runplane"),
+        responses=ERRORS,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.server = server
-    app.add_middleware(
-        Gate,
-        max_bytes=server.base_settings.service.max_request_bytes,
-        tokens=server.tokens,
-        api=API,
-        public=PUBLIC,
+    configured = server.base_settings.service
+    # Liveness answers anyone and reads no body; paths outside the API and the pages (the
+    # API's description, its docs, "/") read none either.
+    app.state.doors = Doors(
+        [
+            Door(f"{API}/health", 0),
+            Door(
+                f"{API}/",
+                configured.max_request_bytes,
+                who=lambda headers: server.tokens.who(headers.get(b"authorization")),
+                throttled=True,
+                setting="service.max_request_bytes",
+            ),
+        ]
     )
+    app.state.throttle = FailureThrottle(
+        configured.auth_failures_per_second, configured.auth_failure_burst
+    )
+    app.add_middleware(Gate, doors=app.state.doors, throttle=app.state.throttle)
     answer_errors(app)
+    if configured.api_docs:
+        serve_docs(app)
 
     @app.get(f"{API}/health")
     def health() -> dict[str, str]:

@@ -27,7 +27,7 @@ from runplane.runtimes.request import build_request
 from runplane.service.launcher import Launcher, Reconciliation
 from runplane.service.monitor import Monitor
 from runplane.service.recorder import Recorder
-from runplane.service.records import RunListing, RunStore
+from runplane.service.records import RunListing, RunStore, Settled
 from runplane.service.shared import Shared
 from runplane.spec.bounds import check_unicode
 from runplane.spec.function import Function
@@ -112,20 +112,22 @@ class RunService:
     def start(self) -> Self:
         """Settle what a previous process left, then record and monitor; returns the service.
 
-        Runs whose executor died end ``executor lost`` (or, for a service's own, are queued
-        again); a durable runtime's live runs have their thresholds re-armed before the first
-        event arrives, and its records and objects are made to agree. Attempts decided before
+        Runs whose executor died end as their attempt left it if it ended unrecorded, else
+        ``executor lost`` (a service's own are queued again, or retried); a durable runtime's
+        live runs have their thresholds re-armed before the first event arrives, and its
+        records and objects are made to agree. Attempts decided before
         a stop (or a crash) and not launched are launched when due, once: the decision is in
         the store, and launching the same attempt again makes no second copy.
         """
         store, runtime, launcher = self.store, self.runtime, self._launcher
         durable = runtime.capabilities.durable
-        lost: list[str] = []
-        adopted: list[str] = []
-        orphaned: list[str] = []
+        settled = Settled()
         if not durable:
-            lost, adopted, orphaned = store.mark_lost(
-                process_alive, runtime.name, adopt=THIS_PROCESS if self.service else None
+            settled = store.mark_lost(
+                process_alive,
+                runtime.name,
+                adopt=THIS_PROCESS if self.service else None,
+                left=launcher.end_left,
             )
         # Brief records: a restart with thousands of live runs reads no function snapshots.
         for record in store.list_runs(states=LIVE, limit=100_000, brief=True) if durable else []:
@@ -138,8 +140,15 @@ class RunService:
         if durable:
             self.reconciliation = launcher.reconcile()
         else:
+            # Before a run is taken as lost, or launched again: did its attempt end unrecorded?
+            ended, orphaned = launcher.settle_ended(settled.orphaned)
+            ended_waiting, adopted = launcher.settle_ended(settled.adopted)
             launcher.settle_orphans(orphaned)
-            self.reconciliation = Reconciliation(launcher.relaunch(adopted), lost + orphaned)
+            self.reconciliation = Reconciliation(
+                launcher.relaunch(adopted),
+                settled.lost + orphaned,
+                ended=settled.ended + ended + ended_waiting,
+            )
         executor = None if self.executor is None else self.executor[0]
         for uid, attempt, due in store.pending_retries(runtime.name, executor):
             self._live.schedule(uid, attempt, due)
@@ -212,7 +221,8 @@ class RunService:
             return self.store.get(record.uid)
         owner_pid, owner_started = self.store.owner(record.uid)
         if owner_pid is not None and not process_alive(owner_pid, owner_started or 0.0):
-            self.feed.publish(self.store.mark_lost(process_alive)[0])
+            settled = self.store.mark_lost(process_alive, left=self._launcher.end_left)
+            self.feed.publish(settled.lost + settled.ended)
         return self.store.get(record.uid)
 
     def get(self, uid: str, owner: str | None = None) -> RunRecord:
@@ -270,7 +280,7 @@ class RunService:
                 next_owner_check = time.monotonic() + 1.0
                 pid, started = self.store.owner(record.uid)
                 if pid is not None and not process_alive(pid, started or 0.0):
-                    self.store.mark_lost(process_alive)
+                    self.store.mark_lost(process_alive, left=self._launcher.end_left)
                     continue
             time.sleep(0.1)
 

@@ -26,7 +26,7 @@ from runplane.service.deployments import (
     get_deployment,
     list_deployments,
 )
-from runplane.service.nodes import label_node
+from runplane.service.nodes import label_node, node_views
 from runplane.service.projects import DeletionStrategy, ProjectStore
 from runplane.service.records import RunStore
 from runplane.spec.function import Function
@@ -98,6 +98,10 @@ class EmbeddedService(RunService):
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
         return label_node(self.runtime, name, labels)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """This machine as a node, as ``GET /cluster/nodes`` shows nodes."""
+        return [view.model_dump() for view in node_views(self.runtime.nodes(), self.settings.spot)]
 
 
 _services: dict[Path, EmbeddedService] = {}

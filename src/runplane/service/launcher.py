@@ -27,12 +27,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Reconciliation:
-    """What a start found: runs launched again, runs whose executor or pod was gone, and
-    objects of runs this service does not know."""
+    """What a start found: runs launched again, runs whose executor or pod was gone, objects
+    of runs this service does not know, and runs that had ended with no one to record it."""
 
     resubmitted: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    #: Runs that had ended unrecorded, now recorded as what they left behind says.
+    ended: list[str] = field(default_factory=list)
 
 
 class Launcher:
@@ -89,6 +91,35 @@ class Launcher:
             if self.launch(request):
                 relaunched.append(uid)
         return relaunched
+
+    def end_left(self, uid: str, runtime: str, attempt: int) -> RunEvent | None:
+        """How an attempt of this service's runtime ended, as what it left behind tells
+        (``Runtime.end_left``); ``None`` when nothing says, or it cannot be read."""
+        if runtime != self.shared.runtime.name:
+            return None
+        try:
+            return self.shared.runtime.end_left(uid, attempt)
+        except Exception:
+            log.warning("run %s: what its attempt left could not be read", uid, exc_info=True)
+            return None
+
+    def settle_ended(self, uids: list[str]) -> tuple[list[str], list[str]]:
+        """Of runs a previous process held, record those whose attempt ended on its own (its
+        end was not recorded: the process died first, or its store was full) as the attempt
+        left it; returns (those, the others). A run between attempts has nothing to read."""
+        ended, others = [], []
+        for uid in uids:
+            record = self.shared.store.get(uid)
+            end = None
+            if record.retry_at is None:
+                end = self.end_left(uid, record.runtime, record.attempt)
+            if end is None:
+                others.append(uid)
+                continue
+            self.shared.live.hold(uid, threshold_seconds(record.thresholds))
+            self.recorder.write([end])
+            ended.append(uid)
+        return ended, others
 
     def settle_orphans(self, uids: list[str]) -> None:
         """Runs this service was executing when it died: each attempt ended with it, as a

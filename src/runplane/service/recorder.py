@@ -4,6 +4,11 @@ Every event enters the service here, the runtime's and the ends the service deci
 and is classified once. A failed attempt's retry decision is recorded with its end, in the
 same transaction; then the run's clocks start or stop, a decided attempt waits to be due, and
 whoever waits for the run's end wakes.
+
+Events the store cannot take now (a full disk, a database busy or unreachable: see
+:mod:`.outage`) are held, in order, and written again with the next burst or after a back-off
+that grows to :data:`_RETRY_MOST` seconds, so a run's record reaches its end at most that long
+after the storage takes writes again. A run's later events wait behind its held ones.
 """
 
 from __future__ import annotations
@@ -11,14 +16,16 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from runplane.runs import RETRYABLE, TERMINAL, Reason
 from runplane.runtimes.events import RunEvent
 from runplane.service import retries
+from runplane.service.outage import outage
 from runplane.service.retries import RetryDecision
 from runplane.service.shared import Shared
 
@@ -33,8 +40,20 @@ _BUSY_RATE = 400.0
 _RATE_WINDOW = 40
 _LINGER = 0.002
 
+#: Seconds before held events are written again: the first wait, doubled after each failed
+#: try up to the last.
+_RETRY_FIRST = 0.05
+_RETRY_MOST = 2.0
+#: Events held at most; beyond, the oldest are dropped (logged), and their runs are settled
+#: from what they left behind when the service starts again.
+_HELD_MOST = 100_000
 
-async def _bursts(events: AsyncIterator[RunEvent], limit: int) -> AsyncIterator[list[RunEvent]]:
+
+async def _bursts(
+    events: AsyncIterator[RunEvent],
+    limit: int,
+    patience: Callable[[], float | None] = lambda: None,
+) -> AsyncIterator[list[RunEvent]]:
     """Events grouped as they arrive: each burst is what came while the previous one was
     being handled (a watch delivers them in bursts; one transaction each is far cheaper).
 
@@ -42,6 +61,9 @@ async def _bursts(events: AsyncIterator[RunEvent], limit: int) -> AsyncIterator[
     each is a transaction that holds the write lock submissions also need, and a few larger
     ones cost less than many small ones (measured: a queue of no-op runs goes 10% faster). A
     lone run's events are recorded at once: the wait is for throughput, never on a quiet path.
+
+    A burst is empty when nothing came for ``patience()`` seconds (``None``: however long
+    it takes): the turn to write again what the store refused.
     """
     queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
     arrivals: deque[float] = deque(maxlen=_RATE_WINDOW)
@@ -56,7 +78,15 @@ async def _bursts(events: AsyncIterator[RunEvent], limit: int) -> AsyncIterator[
     task = asyncio.create_task(pump())
     ended = False
     while not ended:
-        first = await queue.get()
+        wait = patience()
+        if not queue.empty() or wait is None:  # no timer to arm while events pour in
+            first = await queue.get()
+        else:
+            try:
+                first = await asyncio.wait_for(queue.get(), wait)
+            except TimeoutError:
+                yield []
+                continue
         if first is None:
             break
         now = time.monotonic()
@@ -78,14 +108,65 @@ async def _bursts(events: AsyncIterator[RunEvent], limit: int) -> AsyncIterator[
 class Recorder:
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
+        #: Events the store refused in an outage, oldest first, as they came (unclassified).
+        self._held: list[RunEvent] = []
+        self._holding = threading.Lock()
+        #: The outage that holds them (``None``: none), and the wait before the next try.
+        self._outage: str | None = None
+        self._retry = _RETRY_FIRST
 
     async def run(self) -> None:
-        """Write the runtime's events in order, a burst per transaction, until it closes."""
-        async for burst in _bursts(self.shared.runtime.events(), _BATCH):
+        """Write the runtime's events in order, a burst per transaction, until it closes;
+        then a last try at what is held."""
+        async for burst in _bursts(self.shared.runtime.events(), _BATCH, self._patience):
             try:
                 self.write(burst)
             except Exception:  # the recorder must outlive any one burst
                 log.exception("recording a burst of %d events failed", len(burst))
+        try:
+            self.write([])
+        except Exception:
+            log.exception("recording the held events failed")
+        with self._holding:
+            if self._held:
+                log.error(
+                    "%d events were not recorded (%s); their runs are settled from what they "
+                    "left behind when the service starts again",
+                    len(self._held),
+                    self._outage,
+                )
+
+    @property
+    def held(self) -> int:
+        """How many events wait for the store to take them."""
+        with self._holding:
+            return len(self._held)
+
+    def _patience(self) -> float:
+        with self._holding:
+            return self._retry if self._held else _RETRY_MOST
+
+    def _hold(self, events: list[RunEvent], reason: str) -> None:
+        """Keep ``events`` (refused for ``reason``) to write again, before any held since."""
+        if not events:
+            return
+        with self._holding:
+            if self._outage is None:
+                log.warning(
+                    "the store cannot take events now (%s); %d held, written again as soon "
+                    "as it can",
+                    reason,
+                    len(events),
+                )
+                self._retry = _RETRY_FIRST
+            else:
+                self._retry = min(self._retry * 2, _RETRY_MOST)
+            self._outage = reason
+            self._held[:0] = events
+            dropped = len(self._held) - _HELD_MOST
+            if dropped > 0:
+                log.error("%d held events dropped: %s", dropped, self._held[:dropped])
+                del self._held[:dropped]
 
     def write(self, events: list[RunEvent]) -> None:
         """Record events (with the retry decisions of failed attempts), then start or stop
@@ -95,14 +176,25 @@ class Recorder:
         and is classified here, once (a run's executor that is gone is settled by the store,
         which classifies its end the same way).
         """
-        events, decided = self._decisions([event.classified() for event in events])
+        with self._holding:  # what waits goes first: a run's events in order
+            given, self._held = [*self._held, *events], []
+        if not given:
+            return
+        events, decided = self._decisions([event.classified() for event in given])
+        held: set[str] = set()
         try:
             applied = self.shared.store.apply_many(events, decided)
-        except Exception:  # keep recording; a broken burst is retried one event at a time
+        except Exception as error:  # keep recording; a broken burst is retried one at a time
+            reason = outage(error)
+            if reason is not None:
+                self._hold(given, reason)
+                return
             log.exception("recording %d events failed; recording them one by one", len(events))
-            applied = [
-                self._apply_alone(event, decided.get(index)) for index, event in enumerate(events)
-            ]
+            applied = self._one_by_one(given, events, decided, held)
+        with self._holding:
+            if not self._held and self._outage is not None:
+                log.warning("the store takes events again (after: %s)", self._outage)
+                self._outage, self._retry = None, _RETRY_FIRST
         with self.shared.live.lock:
             deadline = self.shared.live.next_deadline()
             for index, (event, recorded) in enumerate(zip(events, applied, strict=True)):
@@ -127,7 +219,7 @@ class Recorder:
             event.uid: event for event, ok in zip(events, applied, strict=True) if ok is None
         }
         for uid, event in refused.items():
-            if self.shared.live.closed or event.state.terminal:
+            if self.shared.live.closed or event.state.terminal or uid in held:
                 continue
             if self.shared.store.state_of(uid) in TERMINAL:
                 # Something of a run that has ended says it is alive (a pod made by a launch
@@ -136,12 +228,36 @@ class Recorder:
                     self.shared.runtime.abort, uid, Reason.ENDED, "the run had ended"
                 )
 
-    def _apply_alone(self, event: RunEvent, retry: RetryDecision | None) -> RunEvent | None:
-        try:
-            return self.shared.store.apply(event, retry)
-        except Exception:
-            log.exception("the event of run %s was not recorded: %s", event.uid, event)
-            return None
+    def _one_by_one(
+        self,
+        given: list[RunEvent],
+        events: list[RunEvent],
+        decided: dict[int, RetryDecision],
+        held: set[str],
+    ) -> list[RunEvent | None]:
+        """Each event recorded alone (``given``: as it came, ``events``: classified); one
+        the store cannot take now is held, with its run's later ones (their uids added to
+        ``held``), and one that fails otherwise is dropped, logged."""
+        applied: list[RunEvent | None] = []
+        again: list[RunEvent] = []
+        why = ""
+        for index, event in enumerate(events):
+            if event.uid not in held:
+                try:
+                    applied.append(self.shared.store.apply(event, decided.get(index)))
+                    continue
+                except Exception as error:
+                    reason = outage(error)
+                    if reason is None:
+                        log.exception("the event of run %s was not recorded: %s", event.uid, event)
+                        applied.append(None)
+                        continue
+                    why = reason
+            held.add(event.uid)  # its later events wait behind it
+            again.append(given[index])
+            applied.append(None)
+        self._hold(again, why)
+        return applied
 
     def _decisions(self, events: list[RunEvent]) -> tuple[list[RunEvent], dict[int, RetryDecision]]:
         """For each event that ends an attempt in a failure, whether it gets another (see

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, TypedDict, Unpack
 
@@ -187,6 +188,24 @@ def _read(connection: Connection, uid: str) -> RunRecord:
         connection.execute(attempts, {"uid": uid}),
         connection.execute(artifacts, {"uid": uid}),
     )
+
+
+#: How a run ended, as what it left behind tells: ``(uid, runtime, attempt)`` to the end its
+#: attempt reported there, or ``None`` (see ``Runtime.end_left``).
+EndLeft = Callable[[str, str, int], RunEvent | None]
+
+
+@dataclass(slots=True)
+class Settled:
+    """What :meth:`RunStore.mark_lost` did with the runs of executors that are gone."""
+
+    #: Ended ``executor lost``: nothing says how they ended.
+    lost: list[str] = field(default_factory=list)
+    #: Ended as they reported in what they left behind.
+    ended: list[str] = field(default_factory=list)
+    #: A service's runs taken over by the one starting: to launch, and to settle.
+    adopted: list[str] = field(default_factory=list)
+    orphaned: list[str] = field(default_factory=list)
 
 
 class RunStore:
@@ -531,19 +550,19 @@ class RunStore:
         alive: Callable[[int, float], bool],
         runtime: str = "",
         adopt: tuple[int, float] | None = None,
-    ) -> tuple[list[str], list[str], list[str]]:
-        """Settle runs whose executor process is gone; returns (lost, adopted, orphaned).
+        left: EndLeft | None = None,
+    ) -> Settled:
+        """Settle runs whose executor process is gone.
 
         A service's runs (``requeue``) wait for that service, not for whoever looks. With
         ``adopt`` (a service starting on the same runtime) they become ``adopt``'s: those that
         had not started, or were between attempts, to launch (``adopted``); those whose attempt
         was running when the service died, to settle, retrying the attempt when the run's
-        policy says so (``orphaned``). Every other run of a dead executor ends ``error``,
-        reason ``executor lost``, saying whether it had started.
+        policy says so (``orphaned``). Every other run of a dead executor ends as ``left``
+        finds it ended in what it left behind (``ended``), else ``error``, reason ``executor
+        lost``, saying whether it had started.
         """
-        lost: list[str] = []
-        adopted: list[str] = []
-        orphaned: list[str] = []
+        settled = Settled()
         ends: list[RunEvent] = []
         with self._sessions.begin() as session:
             runs = session.scalars(
@@ -561,7 +580,14 @@ class RunStore:
                     if adopt is not None and run.runtime == runtime:
                         run.executor_pid, run.executor_started = adopt
                         waiting = run.started_at is None or run.retry_at is not None
-                        (adopted if waiting else orphaned).append(run.uid)
+                        (settled.adopted if waiting else settled.orphaned).append(run.uid)
+                    continue
+                end = None
+                if left is not None and run.retry_at is None:
+                    end = left(run.uid, run.runtime, run.attempt or 1)
+                if end is not None:
+                    ends.append(end.classified())
+                    settled.ended.append(run.uid)
                     continue
                 started = run.started_at is not None
                 message = (
@@ -569,9 +595,9 @@ class RunStore:
                     f"(pid {run.executor_pid}) is gone{'' if started else '; it never started'}"
                 )
                 ends.append(_end(run, RunState.ERROR, Reason.EXECUTOR_LOST, message))
-                lost.append(run.uid)
+                settled.lost.append(run.uid)
             apply_burst(session.connection(), ends, {})
-        return lost, adopted, orphaned
+        return settled
 
     def settle_queued(self, executor_pid: int) -> tuple[list[str], list[str]]:
         """Runs of this executor that never started, as it stops; returns (requeued, aborted).

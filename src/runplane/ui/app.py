@@ -16,25 +16,52 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import cookie_parser
 
 from runplane.errors import RunplaneError
+from runplane.service.guard import Door, Doors, Headers
+from runplane.service.outage import RETRY_AFTER, outage
 from runplane.service.server import Server
+from runplane.service.throttle import FailureThrottle, retry_after
 from runplane.ui import live
 from runplane.ui.invalid import invalid_request_page
 from runplane.ui.pages import admin, functions, newjob, runs
-from runplane.ui.sessions import LOGIN_COOKIE, SESSION_COOKIE, Session, same_token
-from runplane.ui.web import ROOT, UI, CsrfRefused, LoginRequired, login_url, safe_next
+from runplane.ui.sessions import LOGIN_COOKIE, SESSION_COOKIE, Session, Sessions, same_token
+from runplane.ui.web import (
+    ROOT,
+    UI,
+    CsrfRefused,
+    LoginRequired,
+    cross_site,
+    login_url,
+    safe_next,
+)
 
 #: No inline scripts or styles, nothing from elsewhere; pages never framed.
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
+#: The login form's largest body: a token, the form's nonce and where to go next.
+LOGIN_BYTES = 4096
 
 
-def create_ui(server: Server, stopping: Callable[[], bool] = lambda: False) -> FastAPI:
-    ui = UI(server, server.tokens, stopping)
+def create_ui(
+    server: Server,
+    stopping: Callable[[], bool] = lambda: False,
+    throttle: FailureThrottle | None = None,
+) -> FastAPI:
+    service = server.base_settings.service
+    ui = UI(
+        server,
+        server.tokens,
+        stopping,
+        Sessions(service.sessions_per_user),
+        throttle=throttle
+        or FailureThrottle(service.auth_failures_per_second, service.auth_failure_burst),
+    )
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     app.state.ui = ui
     app.mount("/static", StaticFiles(packages=[("runplane.ui", "static")]), name="static")
@@ -91,6 +118,18 @@ def create_ui(server: Server, stopping: Callable[[], bool] = lambda: False) -> F
         context = {"title": "Error", "message": str(error.detail)}
         return ui.page(request, "message.html", session, context, error.status_code)
 
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(OSError)
+    async def storage_error(request: Request, error: Exception) -> Response:
+        reason = outage(error)  # a full disk, a database busy or unreachable: it passes
+        if reason is None:
+            raise error
+        message = f"runplane cannot do this now: {reason}. Try again in a moment."
+        context = {"title": "Unavailable", "message": message}
+        response = ui.page(request, "message.html", None, context, 503)
+        response.headers["Retry-After"] = str(RETRY_AFTER)
+        return response
+
     app.add_exception_handler(RequestValidationError, invalid_request_page(ui))
     _auth_routes(app, ui)
     for module in (runs, live, newjob, functions, admin):
@@ -134,16 +173,27 @@ def _auth_routes(app: FastAPI, ui: UI) -> None:
 
     @app.get("/login", response_class=HTMLResponse)
     def login(request: Request, next: str = "", token: str = "") -> Response:
-        """The login page; with ``?token=`` (the link ``runplane ui`` prints) it logs in."""
-        if token:
-            who = ui.tokens.holder(token.encode())
-            if who is not None:
-                return logged_in(request, ui.sessions.login(who), next)
-            return login_page(request, next, "That token is not valid.", 401)
+        """The login page. It never logs in by itself (a link from another site could log the
+        visitor in as somebody else): the form is sent by POST, by the user."""
+        if token:  # an old link: the token is not used from the address
+            return login_page(request, next, "Enter the token in the field and press Log in.")
         return login_page(request, next)
 
     @app.post("/login")
     async def submit_login(request: Request) -> Response:
+        address = request.client.host if request.client else None
+        if cross_site(request):
+            return login_page(request, "", "The login form came from another site.", 403)
+        wait = ui.throttle.wait(address)
+        if wait > 0:
+            response = login_page(
+                request,
+                "",
+                f"Too many wrong tokens from this address; try again in {retry_after(wait)} s.",
+                429,
+            )
+            response.headers["Retry-After"] = retry_after(wait)
+            return response
         form = await request.form()
         target = str(form.get("next") or "")
         if not same_token(request.cookies.get(LOGIN_COOKIE, ""), form.get("nonce")) or not (
@@ -152,6 +202,7 @@ def _auth_routes(app: FastAPI, ui: UI) -> None:
             return login_page(request, target, "The login form expired; try again.", 403)
         who = ui.tokens.holder(str(form.get("token") or "").encode())
         if who is None:
+            ui.throttle.failed(address)
             return login_page(request, target, "That token is not valid.", 401)
         return logged_in(request, ui.sessions.login(who), target)
 
@@ -170,8 +221,37 @@ def _https(request: Request) -> bool:
 
 def mount(app: FastAPI, server: Server, stopping: Callable[[], bool] = lambda: False) -> None:
     """Serve the UI from ``app`` (the service's API application) at ``/ui``; ``/`` leads
-    there."""
-    app.mount(ROOT, create_ui(server, stopping))
+    there.
+
+    The UI's doors join the service's (:mod:`runplane.service.guard`): anyone may send the
+    login form, a few KiB at most; any other page's body is read only with a session, up to
+    ``service.max_request_bytes``, and without one the page answers unread (to the login
+    page). Wrong tokens on the login form count against the API's throttle.
+    """
+    doors: Doors | None = getattr(app.state, "doors", None)
+    if doors is None:
+        raise TypeError(
+            "the web UI is mounted on the service's app (runplane.service.api.create_app), "
+            "whose gate bounds and authenticates the pages' bodies"
+        )
+    pages = create_ui(server, stopping, app.state.throttle)
+    sessions = pages.state.ui.sessions
+
+    def session_of(headers: Headers) -> Session | None:
+        cookies = cookie_parser(headers.get(b"cookie", b"").decode("latin-1"))
+        return sessions.get(cookies.get(SESSION_COOKIE))  # type: ignore[no-any-return]
+
+    doors.add(Door(f"{ROOT}/login", LOGIN_BYTES))
+    doors.add(
+        Door(
+            f"{ROOT}/",
+            server.base_settings.service.max_request_bytes,
+            who=session_of,
+            anonymous="unread",
+            setting="service.max_request_bytes",
+        )
+    )
+    app.mount(ROOT, pages)
 
     @app.get("/", include_in_schema=False)
     def home() -> RedirectResponse:

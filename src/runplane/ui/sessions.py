@@ -1,9 +1,12 @@
 """Browser sessions: a token exchanged once for an HttpOnly, SameSite=Strict cookie.
 
 The cookie holds a random session id only; who it is and the session's CSRF token stay in this
-process. Sessions end at logout, after a day without use, or when the service restarts (log in
-again with the token). Every state-changing form carries the session's CSRF token, compared in
-constant time, and a request whose ``Origin`` is another site is refused outright.
+process. Sessions end at logout, after a day without use, when the service restarts (log in
+again with the token), or when the same user logs in more than ``service.sessions_per_user``
+times (their least recently used session ends): one user's logins never end another's
+sessions, and the table holds at most that many per user. Every state-changing form carries the
+session's CSRF token, compared in constant time, and a request whose ``Origin`` is another
+site is refused outright.
 """
 
 from __future__ import annotations
@@ -21,8 +24,6 @@ SESSION_COOKIE = "runplane_session"
 LOGIN_COOKIE = "runplane_login"
 #: A session unused this long is gone.
 IDLE_SECONDS = 24 * 3600
-#: The most sessions kept; the least recently used go first (only valid tokens make one).
-MAX_SESSIONS = 10_000
 
 
 @dataclass(slots=True)
@@ -34,16 +35,22 @@ class Session:
 
 
 class Sessions:
-    def __init__(self) -> None:
+    def __init__(self, per_user: int = 20) -> None:
+        self.per_user = per_user
         self._lock = threading.Lock()
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self._sessions: dict[str, Session] = {}
+        #: Each user's session ids, least recently used first.
+        self._of_user: dict[str, OrderedDict[str, None]] = {}
 
     def login(self, who: Principal) -> Session:
         session = Session(secrets.token_urlsafe(32), who)
         with self._lock:
             self._sessions[session.id] = session
-            while len(self._sessions) > MAX_SESSIONS:
-                self._sessions.popitem(last=False)
+            held = self._of_user.setdefault(who.user, OrderedDict())
+            held[session.id] = None
+            while len(held) > self.per_user:
+                oldest, _ = held.popitem(last=False)
+                del self._sessions[oldest]
         return session
 
     def get(self, session_id: str | None) -> Session | None:
@@ -55,15 +62,27 @@ class Sessions:
             if session is None:
                 return None
             if now - session.last_seen > IDLE_SECONDS:
-                del self._sessions[session_id]
+                self._drop(session)
                 return None
             session.last_seen = now
-            self._sessions.move_to_end(session_id)
+            self._of_user[session.who.user].move_to_end(session_id)
             return session
 
     def logout(self, session_id: str | None) -> None:
         with self._lock:
-            self._sessions.pop(session_id or "", None)
+            session = self._sessions.get(session_id or "")
+            if session is not None:
+                self._drop(session)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _drop(self, session: Session) -> None:
+        del self._sessions[session.id]
+        held = self._of_user[session.who.user]
+        del held[session.id]
+        if not held:
+            del self._of_user[session.who.user]
 
 
 def same_token(expected: str, offered: object) -> bool:

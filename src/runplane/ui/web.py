@@ -21,6 +21,7 @@ from starlette.datastructures import FormData
 
 from runplane.service.auth import Tokens
 from runplane.service.server import Server
+from runplane.service.throttle import FailureThrottle
 from runplane.ui import present
 from runplane.ui.sessions import SESSION_COOKIE, Session, Sessions, same_token
 
@@ -57,6 +58,8 @@ class UI:
     #: True once the service is shutting down: live streams end so it can stop.
     stopping: Callable[[], bool] = lambda: False
     sessions: Sessions = field(default_factory=Sessions)
+    #: Wrong tokens per client address (the API's own throttle).
+    throttle: FailureThrottle = field(default_factory=lambda: FailureThrottle(1.0, 20))
     templates: Jinja2Templates = field(default_factory=lambda: Jinja2Templates(env=_environment()))
 
     def session(self, request: Request) -> Session:
@@ -68,8 +71,7 @@ class UI:
 
     async def form(self, request: Request, session: Session) -> FormData:
         """The submitted form, once its CSRF token and origin are checked."""
-        origin = request.headers.get("origin")
-        if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+        if cross_site(request):
             raise CsrfRefused
         form = await request.form()
         offered = form.get("csrf") or request.headers.get("x-csrf-token")
@@ -100,6 +102,14 @@ class UI:
         """The left menu's projects: every recorded one and every one with runs, functions
         or schedules (``default`` always)."""
         return sorted({"default", *self.server.projects.names()})
+
+
+def cross_site(request: Request) -> bool:
+    """Whether ``request`` was sent by another site's page, by what the browser says of it."""
+    origin = request.headers.get("origin")
+    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+        return True
+    return request.headers.get("sec-fetch-site") == "cross-site"
 
 
 def login_url(request: Request) -> str:

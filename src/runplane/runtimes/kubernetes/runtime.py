@@ -321,6 +321,11 @@ class KubernetesRuntime:
         """Patch the Node object's labels: the scheduler places pods on them at once."""
         return label_node(self._calls, name, check_label_change("labels", labels))
 
+    def end_left(self, uid: str, attempt: int) -> RunEvent | None:
+        """Nothing: a cluster's runs outlive the service, and their ends arrive as events of
+        the watch that starts again."""
+        return None
+
     def existing(self) -> dict[str, list[str]]:
         """Pod names by run uid, once the watch has reported every pod that existed when it
         began (so events of runs that finished meanwhile are already on their way); as the

@@ -80,9 +80,11 @@ def main(run_dir: Path, parent: int | None = None, spec: dict[str, Any] | None =
         sys.path.insert(0, spec["source_dir"])
     bootstrap = _bootstrap()
     invocation = bootstrap.Invocation.from_json(spec["invocation"])
-    code: int = bootstrap.call_handler(
-        bootstrap.Context(invocation, run_dir, spec["mounts"]), invocation
-    )
+    context = bootstrap.Context(invocation, run_dir, spec["mounts"])
+    code: int = bootstrap.call_handler(context, invocation)
+    # The last line: how the handler ended, for a service that dies before it records the
+    # end to read at its next start (runtimes/local/remains.py).
+    context._emit({"type": "exit", "code": code, "attempt": invocation.attempt})
     return code
 
 

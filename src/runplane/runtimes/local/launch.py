@@ -27,10 +27,12 @@ from runplane.errors import InvalidValueError, NotFoundError
 from runplane.placement import PodRequirements
 from runplane.runs import Usage
 from runplane.runtimes.contract import RunRequest
+from runplane.runtimes.local import secretvolumes
 from runplane.runtimes.local.cgroups import RunGroup
 from runplane.runtimes.local.ledger import Claim, Grant
 from runplane.runtimes.local.outpipe import OutputPipe, output_target
 from runplane.runtimes.local.process import FreshProcess, RunProcess
+from runplane.runtimes.local.secretvolumes import SecretVolume
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import LauncherUnavailable, WarmLauncher
 from runplane.runtimes.output import private_dir, run_dir
@@ -51,6 +53,8 @@ class LocalRun:
     requirements: PodRequirements
     env: dict[str, str]
     mounts: dict[str, str]
+    #: The Secret volumes of the local store its mounts point at, copied as it starts.
+    secrets: tuple[SecretVolume, ...]
     memory_limit: int | None
     cores: int
     gpus: int
@@ -138,15 +142,18 @@ def plan(request: RunRequest, settings: Settings, node_name: str) -> LocalRun:
     limits = request.process_resources.limits
     memory_limit, cpu_limit = limits.memory, limits.cpu
     cores = whole_cores(cpu_limit) if cpu_limit is not None else 0
+    directory = run_dir(settings, request.uid)
+    mounts, secrets = _mounts(settings, spec, directory)
     return LocalRun(
         request=request,
         requirements=requirements,
         env=_environment(settings, container.get("env", []), request, node_name),
-        mounts=_mounts(settings, spec),
+        mounts=mounts,
+        secrets=secrets,
         memory_limit=memory_limit,
         cores=cores,
         gpus=requirements.requests.get(names.GPU, 0),
-        run_dir=run_dir(settings, request.uid),
+        run_dir=directory,
         cpu_limit=cpu_limit,
         cpu_request=requirements.requests.get("cpu", 0),
     )
@@ -160,8 +167,6 @@ def _volume_source(settings: Settings, volume: dict[str, Any]) -> tuple[str, Pat
         name = volume["configMap"]["name"]
     elif "secret" in volume:
         name = volume["secret"]["secretName"]
-        if name not in volumes:
-            return name, settings.local.home / "secrets" / name
     else:
         name = volume["name"]
     if name not in volumes:
@@ -173,26 +178,37 @@ def _volume_source(settings: Settings, volume: dict[str, Any]) -> tuple[str, Pat
     return name, volumes[name].path
 
 
-def _mounts(settings: Settings, spec: dict[str, Any]) -> dict[str, str]:
-    """The function's volumes as local directories. runplane's own volumes (the bootstrap and
-    the run directory of a pod) are how a pod runs a handler; here the run's process does."""
-    sources = {
-        v["name"]: _volume_source(settings, v)
-        for v in spec.get("volumes", [])
-        if not v["name"].startswith(names.OWN)
-    }
+def _mounts(
+    settings: Settings, spec: dict[str, Any], run_dir: Path
+) -> tuple[dict[str, str], tuple[SecretVolume, ...]]:
+    """The function's volumes as local directories, and the Secret volumes of the local store
+    whose copies they point at (:mod:`.secretvolumes`). runplane's own volumes (the bootstrap
+    and the run directory of a pod) are how a pod runs a handler; here the run's process does."""
+    sources: dict[str, tuple[str, Path]] = {}
+    secrets: dict[str, SecretVolume] = {}
+    for volume in spec.get("volumes", []):
+        if volume["name"].startswith(names.OWN):
+            continue
+        if "secret" in volume and volume["secret"]["secretName"] not in settings.local.volumes:
+            secrets[volume["name"]] = secretvolumes.planned(volume, settings.local.home / "secrets")
+            copied = secretvolumes.directory(run_dir, volume["name"])
+            sources[volume["name"]] = volume["secret"]["secretName"], copied
+        else:
+            sources[volume["name"]] = _volume_source(settings, volume)
     mounts = {}
+    mounted: set[str] = set()
     for mount in spec["containers"][0].get("volumeMounts", []):
         if mount["name"].startswith(names.OWN):
             continue
         name, path = sources[mount["name"]]
-        if not path.is_dir():
+        if mount["name"] not in secrets and not path.is_dir():
             raise NotFoundError(
                 f"volume {mount['name']!r}: the local directory {str(path)!r} for {name!r} "
                 "does not exist"
             )
         mounts[mount["mountPath"]] = str(path / mount.get("subPath", ""))
-    return mounts
+        mounted.add(mount["name"])
+    return mounts, tuple(secret for name, secret in secrets.items() if name in mounted)
 
 
 def _stored_text(variable: str, what: str, path: Path) -> str:
@@ -377,7 +393,7 @@ def spawn(
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.exists():
             link.symlink_to(local)
-    RunUsers.hand_over(run.run_dir, user, own)
+    RunUsers.hand_over(run.run_dir, user, [*own, *secretvolumes.copy(run.run_dir, run.secrets)])
     env = environment(run, grant, settings)
     why_fresh = needs_fresh(run, env)
     if warm is not None and not why_fresh:
@@ -429,7 +445,7 @@ def spawn(
         try:
             group.add(popen.pid)  # before it runs anything: all it starts is inside
         except BaseException:
-            popen.kill()
+            process.kill()
             process.wait()
             process.close()
             raise

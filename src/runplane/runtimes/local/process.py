@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import signal
 import subprocess
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -80,8 +81,11 @@ class FreshProcess:
         return exit
 
     def kill(self) -> None:
+        """By its pidfd: ``Popen.kill`` would reap a process that has just exited, and the
+        supervisor's wait then finds no child to wait for."""
         if self._exit is None:
-            self.popen.kill()
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self._fd, signal.SIGKILL)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from runplane import names
@@ -38,6 +39,7 @@ from runplane.runtimes.local.node import (
     node_labels,
     store_label_change,
 )
+from runplane.runtimes.local.remains import end_left
 from runplane.runtimes.local.supervise import Supervisor
 from runplane.runtimes.local.users import RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
@@ -290,10 +292,13 @@ class LocalRuntime:
     def _supervise(self, run: LocalRun, grant: Grant) -> None:
         try:
             self._supervisor.run(run, grant)
-        except Exception as error:  # a supervisor bug must not leave the run hanging
+        except Exception as error:  # before its process (a uid lease): the run ends all the same
             log.exception("supervising run %s failed", run.uid)
             self._emit(
-                run.uid, RunState.ERROR, Reason.EXECUTOR_ERROR, f"{type(error).__name__}: {error}"
+                run.uid,
+                RunState.ERROR,
+                Reason.EXECUTOR_ERROR,
+                f"runplane failed to supervise the run ({type(error).__name__}: {error})",
             )
         finally:
             with self._lock:
@@ -440,6 +445,13 @@ class LocalRuntime:
         from runplane.runtimes.local import serving
 
         return serving.forward(self.settings, project, name, call)
+
+    def end_left(self, uid: str, attempt: int) -> RunEvent | None:
+        """The end the run's process wrote in its directory (:mod:`.remains`), on this node."""
+        event = end_left(run_dir(self.settings, uid), uid, attempt)
+        if event is None:
+            return None
+        return replace(event, node=self.node.name, node_group=self._group, spot=self._spot)
 
     def existing(self) -> dict[str, list[str]]:
         with self._lock:

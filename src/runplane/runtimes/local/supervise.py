@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from runplane.config import Settings
 from runplane.runs import Reason, RunState, Usage
+from runplane.runtimes.local import secretvolumes
 from runplane.runtimes.local.cgroups import Counters, Hierarchy, Limits, RunGroup
 from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
@@ -74,25 +75,55 @@ class Supervisor:
         self.warm = warm
 
     def run(self, run: LocalRun, grant: Grant) -> None:
-        """Start the run's process, hold it to its end, and report that end."""
+        """Start the run's process, hold it to its end, and report that end. Whatever fails
+        on the way still ends the run: what is left of it is stopped and its end is reported
+        as an error with the cause (:meth:`_failed`), never left ``running``."""
         if run.abort is not None:  # aborted between the grant and the start
             self._aborted(run, Usage())
             return
-        user = self.users.lease(run.uid)
+        user = self.users.lease(run.uid, run.run_dir)
         mode = self.hierarchy.version if self.hierarchy else "watchdog"
         who = f"uid {user.uid} (its own)" if user else f"uid {os.geteuid()} (runplane's)"
         run.isolation = f"{mode}, {who}"
-        run.output = OutputPipe(run.run_dir, self.settings.retention.max_output_bytes)
         try:
+            run.output = OutputPipe(run.run_dir, self.settings.retention.max_output_bytes)
             if self.hierarchy is None:
                 self._watch(run, grant, user)
             else:
                 self._contain(run, grant, user, self.hierarchy)
+        except Exception as error:
+            self._failed(run, error)
         finally:
-            run.output.close()  # done before the end is reported, unless that failed
-            RunUsers.take_back(run.run_dir, user)
+            # Each step on its own: one that fails must not keep the next from its work (the
+            # run's copies of its Secrets left behind, a uid leased for ever).
+            try:
+                _close_output(run)
+            except Exception:
+                log.exception("ending run %s: closing its output failed", run.uid)
+            try:
+                _take_back(run.run_dir, user)
+            except Exception:
+                log.exception("ending run %s: taking back its directory failed", run.uid)
             RunUsers.release(user)
             run.close_wake()
+
+    def _failed(self, run: LocalRun, error: Exception) -> None:
+        """Supervision itself failed (a bug, or a step on the machine that cannot be taken):
+        the run's end is reported as an error with the cause, its output kept (its processes
+        were stopped on the way out of :meth:`_contain` or :meth:`_watch`)."""
+        log.error("supervising run %s failed", run.uid, exc_info=error)
+        with contextlib.suppress(Exception):
+            _wind_up(run)
+        asked = " while it was being aborted" if run.abort is not None else ""
+        self.report(
+            run.uid,
+            RunState.ERROR,
+            Reason.EXECUTOR_ERROR,
+            f"runplane failed to supervise the run{asked} ({type(error).__name__}: {error}); "
+            "its processes were stopped",
+            process_id=run.process.pid if run.process else None,
+            usage=run.usage_so_far,
+        )
 
     def _started(self, run: LocalRun, process: RunProcess) -> None:
         self.report(
@@ -143,6 +174,8 @@ class Supervisor:
             )
             run.group = None
             if process is not None:
+                if counters is None:  # the wait failed: the run is stopped, all of it
+                    process.kill()
                 process.close()
             try:
                 if counters is None:  # not emptied: the start or the wait failed
@@ -194,34 +227,41 @@ class Supervisor:
             run, grant, self.settings, pin=True, user=user, group=None, warm=None
         )
         since = started_at(process.pid)
-        self._started(run, process)
         reason, message, cpu_seconds = "", "", 0.0
         owner = user.uid if user else None
-        while True:
-            exit = process.poll()
-            if exit is not None:
-                cpu_seconds = exit.cpu_seconds
-                run.peak_memory = max(run.peak_memory, exit.peak_memory)
-                break
-            rss = self.processes.rss(process.pid)
-            run.peak_memory = max(run.peak_memory, rss)
-            if run.memory_limit is not None and rss > run.memory_limit:
+        try:
+            self._started(run, process)
+            while True:
+                exit = process.poll()
+                if exit is not None:
+                    cpu_seconds = exit.cpu_seconds
+                    run.peak_memory = max(run.peak_memory, exit.peak_memory)
+                    break
+                rss = self.processes.rss(process.pid)
+                run.peak_memory = max(run.peak_memory, rss)
+                if run.memory_limit is not None and rss > run.memory_limit:
+                    self.processes.kill(process.pid, run.uid, since, owner)
+                    reason = Reason.OOM_KILLED
+                    message = (
+                        f"memory use {mebibytes(rss)} exceeded the limit "
+                        f"{mebibytes(run.memory_limit)}; the run was killed"
+                    )
+                elif run.abort is not None and not reason:
+                    self.processes.kill(process.pid, run.uid, since, owner)
+                    reason = Reason.ABORTED
+                if run.output is not None:
+                    run.output.wait(self.interval)
+                else:
+                    time.sleep(self.interval)
+        finally:
+            # Whatever the run left behind ends with it, as a pod's processes end with the
+            # pod; so does all of it when watching it failed.
+            try:
                 self.processes.kill(process.pid, run.uid, since, owner)
-                reason = Reason.OOM_KILLED
-                message = (
-                    f"memory use {mebibytes(rss)} exceeded the limit "
-                    f"{mebibytes(run.memory_limit)}; the run was killed"
-                )
-            elif run.abort is not None and not reason:
-                self.processes.kill(process.pid, run.uid, since, owner)
-                reason = Reason.ABORTED
-            if run.output is not None:
-                run.output.wait(self.interval)
-            else:
-                time.sleep(self.interval)
-        # Whatever the run left behind ends with it, as a pod's processes end with the pod.
-        self.processes.kill(process.pid, run.uid, since, owner)
-        process.close()
+            finally:
+                process.kill()  # nothing once it has exited
+                process.wait()
+                process.close()
         usage = Usage(run.peak_memory, cpu_seconds)
         if reason == Reason.ABORTED:
             self._aborted(run, usage)
@@ -242,8 +282,7 @@ class Supervisor:
         the (reason, message) its limits gave it, if any."""
         reason, message = verdict
         exit_code = _exit_code(returncode)
-        if run.output is not None:
-            run.output.close()  # all of its output is in place when its end is told
+        _wind_up(run)
         results, artifacts, error = read_events(run.run_dir)
         if exit_code == 0 and not reason:
             state, reason, message = RunState.COMPLETED, Reason.COMPLETED, ""
@@ -268,8 +307,7 @@ class Supervisor:
 
     def _aborted(self, run: LocalRun, usage: Usage) -> None:
         reason, message = run.abort or (Reason.ABORTED, "")
-        if run.output is not None:
-            run.output.close()
+        _wind_up(run)
         results, artifacts, _ = read_events(run.run_dir)
         self.report(
             run.uid,
@@ -282,6 +320,26 @@ class Supervisor:
             results=results,
             artifacts=artifacts,
         )
+
+
+def _wind_up(run: LocalRun) -> None:
+    """What is done once none of the run's processes is left, before its end is told: all of
+    its output is in place, and the copies of its Secret volumes are gone."""
+    if run.output is not None:
+        run.output.close()
+    secretvolumes.remove(run.run_dir)
+
+
+def _close_output(run: LocalRun) -> None:
+    if run.output is not None:
+        run.output.close()  # done before the end is reported, unless that failed
+
+
+def _take_back(run_dir: Path, user: RunUser | None) -> None:
+    """A run's directory is runplane's again once the run is over, and the copies of its
+    Secret volumes are gone."""
+    RunUsers.take_back(run_dir, user)
+    secretvolumes.remove(run_dir)
 
 
 def _usage(group: RunGroup) -> tuple[int, float]:

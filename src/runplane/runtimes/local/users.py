@@ -5,8 +5,10 @@ could read the service's environment (``/proc/<pid>/environ``, with every token)
 and other runs' files. So each such run gets a uid of its own, leased from a range that no
 account uses (``local.run_uids``) for as long as the run's processes live: a lease is an
 exclusive ``flock`` on ``/run/runplane/uids/<uid>``, machine-wide, released by the kernel if its
-holder dies. The run's directory is its uid's; everything else of the service stays 0700/0600
-with the directories above the runs 0711 (passable, not listable). Supplementary groups are
+holder dies; the file names the run's directory while the lease lasts, so that the next holder
+of a uid whose runplane died takes that directory back first. The run's directory is its uid's;
+everything else of the service stays 0700/0600 with the directories above the runs 0711
+(passable, not listable). Supplementary groups are
 dropped and the run's process sets ``PR_SET_NO_NEW_PRIVS``.
 
 Without root there is no other uid to give: runs run as runplane's own user, as
@@ -26,6 +28,7 @@ from pathlib import Path
 
 from runplane.config import Settings
 from runplane.errors import ConfigError
+from runplane.runtimes.local import secretvolumes
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,8 @@ class RunUser:
     """A uid (and the group of the same number) leased to one run."""
 
     uid: int
-    #: The open lock file whose ``flock`` is the lease.
+    #: The open lock file whose ``flock`` is the lease. It names the run's directory while the
+    #: lease lasts, and is emptied when it ends.
     lock: int
 
     @property
@@ -87,8 +91,9 @@ class RunUsers:
 
     # -- leases ----------------------------------------------------------------------------
 
-    def lease(self, key: str) -> RunUser | None:
-        """A uid for the run ``key`` (``None`` when runs keep runplane's user)."""
+    def lease(self, key: str, run_dir: Path | None = None) -> RunUser | None:
+        """A uid for the run ``key`` whose directory is ``run_dir`` (``None`` when runs keep
+        runplane's user)."""
         if not self.per_run:
             return None
         LEASES.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -102,16 +107,36 @@ class RunUsers:
             except BlockingIOError:
                 os.close(fd)
                 continue
-            return RunUser(uid, fd)
+            user = RunUser(uid, fd)
+            self._take_back_left(user)
+            if run_dir is not None:
+                os.pwrite(fd, str(run_dir).encode(), 0)
+            return user
         raise ConfigError(
             f"local.run_uids: all {count} uids of {self.first}-{self.last} are leased to "
             "running runs; widen the range"
         )
 
+    def _take_back_left(self, user: RunUser) -> None:
+        """A runplane that died holding this uid left its run's directory named in the lock
+        file, and the run's: it is taken back (with the copies of its Secret volumes) before a
+        run has the uid again, so no later run reads what that one was given."""
+        left = os.pread(user.lock, 4096, 0).decode("utf-8", "replace")
+        if left.startswith("/"):
+            try:
+                self.take_back(Path(left), user)
+                secretvolumes.remove(Path(left))
+            except OSError as error:
+                log.warning("could not take back %s, left by uid %s: %s", left, user.uid, error)
+        os.ftruncate(user.lock, 0)
+
     @staticmethod
     def release(user: RunUser | None) -> None:
-        """End a lease, once none of the run's processes is left."""
+        """End a lease, once none of the run's processes is left and its directory is taken
+        back."""
         if user is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(user.lock, 0)
             with contextlib.suppress(OSError):
                 os.close(user.lock)
 

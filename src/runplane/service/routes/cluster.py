@@ -8,6 +8,7 @@ from fastapi import APIRouter, HTTPException
 
 from runplane.placement import NodeSummary
 from runplane.runtimes.contract import Capabilities
+from runplane.service.nodes import NodeView, node_views
 from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import NodeName
 
@@ -52,6 +53,13 @@ def cluster(server: Service, _: User) -> ClusterOut:
         message=message,
         nodes=nodes,
     )
+
+
+@router.get("/cluster/nodes")
+def nodes(server: Service, _: User) -> list[NodeView]:
+    """Each node: its group, spot or on-demand, capacity, what is requested and free, its
+    taints, and whether it takes new pods (``condition`` says why not)."""
+    return node_views(server.nodes(), server.settings.spot)
 
 
 @router.patch("/cluster/nodes/{name}")

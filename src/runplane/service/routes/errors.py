@@ -1,5 +1,7 @@
 """The API's one error shape: every 4xx says what kind of error, the message the SDK and CLI
-give, and the field, whether a route, the request's validation or FastAPI itself refused."""
+give, and the field, whether a route, the request's validation or FastAPI itself refused; a
+storage that cannot serve now (a full disk, a database busy or unreachable) is a ``503`` with
+the reason and a ``Retry-After``, never a ``500``."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import pydantic
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from runplane.errors import RunplaneError, shown
+from runplane.service.outage import RETRY_AFTER, outage
 from runplane.spec.bounds import MAX_DEPTH
 
 
@@ -23,8 +27,20 @@ class ErrorOut(pydantic.BaseModel):
 
 #: The refusals every operation may answer, as its description declares them.
 ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 422)
+    status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 422, 503)
 }
+
+
+def unavailable(error: Exception) -> JSONResponse:
+    """``503`` with the reason when ``error`` is the storage failing for a while (see
+    :mod:`runplane.service.outage`); any other error goes on, to be the ``500`` of an error no
+    one expected."""
+    reason = outage(error)
+    if reason is None:
+        raise error
+    response = _error("ServiceUnavailable", f"the service cannot do this now: {reason}", 503)
+    response.headers["Retry-After"] = str(RETRY_AFTER)
+    return response
 
 
 def _error(error: str, message: str, status: int, field: str | None = None) -> JSONResponse:
@@ -65,6 +81,14 @@ def answer_errors(app: FastAPI) -> None:
     async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
         field, message = described(error)
         return _error("InvalidValueError", message, 422, field)
+
+    @app.exception_handler(DBAPIError)
+    async def database_error(_: Request, error: DBAPIError) -> JSONResponse:
+        return unavailable(error)
+
+    @app.exception_handler(OSError)
+    async def os_error(_: Request, error: OSError) -> JSONResponse:
+        return unavailable(error)
 
     @app.exception_handler(RecursionError)
     async def too_deep(_: Request, error: RecursionError) -> JSONResponse:

@@ -81,11 +81,14 @@ def list_runs(
     created_since: Time = None,
     created_until: Time = None,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
+    updated_since: Time = None,
 ) -> Response:
     """Runs, newest first: a user's own; an admin's choice of owner, or everyone's.
 
     A page at a time: when more runs follow, the ``X-Runplane-Next-Cursor`` header holds the
-    ``cursor`` of the next page (the same filters go with it)."""
+    ``cursor`` of the next page (the same filters go with it). With ``updated_since``, the
+    runs changed since then (inclusive), the latest change first: what a watch asks for,
+    with the newest ``updated_at`` it has seen."""
     if not who.admin:
         owner = who.user
     runs, after = server.runs.page(
@@ -98,6 +101,7 @@ def list_runs(
         created_since=_seconds(created_since),
         created_until=_seconds(created_until),
         after=cursor,
+        updated_since=_seconds(updated_since),
     )
     answer = Response(_RECORDS.dump_json(runs), media_type="application/json")
     if after is not None:

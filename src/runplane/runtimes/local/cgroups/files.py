@@ -18,6 +18,23 @@ from runplane.runtimes.local.cgroups.steps import read
 
 _EXECUTOR = re.compile(r"runplane-(\d+)-(\d+)(-self)?")
 
+#: What the kernel answers about a group that was removed meanwhile (ENOENT: a control file
+#: opened after the removal; ENODEV: one opened before it and read or written after) and about
+#: a process that has exited (ESRCH). A run's group is removed as soon as its last process has
+#: exited (the warm launcher's server does so as it reaps the run's first process), so any step
+#: that kills or counts may find it gone: nothing is left in it then.
+GONE = frozenset({errno.ENOENT, errno.ENODEV, errno.ESRCH})
+
+
+@contextlib.contextmanager
+def unless_gone() -> Iterator[None]:
+    """Run a step on a group, and stop quietly if the group is gone (see :data:`GONE`)."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in GONE:
+            raise
+
 
 @dataclass(frozen=True, slots=True)
 class Mount:

@@ -18,16 +18,20 @@ CONTROLLERS = ("memory", "cpu", "cpuacct", "pids", "freezer")
 
 def freeze_and_kill(freezer: Path, timeout: float) -> None:
     """Freeze the group (so nothing forks while it is being killed), SIGKILL every process in it
-    and its descendants, and thaw it so the signals are delivered."""
+    and its descendants, and thaw it so the signals are delivered. A group that is removed
+    meanwhile (its last process exited) is left at the step that finds it gone: nothing of it
+    is left to kill or to thaw."""
     if not files.processes_in(files.tree(freezer)):
         return
     state = freezer / "freezer.state"
-    write(state, "FROZEN")
-    try:
-        files.wait_until(lambda: read(state) == "FROZEN", min(timeout, 1.0))
-        files.sigkill(files.processes_in(files.tree(freezer)))
-    finally:
-        write(state, "THAWED")
+    with files.unless_gone():
+        write(state, "FROZEN")
+        try:
+            files.wait_until(lambda: read(state) == "FROZEN", min(timeout, 1.0))
+            files.sigkill(files.processes_in(files.tree(freezer)))
+        finally:
+            with files.unless_gone():
+                write(state, "THAWED")
 
 
 class V1Group(model.RunGroup):
@@ -64,15 +68,13 @@ class V1Group(model.RunGroup):
             return  # no process is left anywhere beneath (or the group is gone)
         deadline = time.monotonic() + model.KILL_TIMEOUT
         groups = [group for top in self._dirs.values() for group in files.tree(top)]
-        try:
+        with files.unless_gone():  # removed meanwhile, which only an empty group is
             while files.processes_in(groups) and time.monotonic() < deadline:
                 freeze_and_kill(self._dirs["freezer"], deadline - time.monotonic())
                 files.wait_until(
                     lambda: not files.processes_in(groups),
                     min(0.5, max(deadline - time.monotonic(), 0)),
                 )
-        except FileNotFoundError:
-            pass  # removed meanwhile, which only an empty group is
 
     def remove(self) -> None:
         for directory in self._dirs.values():

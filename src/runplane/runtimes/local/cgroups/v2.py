@@ -46,7 +46,7 @@ class V2Group(model.RunGroup):
         return files.keyed(self._dir / "cgroup.events").get("populated", 0) == 1
 
     def kill(self) -> None:
-        with contextlib.suppress(FileNotFoundError):  # removed: only an empty group is
+        with files.unless_gone():  # removed meanwhile, which only an empty group is
             self._kill()
 
     def _kill(self) -> None:
@@ -63,7 +63,8 @@ class V2Group(model.RunGroup):
                     )
                     files.sigkill(files.processes_in(files.tree(self._dir)))
                 finally:
-                    write(self._dir / "cgroup.freeze", 0)
+                    with files.unless_gone():
+                        write(self._dir / "cgroup.freeze", 0)
             files.wait_until(
                 lambda: not self._populated(), min(0.5, max(deadline - time.monotonic(), 0))
             )
