@@ -28,6 +28,7 @@ from runplane import names
 from runplane.errors import ConfigError, InvalidValueError, shown
 from runplane.spec.base import checked
 from runplane.spec.labels import check_labels
+from runplane.spec.numbers import is_whole
 from runplane.spec.resources import Resources, check_quantity_setting
 from runplane.spec.retention import RetentionPolicy
 from runplane.spec.retries import DEFAULT_POLICY, RetryLimits, RetryPolicy, overlay
@@ -256,7 +257,8 @@ class Local(pydantic.BaseModel):
     @classmethod
     def _uid_range(cls, value: str) -> str:
         first, dash, last = value.partition("-")
-        if not (dash and first.isdigit() and last.isdigit() and 0 < int(first) <= int(last)):
+        whole = dash and is_whole(first) and is_whole(last) and len(value) <= 2 * 20 + 1
+        if not (whole and 0 < int(first) <= int(last)):
             raise InvalidValueError(
                 "local.run_uids", value, "a range FIRST-LAST of uids", "1000000000-1000065535"
             )

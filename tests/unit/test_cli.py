@@ -241,3 +241,20 @@ def test_an_empty_run_uid_is_a_clear_error(workdir, args):
     done = run(*args, cwd=workdir, env={"RUNPLANE_LOCAL__HOME": str(workdir)})
     assert done.returncode == 2
     assert done.stderr.startswith("error: uid: '' is not valid; a run uid is 32 hex characters")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "field"),
+    [("--param", "epochs=a\udcffb", "params.epochs"), ("--env", "G=a\udcffb", "env G")],
+)
+def test_text_that_is_no_unicode_is_refused_before_a_run(workdir, flag, value, field):
+    """Bytes that are no UTF-8 reach Python's argv as lone surrogates: refused, naming the
+    flag's field, and nothing is recorded."""
+    home = {"RUNPLANE_LOCAL__HOME": str(workdir)}
+    done = run("run", "train.py", "--handler", "train", flag, value, cwd=workdir, env=home)
+    assert done.returncode == 2, done.stderr
+    assert f"error: {field}: " in done.stderr
+    assert "lone UTF-16 surrogate" in done.stderr
+    assert "Traceback" not in done.stderr
+    listed = run("runs", cwd=workdir, env=home).stdout
+    assert len(listed.strip().splitlines()) == 1, listed  # the table's header alone

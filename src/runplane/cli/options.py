@@ -13,6 +13,7 @@ from runplane import names
 from runplane.errors import SHOWN_DIGITS, InvalidValueError, RunplaneError
 from runplane.spec.bounds import MAX_GPUS
 from runplane.spec.function import Function
+from runplane.spec.numbers import is_whole
 from runplane.spec.quantity import parse_quantity
 from runplane.spec.run_options import RunOptions
 
@@ -31,7 +32,7 @@ class WholeNumber(click.ParamType[int]):
         text = str(value).strip()
         digits = text.removeprefix("-").removeprefix("+")
         allowed = f"the allowed range is {self.low} to {self.high}"
-        if not digits.isdigit():
+        if not is_whole(text):
             short = text if len(text) <= 24 else f"{text[:20]}... ({len(text)} characters)"
             self.fail(f"{short!r} is not a whole number; {allowed}")
         if len(digits.lstrip("0")) > SHOWN_DIGITS:  # said in a few words, not written out

@@ -16,6 +16,7 @@ import click
 
 from runplane.cli.examples import example
 from runplane.errors import InvalidValueError, NotFoundError
+from runplane.spec.numbers import whole_number
 from runplane.spec.retention import (
     MAX_COUNT,
     MIN_AGE_SECONDS,
@@ -45,11 +46,7 @@ def parse_term(term: str, value: str) -> Any:
             f"'{DEFAULT}' for the service's policy"
         )
         try:
-            count = int(text)
-        except ValueError:
-            raise InvalidValueError(flag, value, allowed, f"{flag} 500") from None
-        try:
-            return check_count(flag, count)
+            return check_count(flag, whole_number(flag, text, -1, MAX_COUNT))
         except InvalidValueError:
             raise InvalidValueError(flag, value, allowed, f"{flag} 500") from None
     try:

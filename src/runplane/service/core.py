@@ -29,6 +29,7 @@ from runplane.service.monitor import Monitor
 from runplane.service.recorder import Recorder
 from runplane.service.records import RunListing, RunStore, Settled
 from runplane.service.shared import Shared
+from runplane.spec.bounds import check_unicode
 from runplane.spec.function import Function
 from runplane.spec.run_options import RunOptions
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
@@ -187,12 +188,13 @@ class RunService:
             **check_thresholds("run(state_thresholds=...)", given.state_thresholds),
         }
         self.runtime.check(request)
+        function = check_unicode("function", fn.to_dict())  # recorded: text only
         record = self.store.create(
             uid=uid,
             project=fn.metadata.project,
             name=fn.metadata.name,
             runtime=self.runtime.name,
-            function=fn.to_dict(),
+            function=function,
             params=request.invocation.params,
             inputs=request.invocation.inputs,
             thresholds=thresholds,
@@ -223,8 +225,9 @@ class RunService:
             self.feed.publish(settled.lost + settled.ended)
         return self.store.get(record.uid)
 
-    def get(self, uid: str) -> RunRecord:
-        return self.store.get(uid)
+    def get(self, uid: str, owner: str | None = None) -> RunRecord:
+        """The run ``uid`` names (see :meth:`RunStore.get`: ``owner`` hides others' runs)."""
+        return self.store.get(uid, owner)
 
     def list_runs(self, *, limit: int = 50, **listing: Unpack[RunListing]) -> list[RunRecord]:
         """The store's listing (see :meth:`RunStore.list_runs`), its limit checked first."""

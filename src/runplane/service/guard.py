@@ -30,6 +30,7 @@ from typing import Any, Literal
 from runplane.errors import InvalidValueError
 from runplane.service.throttle import FailureThrottle, retry_after
 from runplane.spec.bounds import load_json
+from runplane.spec.numbers import whole_number
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -114,7 +115,7 @@ class Gate:
         door = self.doors.at(scope["path"])
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > door.max_bytes):
+        if declared is not None and not _within(declared, door.max_bytes):
             await _refuse(send, 413, "RequestTooLarge", door.too_large())
             return
         if door.who is not None:
@@ -223,6 +224,15 @@ def _closing(send: Send) -> Send:
         await send(message)
 
     return closing
+
+
+def _within(declared: bytes, limit: int) -> bool:
+    """Whether a ``Content-Length`` header is a number of bytes up to ``limit``."""
+    try:
+        whole_number("Content-Length", declared.decode("latin-1"), 0, limit)
+    except InvalidValueError:
+        return False
+    return True
 
 
 def _is_json(content_type: bytes | None) -> bool:

@@ -172,12 +172,16 @@ def _children(
     return found
 
 
+def _missing(uid: str) -> str:
+    return f"run {uid!r} does not exist (list runs with `runplane runs`)"
+
+
 def _read(connection: Connection, uid: str) -> RunRecord:
     """A run's whole record without the ORM's identity map: the waiter of every run reads it."""
     run_row, transitions, attempts, artifacts = _READ
     run = connection.execute(run_row, {"uid": uid}).one_or_none()
     if run is None:
-        raise NotFoundError(f"run {uid!r} does not exist (list runs with `runplane runs`)")
+        raise NotFoundError(_missing(uid))
     return _record(
         run,
         connection.execute(transitions, {"uid": uid}),
@@ -332,7 +336,7 @@ class RunStore:
             ],
         )
         if run is None:
-            raise NotFoundError(f"run {uid!r} does not exist (list runs with `runplane runs`)")
+            raise NotFoundError(_missing(uid))
         return run  # type: ignore[no-any-return]
 
     def exists(self, uid: str) -> bool:
@@ -354,17 +358,25 @@ class RunStore:
             state = session.scalar(select(Run.state).where(Run.uid == uid))
         return None if state is None else RunState(state)
 
-    def get(self, uid: str) -> RunRecord:
+    def get(self, uid: str, owner: str | None = None) -> RunRecord:
+        """The run ``uid`` (or a unique prefix) names; with ``owner``, among that owner's runs
+        only: another's run is answered as no run, and a prefix is matched against the
+        owner's runs alone, so neither a refusal nor an ambiguity tells of runs not theirs."""
         with self._reader.begin() as connection:
-            return _read(connection, self._resolve(connection, uid))
+            record = _read(connection, self._resolve(connection, uid, owner))
+        if owner is not None and record.owner != owner:
+            raise NotFoundError(_missing(uid))
+        return record
 
-    def _resolve(self, session: Session | Connection, uid: str) -> str:
-        """Full uids pass through; a unique prefix of at least 6 characters is accepted too."""
+    def _resolve(self, session: Session | Connection, uid: str, owner: str | None = None) -> str:
+        """Full uids pass through; a unique prefix of at least 6 characters is accepted too
+        (of ``owner``'s runs, when given)."""
         if len(check_uid(uid)) == 32:
             return uid
-        matches = session.scalars(
-            select(Run.uid).where(Run.uid.startswith(uid, autoescape=True)).limit(2)
-        ).all()
+        query = select(Run.uid).where(Run.uid.startswith(uid, autoescape=True))
+        if owner is not None:
+            query = query.where(Run.owner == owner)
+        matches = session.scalars(query.limit(2)).all()
         if len(matches) == 1:
             return str(matches[0])
         if len(matches) > 1:

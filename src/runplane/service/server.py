@@ -37,6 +37,7 @@ from runplane.service.projects import ProjectStore
 from runplane.service.records import RunStore
 from runplane.service.retention import Retention, Swept
 from runplane.service.schedules import ScheduleRecord, ScheduleStore, check_cron
+from runplane.spec.bounds import check_unicode
 from runplane.spec.function import Function
 from runplane.spec.loaders import new_function
 from runplane.spec.run_options import RunOptions
@@ -145,7 +146,7 @@ class Server:
             project=fn.metadata.project,
             name=fn.metadata.name,
             cron=cron,
-            function=fn.to_dict(),
+            function=check_unicode("function", fn.to_dict()),
             params=options.params,
             state_thresholds=options.state_thresholds,
             user=who.user,

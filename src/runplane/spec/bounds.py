@@ -4,6 +4,12 @@ A shared service takes functions, parameters and environments from any user, so 
 limit, checked before the value is used: Kubernetes' own where it has one, otherwise well
 above any real use and far below what would hurt the service. Deep nesting is measured
 without recursion, so checking a hostile value cannot itself exhaust the stack.
+
+Text is Unicode characters. JSON can still spell half of a UTF-16 pair alone (``"\\ud800"``),
+which Python decodes into a lone surrogate: a string no UTF-8 encoder writes, so every answer,
+page or pod carrying it would fail. Such strings are refused wherever a value enters
+(:func:`load_json`, :func:`check_text`, :func:`check_json`, :func:`check_unicode`), and
+:func:`escape_surrogates` makes one already stored readable.
 """
 
 from __future__ import annotations
@@ -45,6 +51,19 @@ MAX_BODY_DEPTH = MAX_DEPTH + 8
 MAX_INT_DIGITS = 4300
 #: Path parts an error names: enough to say where, short enough to read.
 _SHOWN_PARTS = 6
+#: A lone surrogate: half of a UTF-16 pair, which is no character of its own.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: What a JSON text holding one looks like: an escape of one (a pair decodes to one character
+#: beyond U+FFFF, so a pair of these is found and passes), or one encoded raw. Each pattern
+#: starts with a literal, which the regular expression engine scans for quickly.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_UTF8 = re.compile(rb"\xed[\xa0-\xbf]")
+_UNICODE = (
+    "text is Unicode characters: a lone UTF-16 surrogate (\\ud800 to \\udfff) is half of a "
+    "pair, not a character (a character beyond U+FFFF is written whole, or as both halves)"
+)
+_UNICODE_EXAMPLE = '"caf\\u00e9", "\\ud83d\\ude00"'
 
 
 class _Refused:
@@ -106,6 +125,8 @@ def load_json(raw: bytes | str) -> Any:
             '{"params": {"epochs": 3}}',
         ) from None
     _check_parsed(value)
+    if may_hold_surrogates(raw):  # rare: only then is every string looked at
+        check_unicode("", value)
     return value
 
 
@@ -202,6 +223,59 @@ def _field(path: tuple[str | int, ...]) -> str:
     return text or "body"
 
 
+def may_hold_surrogates(raw: str | bytes) -> bool:
+    """Whether JSON text may decode to a string with a lone surrogate: it holds an escape of
+    one (or, raw, one encoded). A plain search for a backslash-u comes first: most texts have
+    none at all."""
+    if isinstance(raw, bytes):
+        return (b"\\u" in raw and _SURROGATE_ESCAPE_BYTES.search(raw) is not None) or (
+            b"\xed" in raw and _SURROGATE_UTF8.search(raw) is not None
+        )
+    return ("\\u" in raw and _SURROGATE_ESCAPE.search(raw) is not None) or has_surrogate(raw)
+
+
+def has_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate (ASCII text, the common case, is answered at
+    once)."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def check_unicode(field: str, value: Any) -> Any:
+    """``value`` if no string in it (a key either) holds a lone surrogate; otherwise an
+    :class:`InvalidValueError` naming where (``params.x``), walked without recursion."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, (field,) if field else ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if has_surrogate(item):
+                raise InvalidValueError(_field(path), item, _UNICODE, _UNICODE_EXAMPLE)
+        elif len(path) > MAX_BODY_DEPTH + 1:  # refused as too deep elsewhere: not walked
+            continue
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and has_surrogate(key):
+                    raise InvalidValueError(
+                        _field((*path, escape_surrogates(key))), key, _UNICODE, _UNICODE_EXAMPLE
+                    )
+                stack.append((child, (*path, key)))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, (*path, index)) for index, child in enumerate(item))
+    return value
+
+
+def escape_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) written as its escape,
+    ``\\ud800``: how a value stored before they were refused is shown and sent, since no
+    encoder writes one. Other strings and values come back equal (containers are copied)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode() if has_surrogate(value) else value
+    if isinstance(value, dict):
+        return {escape_surrogates(key): escape_surrogates(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [escape_surrogates(child) for child in value]
+    return value
+
+
 def depth(value: Any) -> int:
     """How deeply lists and dicts nest in ``value`` (a scalar is 0), without recursion."""
     deepest = 0
@@ -230,7 +304,10 @@ def check_json(field: str, value: Any, max_bytes: int, example: str) -> Any:
             field, _Elided(value), f"values nest at most {MAX_DEPTH} levels deep", example
         )
     try:
-        size = len(json.dumps(value, allow_nan=False).encode())
+        size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode())
+    except UnicodeEncodeError:  # a lone surrogate: say where
+        check_unicode(field, value)
+        raise
     except (TypeError, ValueError):
         raise InvalidValueError(
             field,
@@ -247,7 +324,8 @@ def check_json(field: str, value: Any, max_bytes: int, example: str) -> Any:
 
 def check_text(field: str, value: object, max_bytes: int, example: str) -> str:
     """A string of at most ``max_bytes`` (UTF-8) without NUL characters, which no program
-    argument, environment value or file name can carry."""
+    argument, environment value or file name can carry, nor lone surrogates, which no UTF-8
+    can."""
     if not isinstance(value, str):
         raise InvalidValueError(field, value, "a string", example)
     size = len(value.encode("utf-8", errors="surrogatepass"))
@@ -257,6 +335,8 @@ def check_text(field: str, value: object, max_bytes: int, example: str) -> str:
         )
     if "\x00" in value:
         raise InvalidValueError(field, _Elided(value), "text without NUL characters", example)
+    if has_surrogate(value):
+        raise InvalidValueError(field, value, _UNICODE, example)
     return value
 
 

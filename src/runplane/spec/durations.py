@@ -25,7 +25,7 @@ for _names, _seconds in (
     for _name in _names:
         _UNIT_SECONDS[_name] = _seconds
 
-_PAIR = re.compile(r"(\d+(?:\.\d+)?)\s*([a-zA-Z]+)")
+_PAIR = re.compile(r"(\d+(?:\.\d+)?)\s*([a-zA-Z]+)", re.ASCII)
 _SEPARATOR = re.compile(r"(?:\s|,|\band\b)*")
 _DANGLING = re.compile(r"^\s*(?:,|and\b)|(?:,|\band)\s*$")
 

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from runplane.errors import InvalidValueError
-from runplane.spec.bounds import load_json
+from runplane.spec.bounds import MAX_INT_DIGITS, load_json
+from runplane.spec.numbers import whole_number
 
+#: The largest integer a parameter converted from text may be: as large as a JSON body's.
+_LARGEST_INT = 10**MAX_INT_DIGITS - 1
 _CONVERTIBLE = {"int", "float", "str", "bool", "list", "dict"}
 _TRUE = {"true", "1", "yes", "y", "on"}
 _FALSE = {"false", "0", "no", "n", "off"}
@@ -141,9 +144,12 @@ def _convert(field: str, value: Any, annotation: str | None) -> Any:
         if annotation == "float" and isinstance(value, int):
             return float(value)
         return value
+    if annotation == "int":
+        try:
+            return whole_number(field, value, -_LARGEST_INT, _LARGEST_INT)
+        except InvalidValueError:
+            raise _not_a(field, value, annotation) from None
     try:
-        if annotation == "int":
-            return int(value)
         if annotation == "float":
             number = float(value)
             if not math.isfinite(number):  # no JSON number: it could not be recorded

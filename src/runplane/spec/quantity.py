@@ -56,10 +56,12 @@ _SUFFIXES: dict[str, Fraction] = {
 
 # <sign><number><suffix>, where number is digits, digits.digits, digits. or .digits and the
 # suffix is a binary/decimal SI suffix or a decimal exponent (e3, E-2) - the grammar of
-# k8s.io/apimachinery's resource.Quantity.
+# k8s.io/apimachinery's resource.Quantity. In ASCII and matched whole: Python's \d takes any
+# script's digits and its $ a trailing newline, both of which the API server refuses.
 _QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?$"
+    r"(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
+    r"(?:(?P<exponent>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]))?",
+    re.ASCII,
 )
 
 _EXAMPLES = {
@@ -70,7 +72,8 @@ _EXAMPLES = {
 
 def _allowed(kind: str) -> str:
     return (
-        f"a {kind} quantity must be a non-negative number with an optional Kubernetes suffix "
+        f"a {kind} quantity must be a non-negative number in ASCII digits with an optional "
+        "Kubernetes suffix "
         "(m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent such as e9), at most "
         f"{MAX_VALUE} ({MAX_LENGTH} characters)"
     )
@@ -104,7 +107,7 @@ def _parse(value: int | float | str) -> Fraction | None:
         return Fraction(value) if 0 <= value <= MAX_VALUE else None
     if len(value) > MAX_LENGTH:
         return None
-    match = _QUANTITY.match(value)
+    match = _QUANTITY.fullmatch(value)
     if match is None:
         return None
     number = Fraction(match["number"])

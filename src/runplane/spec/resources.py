@@ -19,6 +19,7 @@ from runplane.errors import ConflictError, InvalidValueError
 from runplane.spec.base import SpecModel
 from runplane.spec.bounds import MAX_GPUS
 from runplane.spec.labels import check_label_key
+from runplane.spec.numbers import whole_number
 from runplane.spec.quantity import QuantityInput, parse_quantity
 
 #: The smallest memory limit: a run's Python interpreter takes about 13 MiB before the handler
@@ -52,15 +53,11 @@ def check_gpu_type(field: str, gpu_type: object) -> str:
 
 
 def check_gpu_count(field: str, gpus: object) -> int:
-    """A whole number of GPUs, 0 to :data:`MAX_GPUS` (a digit string too, as YAML gives)."""
-    count = gpus
-    if isinstance(gpus, str) and gpus.isdigit() and len(gpus) <= len(str(MAX_GPUS)):
-        count = int(gpus)
-    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_GPUS:
-        raise InvalidValueError(
-            field, gpus, f"GPUs are a whole number from 0 to {MAX_GPUS}", "gpus=1"
-        )
-    return count
+    """A whole number of GPUs, 0 to :data:`MAX_GPUS` (a digit string too, as YAML and forms
+    give)."""
+    return whole_number(
+        field, gpus, 0, MAX_GPUS, "gpus=1", f"GPUs are a whole number from 0 to {MAX_GPUS}"
+    )
 
 
 def check_quantity_setting(field: str, value: object) -> str:

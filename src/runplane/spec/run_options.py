@@ -19,6 +19,8 @@ from typing import Any
 
 import pydantic
 
+from runplane.spec.bounds import check_unicode
+
 
 class RunOptions(pydantic.BaseModel):
     """A run's own arguments: ``params`` for the handler (converted to its annotated types),
@@ -31,6 +33,14 @@ class RunOptions(pydantic.BaseModel):
     params: dict[str, Any] = pydantic.Field(default_factory=dict)
     inputs: dict[str, str] = pydantic.Field(default_factory=dict)
     state_thresholds: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+    @pydantic.model_validator(mode="after")
+    def _unicode(self) -> RunOptions:
+        """Text only: a lone surrogate in any value (from the SDK, a flag or a body) is
+        refused here, naming where, before it could be recorded."""
+        for field in ("params", "inputs", "state_thresholds"):
+            check_unicode(field, getattr(self, field))
+        return self
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,6 +14,7 @@ from runplane.errors import InvalidValueError
 from runplane.spec.base import to_kubernetes_json
 from runplane.spec.bounds import MAX_TEXT_BYTES, check_json
 from runplane.spec.labels import check_dns_subdomain, check_label_key, check_labels
+from runplane.spec.numbers import is_whole
 
 
 class PreemptionMode(StrEnum):
@@ -52,6 +53,16 @@ _AFFINITY_EXAMPLE = (
 )
 
 
+def _int64(text: object) -> bool:
+    """Whether ``text`` is an integer Kubernetes compares with ``Gt``/``Lt`` (an int64)."""
+    return (
+        isinstance(text, str)
+        and is_whole(text)
+        and len(text.lstrip("+-").lstrip("0")) <= 19
+        and -(2**63) <= int(text) < 2**63
+    )
+
+
 def _check_requirement(field: str, requirement: Any) -> None:
     if not isinstance(requirement, dict) or set(requirement) - {"key", "operator", "values"}:
         raise InvalidValueError(
@@ -80,7 +91,7 @@ def _check_requirement(field: str, requirement: Any) -> None:
         raise InvalidValueError(
             f"{field}.values", values, f"operator {operator} takes no values", "[]"
         )
-    if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+    if operator in ("Gt", "Lt") and (len(values) != 1 or not _int64(values[0])):
         raise InvalidValueError(
             f"{field}.values", values, f"operator {operator} takes one integer value", "['4']"
         )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import DBAPIError
@@ -25,6 +26,7 @@ from runplane.service.outage import RETRY_AFTER, outage
 from runplane.service.server import Server
 from runplane.service.throttle import FailureThrottle, retry_after
 from runplane.ui import live
+from runplane.ui.invalid import invalid_request_page
 from runplane.ui.pages import admin, functions, newjob, runs
 from runplane.ui.sessions import LOGIN_COOKIE, SESSION_COOKIE, Session, Sessions, same_token
 from runplane.ui.web import (
@@ -128,6 +130,7 @@ def create_ui(
         response.headers["Retry-After"] = str(RETRY_AFTER)
         return response
 
+    app.add_exception_handler(RequestValidationError, invalid_request_page(ui))
     _auth_routes(app, ui)
     for module in (runs, live, newjob, functions, admin):
         app.include_router(module.router(ui))

@@ -21,7 +21,7 @@ from runplane import names
 from runplane.errors import InvalidValueError, RunplaneError
 from runplane.spec.function import Function
 from runplane.spec.handler import Signature, read_signature
-from runplane.spec.resources import COMPUTE, Resources
+from runplane.spec.resources import COMPUTE, Resources, check_gpu_count
 from runplane.spec.scheduling import PreemptionMode
 from runplane.spec.thresholds import DEFAULT_THRESHOLDS
 from runplane.spec.volumes import (
@@ -250,10 +250,13 @@ class JobForm:
         if self.cpu_limit:
             attempt("cpu_limit", lambda: fn.with_limits(cpu=self.cpu_limit, patch=True))
         if self.gpu_limit:
-            count: Any = int(self.gpu_limit) if self.gpu_limit.isdigit() else self.gpu_limit
             attempt(
                 "gpu_limit",
-                lambda: fn.with_limits(gpus=count, gpu_type=self.gpu_type, patch=True),
+                lambda: fn.with_limits(
+                    gpus=check_gpu_count("gpu_limit", self.gpu_limit),
+                    gpu_type=self.gpu_type,
+                    patch=True,
+                ),
             )
 
     def _volumes(self, fn: Function, attempt: Callable[[str, Callable[[], object]], None]) -> None:

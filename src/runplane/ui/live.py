@@ -32,6 +32,7 @@ from starlette.types import Receive, Scope, Send
 
 from runplane.runs import RunRecord, RunState
 from runplane.service.streams import LogFollower, LogFollowers, Slot, StreamSlots, StreamsRefused
+from runplane.spec.numbers import whole_number
 from runplane.ui.pages.runs import RunFilters, filter_of, visible_run
 from runplane.ui.sessions import Session
 from runplane.ui.web import UI
@@ -248,12 +249,12 @@ def router(ui: UI) -> APIRouter:
         """The run's output from ``offset`` (or the last event id) as it is written: ``log``
         events whose id is the next offset, then ``end`` once the run ended and all of it
         was sent."""
+        resumed = request.headers.get("last-event-id", "")
+        start = whole_number("Last-Event-ID", resumed, 0, 2**53) if resumed else offset
         slot = take(session)
         if isinstance(slot, Response):
             return slot
         record = await visible(session, uid, slot)
-        resumed = request.headers.get("last-event-id", "")
-        start = int(resumed) if resumed.isdigit() else offset
         alive = going_on(session)
 
         async def body() -> AsyncGenerator[str]:

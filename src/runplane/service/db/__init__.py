@@ -6,6 +6,7 @@ query and imports Alembic only when an upgrade is due, so a warm start stays fas
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -23,6 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from runplane import meters
 from runplane.errors import ConfigError
 from runplane.service.db.models import Base
+from runplane.spec.bounds import escape_surrogates, may_hold_surrogates
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
@@ -131,14 +133,18 @@ def connect(url: str) -> Engine:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not path.exists():
                 path.touch(mode=0o600)
-            engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+            engine = create_engine(
+                url,
+                connect_args={"check_same_thread": False, "timeout": 30},
+                json_deserializer=stored_json,
+            )
             event.listen(engine, "connect", _sqlite_pragmas)
             writers = _Writers()
             event.listen(engine, "begin", writers.begin)
             event.listen(engine, "commit", writers.end)
             event.listen(engine, "rollback", writers.end)
         else:
-            engine = create_engine(url, pool_pre_ping=True)
+            engine = create_engine(url, pool_pre_ping=True, json_deserializer=stored_json)
         event.listen(engine, "before_cursor_execute", _count_statement)
         if current_revision(engine) != HEAD:
             with _migration_lock(engine):
@@ -151,6 +157,16 @@ def connect(url: str) -> Engine:
         reason = " ".join(str(error.orig).split())
         raise ConfigError(f"service.database_url: cannot open {_hidden(url)}: {reason}") from None
     return engine
+
+
+def stored_json(text: str | bytes) -> Any:
+    """A JSON column's value as read. One written before lone surrogates were refused at the
+    door can hold them (escaped, as JSON allows); they come back escaped as text, ``\\ud800``,
+    so every answer and page can still be encoded. Only a text with such an escape is walked."""
+    value = json.loads(text)
+    if may_hold_surrogates(text):
+        value = escape_surrogates(value)
+    return value
 
 
 def _count_statement(*args: Any) -> None:

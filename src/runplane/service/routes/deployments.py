@@ -14,6 +14,7 @@ from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import Name, PathName
 from runplane.service.routes.submissions import RunSubmission, function_of
 from runplane.service.wire import FUNCTION_STATUS, INVOKE_TIMEOUT
+from runplane.spec.numbers import is_decimal
 
 router = APIRouter()
 
@@ -25,10 +26,7 @@ def _invoke_timeout(given: str | None) -> float:
     """The caller's timeout for an invoke (its header), 60 s when not given."""
     if given is None:
         return 60.0
-    try:
-        timeout = float(given)
-    except ValueError:
-        timeout = -1.0
+    timeout = float(given) if is_decimal(given) and len(given) <= 32 else -1.0
     if not 0 < timeout <= MAX_INVOKE_TIMEOUT:
         raise InvalidValueError(
             INVOKE_TIMEOUT, given, f"seconds, more than 0 and at most {MAX_INVOKE_TIMEOUT:g}", "60"

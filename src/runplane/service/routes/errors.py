@@ -48,6 +48,20 @@ def _error(error: str, message: str, status: int, field: str | None = None) -> J
     return JSONResponse(body.model_dump(), status_code=status)
 
 
+def described(error: RequestValidationError) -> tuple[str | None, str]:
+    """The field a request's validation refused and why, in the words of every refusal:
+    ``field: value is not valid; what is allowed`` (the value cut short). The API answers it
+    as JSON, the web pages as a page."""
+    first = error.errors()[0]
+    where = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "form")]
+    field = ".".join(where) or "request"
+    if first.get("type") == "json_invalid":
+        detail = first.get("ctx", {}).get("error", "")
+        return None, f"the body is not valid JSON ({detail})"
+    value = first.get("input")
+    return field, f"{field}: {shown(value)} is not valid; {first.get('msg', 'invalid')}"
+
+
 def answer_errors(app: FastAPI) -> None:
     """Make ``app`` answer every refusal in the one shape."""
 
@@ -65,14 +79,7 @@ def answer_errors(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
-        first = error.errors()[0]
-        where = [str(part) for part in first.get("loc", ()) if part not in ("body", "query")]
-        field = ".".join(where) or "request"
-        if first.get("type") == "json_invalid":
-            detail = first.get("ctx", {}).get("error", "")
-            return _error("InvalidValueError", f"the body is not valid JSON ({detail})", 422)
-        value = first.get("input")
-        message = f"{field}: {shown(value)} is not valid; {first.get('msg', 'invalid')}"
+        field, message = described(error)
         return _error("InvalidValueError", message, 422, field)
 
     @app.exception_handler(DBAPIError)

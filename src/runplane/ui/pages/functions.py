@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from runplane.errors import RunplaneError
 from runplane.rendering import render
 from runplane.spec.function import Function, FunctionKind
+from runplane.spec.numbers import whole_number
 from runplane.ui.jobform import Errors, JobForm
 from runplane.ui.pages.newjob import field_of
 from runplane.ui.pane import FIELDS, pane_context
@@ -27,11 +28,15 @@ from runplane.ui.web import ROOT, UI
 Version = Annotated[str, Query(max_length=64)]
 
 
-def _int_or_none(text: str) -> int | str | None:
-    text = text.strip()
-    if not text:
+#: The most replicas, workers or seconds a deploy form takes (Kubernetes' int32).
+_MAX_FORM_NUMBER = 2**31 - 1
+
+
+def _int_or_none(field: str, text: str) -> int | None:
+    """A whole number of the deploy form, or ``None`` when left empty."""
+    if not text.strip():
         return None
-    return int(text) if text.isdigit() else text
+    return whole_number(field, text, 0, _MAX_FORM_NUMBER, "2")
 
 
 def router(ui: UI) -> APIRouter:
@@ -155,11 +160,11 @@ def router(ui: UI) -> APIRouter:
                 raise RunplaneError(
                     f"{name} is a {fn.kind.value} function; only serving functions are deployed"
                 )
-            fn.spec.min_replicas = _int_or_none(values["min_replicas"])  # type: ignore[assignment]
-            fn.spec.max_replicas = _int_or_none(values["max_replicas"])  # type: ignore[assignment]
+            fn.spec.min_replicas = _int_or_none("min_replicas", values["min_replicas"])
+            fn.spec.max_replicas = _int_or_none("max_replicas", values["max_replicas"])
             fn.with_http(
-                workers=_int_or_none(values["workers"]),  # type: ignore[arg-type]
-                worker_timeout=_int_or_none(values["worker_timeout"]),  # type: ignore[arg-type]
+                workers=_int_or_none("workers", values["workers"]),
+                worker_timeout=_int_or_none("worker_timeout", values["worker_timeout"]),
             )
             await run_in_threadpool(catalog.store, fn, session.who.user, session.who.admin)
             applied = await run_in_threadpool(ui.server.deploy, fn, session.who)

@@ -24,7 +24,6 @@ from runplane.errors import InvalidValueError, RunplaneError
 from runplane.rendering import RunRef, render
 from runplane.rendering.text import manifests_yaml
 from runplane.runs import RunRecord, RunState
-from runplane.service.access import check_owner
 from runplane.service.projects import ProjectRecord
 from runplane.service.records import RunListing
 from runplane.spec.function import Function
@@ -139,10 +138,10 @@ def project_record(ui: UI, project: str) -> ProjectRecord | None:
 
 
 def visible_run(ui: UI, session: Session, uid: str) -> RunRecord:
-    """The run, if this user may see it (the API's own rule)."""
-    record = ui.server.runs.get(uid)
-    check_owner(session.who, record.owner, f"run {record.uid}")
-    return record
+    """The run, if this user may see it (the API's own rule). Another user's run is answered
+    as no run at all, in the words of what was typed: a page never tells that a run of
+    someone else exists, nor the rest of its uid."""
+    return ui.server.runs.get(uid, session.who.owner_filter())
 
 
 @dataclass(frozen=True, slots=True)
