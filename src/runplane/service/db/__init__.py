@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import orjson
 from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from runplane import meters
 from runplane.errors import ConfigError
 from runplane.service.db.models import Base
-from runplane.spec.bounds import escape_surrogates, may_hold_surrogates
+from runplane.spec.bounds import escape_surrogates
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
@@ -162,11 +163,13 @@ def connect(url: str) -> Engine:
 def stored_json(text: str | bytes) -> Any:
     """A JSON column's value as read. One written before lone surrogates were refused at the
     door can hold them (escaped, as JSON allows); they come back escaped as text, ``\\ud800``,
-    so every answer and page can still be encoded. Only a text with such an escape is walked."""
-    value = json.loads(text)
-    if may_hold_surrogates(text):
-        value = escape_surrogates(value)
-    return value
+    so every answer and page can still be encoded. orjson refuses those (and numbers beyond
+    64 bits, and ``NaN``), so the standard library's reading, and the walk, are only for the
+    rare value it refuses; orjson reads the rest 2-3 times as fast."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return escape_surrogates(json.loads(text))
 
 
 def _count_statement(*args: Any) -> None:
