@@ -11,6 +11,7 @@ import time
 
 import yaml
 
+from runplane.cli.exits import ExitCode
 from runplane.config import load_settings
 from runplane.service.embedded import EmbeddedService
 from runplane.spec.run_options import RunOptions
@@ -97,7 +98,7 @@ def test_abort_from_another_process(tmp_path):
         assert runner.returncode == 1
         assert "aborted" in out
         again = cli("abort", uid)
-        assert again.returncode == 2
+        assert again.returncode == ExitCode.CONFLICT
         assert again.stderr.startswith(f"error: run {uid} already finished (aborted)")
     finally:
         service.close()
@@ -216,23 +217,30 @@ def test_cli_run_runs_get_and_logs(tmp_path):
 def test_cli_user_errors(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("def train(context, epochs: int = 1):\n    return epochs\n")
-    for args, message in (
+    for args, message, code in (
         (
             ["run", str(script), "--handler", "train", "--param", "epochs=many"],
             "error: params['epochs']: 'many' is not valid; the handler expects int",
+            ExitCode.USAGE,
         ),
-        (["run", str(script), "--handler", "nope"], "error: handler: 'nope' is not valid"),
+        (
+            ["run", str(script), "--handler", "nope"],
+            "error: handler: 'nope' is not valid",
+            ExitCode.USAGE,
+        ),
         (
             ["get", "run", "0123456789abcdef0123456789abcdef"],
             "error: run '0123456789abcdef0123456789abcdef' does not exist",
+            ExitCode.NOT_FOUND,
         ),
         (
             ["run", str(script), "--handler", "train", "--threshold", "running=soon"],
             "error: run(state_thresholds=...)['running']: 'soon' is not valid",
+            ExitCode.USAGE,
         ),
     ):
         done = cli(*args)
-        assert done.returncode == 2, (args, done.stderr)
+        assert done.returncode == code, (args, done.stderr)
         assert done.stderr.startswith(message), done.stderr
         assert "Traceback" not in done.stderr
 

@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 import runplane
+from runplane.cli.exits import ExitCode
 from runplane.client.serving import InvokeError
 from runplane.config import Settings
 from runplane.errors import NotFoundError
@@ -260,5 +261,5 @@ def test_get_and_delete_speak_clearly(settings: Settings):
         capture_output=True,
         text=True,
     )
-    assert missing.returncode == 2
+    assert missing.returncode == ExitCode.NOT_FOUND
     assert "deployment 'nope' does not exist here" in missing.stderr
