@@ -15,6 +15,9 @@ The server never runs a handler's code itself, so what one run does to its inter
 ``os._exit``, a thread left running, a changed global) stays in that run's process. Like
 ``child.py`` it needs only the standard library.
 
+``forkserver.py --footprint`` runs a no-op handler as a fresh run's process would, and exits:
+:mod:`runplane.runtimes.local.footprint` measures what it is charged.
+
 ``multiprocessing``'s forkserver is not used: it starts its server with the caller's whole
 environment (a service's tokens would sit in every run's memory), is one per process shared with
 the caller's own code, and its children import the caller's ``__main__`` again.
@@ -256,6 +259,9 @@ def main() -> int:
     if sys.path and Path(sys.path[0]).resolve() == _HERE:
         del sys.path[0]  # as for child.py: this directory's modules are not the handler's
     child = _load_child()
+    if sys.argv[1] == "--footprint":  # what a fresh run's process is charged (footprint.py)
+        _call_noop(child._bootstrap())
+        return 0
     child._prctl(child._PR_SET_PDEATHSIG, signal.SIGKILL)  # runplane gone: so is the server
     _practise(child._bootstrap())  # what every run imports, once
     connection = socket.socket(fileno=int(sys.argv[1]))
