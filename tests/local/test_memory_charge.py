@@ -54,8 +54,8 @@ def test_a_warm_no_op_is_charged_what_a_fresh_interpreter_is(
         cached = service.settings.local.home / "footprints.json"
     assert state == RunState.COMPLETED
     assert fresh > 6 * MiB, f"a fresh interpreter's peak is {fresh / MiB:.1f} MiB"
-    # Without counting what it inherits, a forked run is charged only ~2 MiB of its own.
-    assert abs(warm - fresh) < 4 * MiB, f"warm {warm / MiB:.1f} MiB, fresh {fresh / MiB:.1f} MiB"
+    # Without counting what it inherits, a forked run is charged only ~1-2 MiB of its own.
+    assert abs(warm - fresh) < 2 * MiB, f"warm {warm / MiB:.1f} MiB, fresh {fresh / MiB:.1f} MiB"
     assert cached.is_file()  # measured once, kept for the next start
 
 

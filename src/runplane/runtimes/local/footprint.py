@@ -6,13 +6,17 @@ warm launcher (:mod:`.warm`) inherits those pages from the fork server, whose cg
 charged to, so its own group counts only what it adds. Left so, one function with one limit
 completes here and is OOMKilled on the cluster, and every peak recorded here is low.
 
-The difference is measured, not guessed: a fresh interpreter is started in a cgroup of its own
-and runs a no-op handler through the bootstrap, as a run's process would (``forkserver.py
---footprint``), and the group's peak is the footprint. It depends on the interpreter, runplane's
-own code and the cgroup version, and is measured once for each and kept in the runplane home
-(``footprints.json``). A warm run's group is then limited to its limit less the footprint, and
-its peak is reported as the group's peak plus the footprint: the charge a fresh process would
-have had. Runs started fresh are charged their interpreter by the kernel already.
+The difference is measured, not guessed (``child.py --footprint``): a fresh interpreter is
+started in a cgroup of its own and runs a no-op handler as a fresh run's process does, and what
+its group is charged is read; then it becomes a fork server as the warm launcher's does and
+forks a process into a second group, which runs the no-op as a forked run's process does. What
+the first group was charged beyond the second is the footprint: the pages a forked run writes
+to, and so has copied into its own group, are not counted twice. It
+depends on the interpreter, runplane's own code and the cgroup version, and is measured once for
+each and kept in the runplane home (``footprints.json``). A warm run's group is then limited to
+its limit less the footprint, and its peak is reported as the group's peak plus the footprint:
+the charge a fresh process would have had. Runs started fresh are charged their interpreter by
+the kernel already.
 """
 
 from __future__ import annotations
@@ -21,20 +25,28 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
-from runplane.runtimes.local.cgroups import Hierarchy, Limits
+from runplane.bootstrap import Invocation
+from runplane.runtimes.local.cgroups import Hierarchy, Limits, RunGroup
 
 log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).resolve().parent
-SERVER = _HERE / "forkserver.py"
+CHILD = _HERE / "child.py"
 #: What the footprint depends on besides the interpreter: the code a run's process loads.
-_CODE = (SERVER, _HERE / "child.py", _HERE.parents[1] / "bootstrap" / "__init__.py")
-#: The measuring process waits on its standard input until it is in its group.
-_GATE = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@" </dev/null'
+_CODE = (CHILD, _HERE / "forkserver.py", _HERE.parents[1] / "bootstrap" / "__init__.py")
+#: The handler of the probe's runs.
+_NOOP = Invocation(
+    "footprint", "", "footprint", "handler", "def handler(context):\n    pass\n", "noop.py"
+)
+#: The measuring process waits on its standard input until it is in its group (and its forked
+#: child reads the same input, until it is in its own).
+_GATE = 'read -r go; [ "$go" = go ] || exit 125; exec "$0" "$@"'
 #: How long the measurement may take before runplane gives up on it (and charges nothing).
 TIMEOUT = 60.0
 
@@ -49,7 +61,7 @@ def inherited(python: str, env: dict[str, str], hierarchy: Hierarchy, home: Path
         return known[key]
     try:
         footprint = measure(python, env, hierarchy)
-    except (OSError, subprocess.SubprocessError, RuntimeError) as error:
+    except Exception as error:  # never a reason for a run to fail: it is charged less
         log.warning(
             "cannot measure a fresh interpreter's memory; warm runs are charged "
             "only what they add to it: %s",
@@ -63,33 +75,73 @@ def inherited(python: str, env: dict[str, str], hierarchy: Hierarchy, home: Path
 
 
 def measure(python: str, env: dict[str, str], hierarchy: Hierarchy) -> int:
-    """Start ``python`` running a no-op handler through the bootstrap in a new group of
-    ``hierarchy`` and return the group's peak memory."""
-    group = hierarchy.create(f"footprint-{os.getpid()}", Limits())
+    """What a fresh run's process of ``python`` is charged for a no-op handler, less what a
+    forked one is charged for it (``child.py --footprint``), each in a new group of
+    ``hierarchy``: what a forked run is charged too little."""
+    scratch = Path(tempfile.mkdtemp(prefix="runplane-footprint-"))
+    fresh = hierarchy.create(f"footprint-{os.getpid()}", Limits())
     try:
-        process = subprocess.Popen(
-            ["/bin/sh", "-c", _GATE, python, str(SERVER), "--footprint"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd="/",
-        )
+        forked = hierarchy.create(f"footprint-{os.getpid()}-forked", Limits())
         try:
-            group.add(process.pid)
-            _, error = process.communicate(b"go\n", timeout=TIMEOUT)
+            charged = _probe(python, env, scratch, fresh, forked)
+            return max(0, charged - forked.counters().peak_memory)
         finally:
-            process.kill()
-            process.wait()
-        if process.returncode != 0:
-            raise RuntimeError(
-                f"{python} {SERVER.name} --footprint exited with {process.returncode}: "
-                + error.decode(errors="replace").strip()[-500:]
-            )
-        return group.counters().peak_memory
+            forked.kill()
+            forked.remove()
     finally:
-        group.kill()
-        group.remove()
+        fresh.kill()
+        fresh.remove()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _probe(
+    python: str, env: dict[str, str], scratch: Path, fresh: RunGroup, forked: RunGroup
+) -> int:
+    """Run the probe, in ``fresh`` from its start and its forked process in ``forked`` before
+    that does anything; returns what ``fresh`` was charged before the probe forked."""
+    for name in ("fresh", "forked"):
+        (scratch / name / "work").mkdir(parents=True)
+        spec = {"invocation": _NOOP.to_json(), "mounts": {}, "executor_pid": os.getpid()}
+        (scratch / name / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", _GATE, python, str(CHILD), "--footprint", str(scratch)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd="/",
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    assert process.stderr is not None
+    timer = threading.Timer(TIMEOUT, process.kill)
+    timer.start()
+    charged, said = 0, b""
+    try:
+        fresh.add(process.pid)
+        process.stdin.write(b"go\n")
+        process.stdin.flush()
+        if process.stdout.readline() == b"fresh\n":
+            charged = fresh.counters().peak_memory
+            process.stdin.write(b"go\n")
+            process.stdin.flush()
+            said = process.stdout.readline().strip()
+            if said.isdigit():
+                forked.add(int(said))
+                process.stdin.write(b"go\n")
+        process.stdin.close()
+        error = process.stderr.read()
+        process.wait()
+    finally:
+        timer.cancel()
+        process.kill()
+        process.wait()
+    if process.returncode != 0 or not said.isdigit():
+        raise RuntimeError(
+            f"{python} {CHILD.name} --footprint exited with {process.returncode}: "
+            + error.decode(errors="replace").strip()[-500:]
+        )
+    return charged
 
 
 def _key(python: str, hierarchy: Hierarchy) -> str:

@@ -15,9 +15,6 @@ The server never runs a handler's code itself, so what one run does to its inter
 ``os._exit``, a thread left running, a changed global) stays in that run's process. Like
 ``child.py`` it needs only the standard library.
 
-``forkserver.py --footprint`` runs a no-op handler as a fresh run's process would, and exits:
-:mod:`runplane.runtimes.local.footprint` measures what it is charged.
-
 ``multiprocessing``'s forkserver is not used: it starts its server with the caller's whole
 environment (a service's tokens would sit in every run's memory), is one per process shared with
 the caller's own code, and its children import the caller's ``__main__`` again.
@@ -254,14 +251,35 @@ def _call_noop(bootstrap: ModuleType) -> None:
             sys.modules.pop(invocation.module_name, None)
 
 
+def fork_probe(child: ModuleType, run_dir: Path) -> int:
+    """The second half of ``child.py --footprint`` (:mod:`.footprint`): become a server as
+    :func:`main` does and fork one run's process as :func:`serve` does, which runs the run of
+    ``run_dir`` once ``go`` comes on its standard input; its pid is written on standard output.
+    Returns the child's exit code."""
+    _practise(child._bootstrap())
+    gc.freeze()
+    server = os.getpid()
+    spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+    pid = os.fork()
+    if pid == 0:
+        if os.read(0, 3) != b"go\n":
+            os._exit(125)
+        _end(
+            lambda: run(
+                {"run_dir": str(run_dir), "spec": spec, "env": {**os.environ}}, child, server
+            )
+        )
+    sys.stdout.write(f"{pid}\n")
+    sys.stdout.flush()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 def main() -> int:
     """Serve runplane (0 when it hangs up); in a forked child, run the request and exit."""
     if sys.path and Path(sys.path[0]).resolve() == _HERE:
         del sys.path[0]  # as for child.py: this directory's modules are not the handler's
     child = _load_child()
-    if sys.argv[1] == "--footprint":  # what a fresh run's process is charged (footprint.py)
-        _call_noop(child._bootstrap())
-        return 0
     child._prctl(child._PR_SET_PDEATHSIG, signal.SIGKILL)  # runplane gone: so is the server
     _practise(child._bootstrap())  # what every run imports, once
     connection = socket.socket(fileno=int(sys.argv[1]))
