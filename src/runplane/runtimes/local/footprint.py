@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -79,9 +80,10 @@ def measure(python: str, env: dict[str, str], hierarchy: Hierarchy) -> int:
     forked one is charged for it (``child.py --footprint``), each in a new group of
     ``hierarchy``: what a forked run is charged too little."""
     scratch = Path(tempfile.mkdtemp(prefix="runplane-footprint-"))
-    fresh = hierarchy.create(f"footprint-{os.getpid()}", Limits())
+    name = f"footprint-{secrets.token_hex(4)}"  # two runtimes of one process may measure at once
+    fresh = hierarchy.create(name, Limits())
     try:
-        forked = hierarchy.create(f"footprint-{os.getpid()}-forked", Limits())
+        forked = hierarchy.create(f"{name}-forked", Limits())
         try:
             charged = _probe(python, env, scratch, fresh, forked)
             return max(0, charged - forked.counters().peak_memory)
