@@ -59,9 +59,9 @@ def test_results_artifacts_and_usage(isolation, service, make_function, tmp_path
     assert attempt.exit_code == 0
     assert attempt.process_id
     assert attempt.node
-    # A fresh interpreter holds several MiB; a warm run (forked, in a cgroup) is charged only
-    # the pages it touches itself, the server's shared ones staying the server's.
-    assert record.peak_memory_bytes > (5 if isolation == "watchdog" else 1) * 2**20
+    # A fresh interpreter holds several MiB; a warm run (forked, in a cgroup) is charged them
+    # too, though the server's pages it shares are the server's (runtimes/local/footprint.py).
+    assert record.peak_memory_bytes > 5 * 2**20
     assert record.cpu_seconds > 0
     assert record.requests == {"cpu": "500m", "memory": "64Mi"}
     log = service.logs(uid)[0].decode()

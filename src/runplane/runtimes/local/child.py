@@ -7,7 +7,8 @@ from runplane's package when the interpreter has it, else from its folder beside
 any Python 3.9+ (``local.python``) can run a run.
 
 ``child.py --check DIR`` is the start-up probe of runs under users of their own: it loads what
-a run loads and reaches ``DIR`` as a run would, and says what stops it.
+a run loads and reaches ``DIR`` as a run would, and says what stops it. ``child.py --footprint
+DIR`` is the probe of what a run's process is charged (``footprint.py``).
 """
 
 from __future__ import annotations
@@ -105,9 +106,32 @@ def check(directory: Path) -> int:
     return 0
 
 
+def footprint(scratch: Path) -> int:
+    """The probe of what a run's process is charged (``footprint.py``): the run of
+    ``SCRATCH/fresh`` here, as a fresh run's process runs it; then, once ``go`` comes on
+    standard input (what this process was charged has been read), the run of
+    ``SCRATCH/forked`` in a process forked as the warm launcher's server forks one."""
+    code = main(scratch / "fresh")
+    sys.stdout.write("fresh\n")
+    sys.stdout.flush()
+    if code != 0 or os.read(0, 3) != b"go\n":
+        return code or 125
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("runplane_forkserver", _HERE / "forkserver.py")
+    assert spec is not None
+    assert spec.loader is not None
+    server = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(server)
+    forked: int = server.fork_probe(sys.modules[__name__], scratch / "forked")
+    return forked
+
+
 if __name__ == "__main__":
     if sys.path and Path(sys.path[0]).resolve() == _HERE:
         del sys.path[0]  # run as a script: its directory's modules are not the handler's
     if sys.argv[1] == "--check":
         sys.exit(check(Path(sys.argv[2])))
+    if sys.argv[1] == "--footprint":
+        sys.exit(footprint(Path(sys.argv[2])))
     sys.exit(main(Path(sys.argv[1])))

@@ -251,6 +251,30 @@ def _call_noop(bootstrap: ModuleType) -> None:
             sys.modules.pop(invocation.module_name, None)
 
 
+def fork_probe(child: ModuleType, run_dir: Path) -> int:
+    """The second half of ``child.py --footprint`` (:mod:`.footprint`): become a server as
+    :func:`main` does and fork one run's process as :func:`serve` does, which runs the run of
+    ``run_dir`` once ``go`` comes on its standard input; its pid is written on standard output.
+    Returns the child's exit code."""
+    _practise(child._bootstrap())
+    gc.freeze()
+    server = os.getpid()
+    spec = json.loads((run_dir / "spec.json").read_text(encoding="utf-8"))
+    pid = os.fork()
+    if pid == 0:
+        if os.read(0, 3) != b"go\n":
+            os._exit(125)
+        _end(
+            lambda: run(
+                {"run_dir": str(run_dir), "spec": spec, "env": {**os.environ}}, child, server
+            )
+        )
+    sys.stdout.write(f"{pid}\n")
+    sys.stdout.flush()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 def main() -> int:
     """Serve runplane (0 when it hangs up); in a forked child, run the request and exit."""
     if sys.path and Path(sys.path[0]).resolve() == _HERE:

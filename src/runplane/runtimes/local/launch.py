@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,9 @@ class LocalRun:
     fresh: str = ""
     #: The highest memory use seen so far, in bytes (by the watchdog; a cgroup counts its own).
     peak_memory: int = 0
+    #: The memory a fresh interpreter is charged that the run's process inherited uncharged
+    #: from the warm launcher's server (:mod:`.footprint`); counted as the run's (0: fresh).
+    inherited: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     #: The CPU limit and request, in millicores.
     cpu_limit: int | None = None
@@ -363,14 +366,17 @@ def spawn(
     *,
     pin: bool,
     user: RunUser | None,
-    group: RunGroup | None,
+    group: Callable[[int], RunGroup] | None,
     warm: WarmLauncher | None,
+    inherited: Callable[[], int] = lambda: 0,
 ) -> RunProcess:
     """Start the run's process, in ``group`` (when given) before it runs anything, in its own
     session, as ``user`` (runplane's own when ``None``), output to ``output.log`` in its
     directory: forked by ``warm``'s server when given and the run allows it, else a fresh
     interpreter held at a gate until it is in its group. The group is made by whichever
-    starts the process: the server, from the group's steps, or here.
+    starts the process: the server, from the group's steps, or here. ``group`` gives the group
+    for the bytes the process inherits uncharged: ``inherited()`` (:mod:`.footprint`) for a
+    warm one, whose :attr:`LocalRun.inherited` they become, 0 for a fresh one.
 
     The run's directory and what runplane writes there are its owner's only (0700, 0600),
     and the run's process starts with umask 077 so that its own files are too. ``pin``
@@ -397,26 +403,31 @@ def spawn(
     env = environment(run, grant, settings)
     why_fresh = needs_fresh(run, env)
     if warm is not None and not why_fresh:
+        footprint = inherited()
+        steps = group(footprint).steps if group is not None else None
         try:  # the spec travels with the request: a forked process needs no file to read
+            run.inherited = footprint
             return warm.start(
                 {
                     "run_dir": str(run.run_dir),
                     "spec": spec,
-                    "group": group.steps if group is not None else None,
+                    "group": steps,
                     "env": env,
                     "uid": None if user is None else user.uid,
                     "gid": None if user is None else user.gid,
                 }
             )
         except LauncherUnavailable as error:
+            run.inherited = 0
             log.warning("run %s starts fresh: %s", run.uid, error)
             why_fresh = str(error)
     with os.fdopen(_private_file(run.run_dir / "spec.json", append=False), "w") as file:
         file.write(json.dumps(spec))
     RunUsers.hand_over(run.run_dir, user, [run.run_dir / "spec.json"])
     run.fresh = why_fresh if warm is not None else ""  # what kept the warm launcher from it
-    if group is not None:
-        group.make()
+    made = group(0) if group is not None else None
+    if made is not None:
+        made.make()
     python = str(settings.local.python or sys.executable)
     log_fd = _private_file(output_target(run.run_dir))
     try:
@@ -441,9 +452,9 @@ def spawn(
     finally:
         os.close(log_fd)
     process = FreshProcess(popen)
-    if group is not None:
+    if made is not None:
         try:
-            group.add(popen.pid)  # before it runs anything: all it starts is inside
+            made.add(popen.pid)  # before it runs anything: all it starts is inside
         except BaseException:
             process.kill()
             process.wait()

@@ -379,7 +379,7 @@ class LocalRuntime:
         group = run.group
         if group is not None:
             counters = group.counters()
-            return Usage(counters.peak_memory, counters.cpu_seconds)
+            return Usage(counters.peak_memory + run.inherited, counters.cpu_seconds)
         if run.usage_so_far is not None:
             return run.usage_so_far
         return Usage(run.peak_memory, self._processes.cpu_seconds(run.process.pid))

@@ -12,18 +12,20 @@ one event.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 import select
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
 from runplane.config import Settings
 from runplane.runs import Reason, RunState, Usage
-from runplane.runtimes.local import secretvolumes
+from runplane.runtimes.local import footprint, secretvolumes
 from runplane.runtimes.local.cgroups import Counters, Hierarchy, Limits, RunGroup
 from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
@@ -38,6 +40,9 @@ log = logging.getLogger(__name__)
 
 #: A process killed by SIGKILL exits as 128 + 9, as a container's main process does.
 KILLED_EXIT_CODE = 137
+#: The least a warm run's group is limited to when its limit is below what a fresh interpreter
+#: takes: its process is then killed as soon as it runs, as the pod's would be.
+MIN_GROUP_MEMORY = 1 << 20
 
 
 class Report(Protocol):
@@ -73,6 +78,8 @@ class Supervisor:
         self.users = users
         #: Where runs' processes are forked from (``None``: each starts a fresh interpreter).
         self.warm = warm
+        self._footprint: int | None = None
+        self._footprint_lock = threading.Lock()
 
     def run(self, run: LocalRun, grant: Grant) -> None:
         """Start the run's process, hold it to its end, and report that end. Whatever fails
@@ -141,36 +148,54 @@ class Supervisor:
     def _contain(
         self, run: LocalRun, grant: Grant, user: RunUser | None, hierarchy: Hierarchy
     ) -> None:
-        limits = Limits(
-            memory=run.memory_limit,
-            cpu=run.cpu_limit,
-            cpu_request=run.cpu_request,
-            pids=self.settings.local.pids_limit,
-        )
+        def group_for(inherited: int) -> RunGroup:
+            """The run's group, its memory limit less what the process starts with uncharged
+            (:mod:`.footprint`): the kernel then kills it where a pod's would be killed."""
+            memory = run.memory_limit
+            if memory is not None:
+                memory = max(memory - inherited, MIN_GROUP_MEMORY)
+            limits = Limits(
+                memory=memory,
+                cpu=run.cpu_limit,
+                cpu_request=run.cpu_request,
+                pids=self.settings.local.pids_limit,
+            )
+            made = run.group = hierarchy.group(f"run-{run.uid}", limits)
+            return made
+
         # Made by whichever starts the run's process (spawn): the warm launcher's server, which
         # also counts and removes it when the process ends with nothing left running there.
-        group = run.group = hierarchy.group(f"run-{run.uid}", limits)
+        group = group_for(0)
         process: RunProcess | None = None
         counters: Counters | None = None
         removed = False
         try:
             process = run.process = spawn(
-                run, grant, self.settings, pin=False, user=user, group=group, warm=self.warm
+                run,
+                grant,
+                self.settings,
+                pin=False,
+                user=user,
+                group=group_for,
+                warm=self.warm,
+                inherited=lambda: self._inherited(hierarchy),
             )
+            group = run.group or group
             self._started(run, process)
             exit = self._await_exit(run, process, group)
             returncode = exit.returncode
             if exit.group is not None:  # found empty, counted (and removed) by the server
-                counters = group.counted(exit.group["counters"])
+                counters = _charged(run, group.counted(exit.group["counters"]))
                 removed = exit.group["removed"]
             else:
                 group.kill()  # whatever the run left behind ends with it, as with a pod
-                counters = group.counters()
+                counters = _charged(run, group.counters())
         finally:
+            group = run.group or group
             run.usage_so_far = (
                 Usage(counters.peak_memory, counters.cpu_seconds)
                 if counters is not None
-                else Usage(*_usage(group))
+                else Usage(*_usage(run, group))
             )
             run.group = None
             if process is not None:
@@ -190,6 +215,16 @@ class Supervisor:
             self._aborted(run, usage)
             return
         self._ended(run, process.pid, returncode, usage, _verdict(run, returncode, counters))
+
+    def _inherited(self, hierarchy: Hierarchy) -> int:
+        """What a warm run's process inherits uncharged: measured once (:mod:`.footprint`)."""
+        assert self.warm is not None
+        with self._footprint_lock:
+            if self._footprint is None:
+                self._footprint = footprint.inherited(
+                    self.warm.python, self.warm.env, hierarchy, self.settings.local.home
+                )
+            return self._footprint
 
     def _await_exit(self, run: LocalRun, process: RunProcess, group: RunGroup) -> Exit:
         """Sleep until the run's first process exits, killing the group if an abort comes
@@ -342,12 +377,20 @@ def _take_back(run_dir: Path, user: RunUser | None) -> None:
     secretvolumes.remove(run_dir)
 
 
-def _usage(group: RunGroup) -> tuple[int, float]:
+def _usage(run: LocalRun, group: RunGroup) -> tuple[int, float]:
     try:
-        counters = group.counters()
+        counters = _charged(run, group.counters())
     except OSError:
         return 0, 0.0
     return counters.peak_memory, counters.cpu_seconds
+
+
+def _charged(run: LocalRun, counters: Counters) -> Counters:
+    """The group's counters with the peak a fresh process would have reached: what the run's
+    process inherited uncharged counted as its own (:mod:`.footprint`)."""
+    if not run.inherited or not counters.peak_memory:
+        return counters
+    return dataclasses.replace(counters, peak_memory=counters.peak_memory + run.inherited)
 
 
 def _verdict(run: LocalRun, returncode: int, counters: Counters) -> tuple[str, str]:

@@ -80,8 +80,9 @@ class WarmLauncher:
     """One fork server for one runtime, started on first use and restarted if it dies."""
 
     def __init__(self, python: str, env: dict[str, str]) -> None:
-        self._python = python
-        self._env = env
+        #: The server's interpreter and environment.
+        self.python = python
+        self.env = env
         self._lock = threading.Lock()
         self._socket: socket.socket | None = None
         self.server_pid = 0
@@ -131,15 +132,15 @@ class WarmLauncher:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             server = subprocess.Popen(
-                [self._python, str(SERVER), str(theirs.fileno())],
+                [self.python, str(SERVER), str(theirs.fileno())],
                 pass_fds=[theirs.fileno()],
-                env=self._env,
+                env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 cwd="/",
             )
         except OSError as error:
-            problem.append(f"{self._python}: {error.strerror}")
+            problem.append(f"{self.python}: {error.strerror}")
             ready.set()
             return
         finally:
