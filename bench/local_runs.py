@@ -87,21 +87,23 @@ def main() -> None:
         assert record.results == {"return": 2}, record
     print(f"no-op run, call to recorded result: {summary(samples)}")
 
-    start = time.perf_counter()
-    cpu = time.process_time()
-    uids = [service.submit(fn, RunOptions(params={"x": i})).uid for i in range(args.queued)]
-    submitted = time.perf_counter() - start
-    records = [service.wait(uid) for uid in uids]
-    elapsed = time.perf_counter() - start
-    cpu = time.process_time() - cpu
-    assert all(r.state == "completed" for r in records)
-    rate = args.queued / elapsed
-    print(
-        f"{args.queued} queued no-op runs: submitted in {submitted:.2f} s, all recorded in "
-        f"{elapsed:.2f} s -> {rate:.1f} runs/s (cpu 100m each, {os.cpu_count()} cores); "
-        f"runplane's process used {cpu / args.queued * 1000:.1f} ms of CPU per run"
-    )
-    print(f"goal >= 200 queued runs/s: {'met' if rate >= 200 else f'MISSED ({rate / 200:.2f}x)'}")
+    if args.queued:  # 0: the no-op runs alone
+        start = time.perf_counter()
+        cpu = time.process_time()
+        uids = [service.submit(fn, RunOptions(params={"x": i})).uid for i in range(args.queued)]
+        submitted = time.perf_counter() - start
+        records = [service.wait(uid) for uid in uids]
+        elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+        assert all(r.state == "completed" for r in records)
+        rate = args.queued / elapsed
+        print(
+            f"{args.queued} queued no-op runs: submitted in {submitted:.2f} s, all recorded in "
+            f"{elapsed:.2f} s -> {rate:.1f} runs/s (cpu 100m each, {os.cpu_count()} cores); "
+            f"runplane's process used {cpu / args.queued * 1000:.1f} ms of CPU per run"
+        )
+        verdict = "met" if rate >= 200 else f"MISSED ({rate / 200:.2f}x)"
+        print(f"goal >= 200 queued runs/s: {verdict}")
 
     held = runplane.code_to_function("sleeper", filename=str(sleeper), handler="handler")
     held.with_requests(cpu="10m", mem="32Mi")
