@@ -37,13 +37,18 @@ def test_usage_suggests_requests_and_costs_are_priced(tmp_path, monkeypatch):
     monkeypatch.setenv("RUNPLANE_SERVICE__NODE_GROUPS", json.dumps(prices))
     script = tmp_path / "hungry.py"
     script.write_text(HUNGRY)
-    for _ in range(2):
+    for runs in range(1, 4):
         done = cli("run", str(script), "--handler", "handler", "--cpu", "1", "--memory", "2Gi")
         assert done.returncode == 0, done.stderr
+        if runs == 1:  # one run is not a pattern: nothing is suggested from it
+            shown = cli("get", "function", "hungry", "--suggest")
+            assert shown.returncode == 0, shown.stderr
+            assert "too few runs: 1 of 3 measured attempts needed" in shown.stdout
+            assert "fn.with_requests" not in shown.stdout
     shown = cli("get", "function", "hungry", "--suggest")
     assert shown.returncode == 0, shown.stderr
-    assert "over 2 attempts" in shown.stdout
-    assert "fn.with_requests(cpu=" in shown.stdout
+    assert "3 measured attempt(s); peak memory " in shown.stdout
+    assert "fn.with_requests(" in shown.stdout
     assert "oversized-request (memory): requests 2Gi" in shown.stdout
     uid = cli("runs").stdout.splitlines()[1].split()[0]
     detail = cli("get", "run", uid)
@@ -51,7 +56,7 @@ def test_usage_suggests_requests_and_costs_are_priced(tmp_path, monkeypatch):
     assert "on on-demand nodes would have cost" in detail.stdout
     total = cli("cost", "--project", "default")
     assert total.returncode == 0, total.stderr
-    assert total.stdout.startswith("2 runs of project default: ")
+    assert total.stdout.startswith("3 runs of project default: ")
     assert cli("get", "function", "nothing").returncode != 0
     unpriced = cli("cost", uid, env={"RUNPLANE_SERVICE__NODE_GROUPS": "{}"})
     assert unpriced.returncode != 0

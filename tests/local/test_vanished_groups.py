@@ -193,7 +193,8 @@ def test_an_abort_racing_the_runs_exit_ends_it_aborted(monkeypatch, service, mak
     uid = service.submit(make_function(WITH_A_CHILD)).uid
     name = f"run-{uid}"
     freezer = own_group("freezer") / cgroups.executor_name() / name
-    # Its child outlives the SIGKILL of its first process, so the kill freezes the group.
+    # Its child outlives its first process (which SIGTERM ends), so the kill of what is left
+    # freezes the group.
     wait_for(lambda: len(files.processes_in([freezer])) >= 2, timeout=60)
 
     def exit_and_removal() -> None:
@@ -208,7 +209,7 @@ def test_an_abort_racing_the_runs_exit_ends_it_aborted(monkeypatch, service, mak
     record = service.wait(uid, timeout=60)
     assert race.errno == errno.ENODEV  # the race was run, and the kernel answered so
     assert record.state == "aborted", record.status_text
-    assert record.attempts[-1].exit_code == 137
+    assert record.attempts[-1].exit_code == 128 + 15  # its first process ended on SIGTERM
 
 
 def test_a_run_whose_supervision_fails_ends_with_the_cause_and_its_processes_stopped(

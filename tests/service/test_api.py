@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runplane.service.schedules import fire_uid
 
-from .conftest import ADMIN, USER, wait_state
+from .conftest import ADMIN, OTHER_USER, USER, wait_state
 
 
 def test_health_needs_no_token_but_everything_else_does(client):
@@ -287,3 +287,24 @@ def test_deploy_on_the_local_runtime_runs_replicas_on_the_service_machine(
     job = client.post("/api/v1/deployments", headers=USER, json={"function": function_dict()})
     assert job.status_code == 422
     assert "only serving functions are deployed; jobs are run" in job.json()["message"]
+
+
+def test_a_functions_suggestion_rests_on_the_callers_own_runs(client, function_dict):
+    created = client.post("/api/v1/runs", headers=USER, json={"function": function_dict()})
+    assert created.status_code == 201, created.text
+    assert wait_state(client, created.json()["uid"], {"completed", "error"})["state"] == (
+        "completed"
+    )
+    path = "/api/v1/projects/default/functions/job/suggestion"
+    answer = client.get(path, headers=USER)
+    assert answer.status_code == 200, answer.text
+    suggestion = answer.json()
+    assert (suggestion["attempts"], suggestion["needed"], suggestion["enough"]) == (1, 3, False)
+    assert suggestion["verdict"].startswith("too few runs: 1 of 3")
+    assert (suggestion["requests"], suggestion["limits"], suggestion["call"]) == ({}, {}, "")
+    assert suggestion["memory_bytes"]["count"] == 1
+    assert client.get(path, headers=ADMIN).json()["attempts"] == 1  # an admin sees everyone's
+    hidden = client.get(path, headers=OTHER_USER)  # another user's runs are not theirs to read
+    assert hidden.status_code == 404
+    assert hidden.json()["message"] == "no runs of default/job among the last 100"
+    assert client.get(path, headers=USER, params={"runs": 0}).status_code == 422

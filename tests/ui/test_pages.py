@@ -4,6 +4,7 @@ the accessible name of every control of every page."""
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import httpx
@@ -40,6 +41,21 @@ def test_edit_resources_saves_a_new_function_version(page: Page, api: httpx.Clie
     assert newest["disable_auto_mount"] is True
     assert newest["resources"] == {"requests": {"cpu": "1"}, "limits": {"memory": "512Mi"}}
     assert versions[1]["function"]["spec"]["resources"] == {"requests": {"cpu": "1"}}
+
+
+def test_a_function_page_says_what_its_runs_suggest(page: Page, api: httpx.Client) -> None:
+    fn = code_function("sized", "models", CODE, "train")
+    assert api.post("/functions", json=fn).status_code == 201
+    uid = api.post("/runs", json={"function": fn}).json()["uid"]
+    deadline = time.monotonic() + 60
+    while api.get(f"/runs/{uid}").json()["state"] not in ("completed", "error"):
+        assert time.monotonic() < deadline, "the run did not finish"
+        time.sleep(0.1)
+    login(page)
+    page.goto("/ui/projects/models/functions/sized")
+    section = page.get_by_role("region", name="Suggested resources")
+    expect(section).to_contain_text("too few runs: 1 of 3 measured attempts needed")
+    expect(section).to_contain_text("From 1 measured attempt(s); peak memory")
 
 
 def test_a_refused_edit_says_why_at_the_field(page: Page, api: httpx.Client) -> None:

@@ -9,7 +9,6 @@ from runplane.cli.completion import complete_function, complete_uid
 from runplane.cli.examples import example
 from runplane.cli.runs import _service, get_group, terminal
 from runplane.errors import ConfigError, NotFoundError
-from runplane.spec.quantity import mebibytes
 
 
 @get_group.command(
@@ -21,10 +20,11 @@ from runplane.spec.quantity import mebibytes
 @click.option("--runs", "limit", default=100, show_default=True, help="Recent runs to read.")
 def get_function(name: str, project: str, suggest: bool, limit: int) -> None:
     """Show what a function's recent runs used; with --suggest, the requests and limits that
-    usage suggests (peak x 1.2) and requests far above it."""
+    usage suggests (the p95 of the measured attempts x 1.15, at least the interpreter's own
+    memory; none from fewer than 3 attempts) and requests far above it."""
+    from rich.markup import escape
     from rich.table import Table
 
-    from runplane.service.sizing import HEADROOM
     from runplane.service.sizing import suggest as suggested
 
     records = [r for r in _service().list_runs(project=project, limit=limit) if r.name == name]
@@ -41,15 +41,13 @@ def get_function(name: str, project: str, suggest: bool, limit: int) -> None:
     if proposal is None:
         table.add_row("usage", "not measured (no attempt recorded its usage)")
     else:
-        table.add_row(
-            "observed",
-            f"peak memory {mebibytes(proposal.peak_memory_bytes)}, peak average cpu "
-            f"{proposal.peak_cores:.2f} cores, over {proposal.attempts} attempts",
-        )
+        table.add_row("observed", escape(proposal.basis))
         if suggest:
-            table.add_row("suggested", f"{proposal.call}  # peak x {HEADROOM:g}")
+            table.add_row("suggested", escape(proposal.verdict))
+        for note in proposal.notes:
+            table.add_row("note", escape(note))
         for warning in proposal.warnings:
-            table.add_row("warning", warning)
+            table.add_row("warning", escape(warning))
     terminal().print(table)
 
 

@@ -209,8 +209,9 @@ class Function(SpecModel, ResourceCalls):
         self, path: str | None = None, grace_period_seconds: int | None = None
     ) -> Function:
         """Keep checkpoints at ``path`` (on a mounted volume; ``{{run.uid}}`` is replaced), found
-        by the next attempt as ``context.last_checkpoint``, and give a stopped pod
-        ``grace_period_seconds`` between SIGTERM (``context.on_preemption``) and SIGKILL."""
+        by the next attempt as ``context.last_checkpoint``, and give a stopped run (its pod, or
+        its process on the embedded default) ``grace_period_seconds`` between SIGTERM
+        (``context.on_preemption``) and SIGKILL; 30 s unless given, as on Kubernetes."""
         return self._replace(
             "spec",
             **given(checkpoint_path=path, termination_grace_period_seconds=grace_period_seconds),

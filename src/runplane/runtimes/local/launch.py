@@ -33,6 +33,7 @@ from runplane.runtimes.local.ledger import Claim, Grant
 from runplane.runtimes.local.outpipe import OutputPipe, output_target
 from runplane.runtimes.local.process import FreshProcess, RunProcess
 from runplane.runtimes.local.secretvolumes import SecretVolume
+from runplane.runtimes.local.stopping import DEFAULT_GRACE_SECONDS, Stop
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import LauncherUnavailable, WarmLauncher
 from runplane.runtimes.output import private_dir, run_dir
@@ -64,6 +65,8 @@ class LocalRun:
     never_fits: bool = False
     #: (reason, message) once an abort is asked for.
     abort: tuple[str, str] | None = None
+    #: How the run is stopped once an abort is asked for: SIGTERM, its grace, SIGKILL.
+    stop: Stop = field(default_factory=Stop)
     process: RunProcess | None = None
     #: Why the warm launcher did not start the run's process ("": it did, or none was asked).
     fresh: str = ""
@@ -101,15 +104,20 @@ class LocalRun:
                 self._wake = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
             return self._wake
 
-    def request_abort(self, reason: str, message: str) -> bool:
-        """Ask the supervisor to stop the run; ``False`` if one was asked for already."""
-        if self.abort is not None:
-            return False
-        self.abort = (reason, message)
+    def request_abort(self, reason: str, message: str, grace: float | None = None) -> bool:
+        """Ask the supervisor to stop the run: SIGTERM, then SIGKILL ``grace`` seconds later
+        (``None``: the run's own grace period). ``False`` if a stop was asked for already: the
+        first one's reason stands and its grace is only ever shortened, so repeating an abort
+        changes nothing and a shutdown's immediate stop still kills at once."""
         with self._wake_lock:
+            first = self.abort is None
+            if first:
+                self.abort = (reason, message)
+            if not self.stop.ask(grace) and not first:
+                return False
             if self._wake is not None:
                 os.eventfd_write(self._wake, 1)
-        return True
+        return first
 
     def close_wake(self) -> None:
         with self._wake_lock:
@@ -159,6 +167,7 @@ def plan(request: RunRequest, settings: Settings, node_name: str) -> LocalRun:
         run_dir=directory,
         cpu_limit=cpu_limit,
         cpu_request=requirements.requests.get("cpu", 0),
+        stop=Stop(float(spec.get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS))),
     )
 
 

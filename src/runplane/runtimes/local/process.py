@@ -42,6 +42,9 @@ class RunProcess(Protocol):
     def wait(self) -> Exit:
         """Block until it exits."""
 
+    def terminate(self) -> None:
+        """Send it SIGTERM if it has not exited (a stop's first step: its grace begins)."""
+
     def kill(self) -> None:
         """Send it SIGKILL if it has not exited."""
 
@@ -80,12 +83,18 @@ class FreshProcess:
         assert exit is not None
         return exit
 
+    def terminate(self) -> None:
+        self._send(signal.SIGTERM)
+
     def kill(self) -> None:
+        self._send(signal.SIGKILL)
+
+    def _send(self, signum: int) -> None:
         """By its pidfd: ``Popen.kill`` would reap a process that has just exited, and the
         supervisor's wait then finds no child to wait for."""
         if self._exit is None:
             with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(self._fd, signal.SIGKILL)
+                signal.pidfd_send_signal(self._fd, signum)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

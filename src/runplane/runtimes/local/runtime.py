@@ -311,8 +311,11 @@ class LocalRuntime:
 
     # -- stopping -------------------------------------------------------------------------
 
-    def abort(self, uid: str, reason: str, message: str) -> bool:
-        """Stop a waiting or running run; ``False`` if this runtime does not hold it."""
+    def abort(self, uid: str, reason: str, message: str, grace: float | None = None) -> bool:
+        """Stop a waiting or running run; ``False`` if this runtime does not hold it. A running
+        run is stopped as the kubelet stops a pod: SIGTERM to its first process, then, if it is
+        still there after ``grace`` seconds (``None``: its function's grace period), SIGKILL
+        to all of it. The supervisor waits out the grace; this returns at once."""
         with self._lock:
             waiting = self._waiting.pop(uid, None)
             running = self._running.get(uid)
@@ -328,7 +331,7 @@ class LocalRuntime:
             return True
         if running is None:
             return False
-        if running.request_abort(reason, message):
+        if running.request_abort(reason, message, grace):
             self._emit(uid, RunState.ABORTING, reason, message)
         return True
 
@@ -350,8 +353,8 @@ class LocalRuntime:
         message = "the runplane process that owned the run exited" + (
             f" (after waiting {grace:g} s for it to finish)" if grace else ""
         )
-        for run in running:
-            self.abort(run.uid, Reason.ABORTED, message)
+        for run in running:  # they had their grace: killed at once, as they always were
+            self.abort(run.uid, Reason.ABORTED, message, grace=0.0)
         for run in running:
             run.done.wait(timeout=10)
         with self._lock:

@@ -2,8 +2,11 @@
 
 One supervisor thread per running run. With a cgroup (the default where one is writable) the
 kernel enforces the run's limits and holds all its processes; the thread sleeps on the run's
-process and its abort signal (a pidfd and an eventfd: no polling) and, when either fires, kills
-the whole group and reads the kernel's counters. Under the watchdog fallback
+process and its abort signal (a pidfd and an eventfd: no polling). An abort stops the run as the
+kubelet stops a pod (:mod:`~runplane.runtimes.local.stopping`): SIGTERM to its first process,
+then, once its grace period is over, SIGKILL to the whole group; the thread sleeps on the process
+with the grace as its timeout. When the first process exits, whatever is left in the group is
+killed and the kernel's counters are read. Under the watchdog fallback
 (:mod:`~runplane.runtimes.local.watchdog`) the thread samples the run's tree instead. Either way
 it reads what the handler logged (results, artifacts, its error) and reports the run's end as
 one event.
@@ -38,8 +41,6 @@ from runplane.spec.quantity import mebibytes
 
 log = logging.getLogger(__name__)
 
-#: A process killed by SIGKILL exits as 128 + 9, as a container's main process does.
-KILLED_EXIT_CODE = 137
 #: The least a warm run's group is limited to when its limit is below what a fresh interpreter
 #: takes: its process is then killed as soon as it runs, as the pod's would be.
 MIN_GROUP_MEMORY = 1 << 20
@@ -212,7 +213,7 @@ class Supervisor:
         assert counters is not None  # the wait completed: the group was emptied and counted
         usage = Usage(counters.peak_memory, counters.cpu_seconds)
         if run.abort is not None:
-            self._aborted(run, usage)
+            self._aborted(run, usage, returncode)
             return
         self._ended(run, process.pid, returncode, usage, _verdict(run, returncode, counters))
 
@@ -227,8 +228,10 @@ class Supervisor:
             return self._footprint
 
     def _await_exit(self, run: LocalRun, process: RunProcess, group: RunGroup) -> Exit:
-        """Sleep until the run's first process exits, killing the group if an abort comes
-        first; returns how it exited."""
+        """Sleep until the run's first process exits; once an abort comes, stop the run as
+        the kubelet stops a pod (:class:`~.stopping.Stop`): SIGTERM to that process, and
+        SIGKILL to the whole group if it is still there at the end of its grace period.
+        Returns how it exited."""
         wake = run.open_wake()
         exited = process.fileno()
         poller = select.poll()
@@ -237,13 +240,9 @@ class Supervisor:
         output = run.output
         if output is not None:
             poller.register(output.fileno(), select.POLLIN)
-        killed = False
         while True:
-            if run.abort is not None and not killed:
-                process.kill()  # a warm process may not have joined its group yet
-                group.kill()
-                killed = True
-            ready = {fd for fd, _ in poller.poll()}
+            timeout = run.stop.advance(process, group.kill)
+            ready = {fd for fd, _ in poller.poll(timeout)}
             if exited in ready:
                 break
             if output is not None and output.fileno() in ready:
@@ -264,6 +263,10 @@ class Supervisor:
         since = started_at(process.pid)
         reason, message, cpu_seconds = "", "", 0.0
         owner = user.uid if user else None
+
+        def kill_all() -> None:
+            self.processes.kill(process.pid, run.uid, since, owner)
+
         try:
             self._started(run, process)
             while True:
@@ -275,15 +278,14 @@ class Supervisor:
                 rss = self.processes.rss(process.pid)
                 run.peak_memory = max(run.peak_memory, rss)
                 if run.memory_limit is not None and rss > run.memory_limit:
-                    self.processes.kill(process.pid, run.uid, since, owner)
+                    kill_all()
                     reason = Reason.OOM_KILLED
                     message = (
                         f"memory use {mebibytes(rss)} exceeded the limit "
                         f"{mebibytes(run.memory_limit)}; the run was killed"
                     )
-                elif run.abort is not None and not reason:
-                    self.processes.kill(process.pid, run.uid, since, owner)
-                    reason = Reason.ABORTED
+                elif not reason:
+                    run.stop.advance(process, kill_all)
                 if run.output is not None:
                     run.output.wait(self.interval)
                 else:
@@ -292,14 +294,14 @@ class Supervisor:
             # Whatever the run left behind ends with it, as a pod's processes end with the
             # pod; so does all of it when watching it failed.
             try:
-                self.processes.kill(process.pid, run.uid, since, owner)
+                kill_all()
             finally:
                 process.kill()  # nothing once it has exited
                 process.wait()
                 process.close()
         usage = Usage(run.peak_memory, cpu_seconds)
-        if reason == Reason.ABORTED:
-            self._aborted(run, usage)
+        if run.abort is not None and reason != Reason.OOM_KILLED:
+            self._aborted(run, usage, exit.returncode)
             return
         self._ended(run, process.pid, exit.returncode, usage, (reason, message))
 
@@ -340,8 +342,12 @@ class Supervisor:
             artifacts=artifacts,
         )
 
-    def _aborted(self, run: LocalRun, usage: Usage) -> None:
+    def _aborted(self, run: LocalRun, usage: Usage, returncode: int | None = None) -> None:
+        """Report the end of a stopped run (``returncode``: how its first process exited,
+        ``None`` when it never started); the message says what ended it
+        (:meth:`~.stopping.Stop.told`)."""
         reason, message = run.abort or (Reason.ABORTED, "")
+        message = "; ".join(part for part in (message, run.stop.told()) if part)
         _wind_up(run)
         results, artifacts, _ = read_events(run.run_dir)
         self.report(
@@ -350,7 +356,7 @@ class Supervisor:
             reason,
             message,
             process_id=run.process.pid if run.process else None,
-            exit_code=KILLED_EXIT_CODE if run.process else None,
+            exit_code=None if returncode is None else _exit_code(returncode),
             usage=usage,
             results=results,
             artifacts=artifacts,

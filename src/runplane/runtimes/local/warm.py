@@ -54,10 +54,16 @@ class WarmProcess:
             wait_readable(self._fd)
         return self.exit
 
+    def terminate(self) -> None:
+        self._send(signal.SIGTERM)
+
     def kill(self) -> None:
+        self._send(signal.SIGKILL)
+
+    def _send(self, signum: int) -> None:
         if self.exit is None:  # not reaped yet: the pid is still this process's
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
+                os.kill(self.pid, signum)
 
     def ended(self, exit: Exit) -> None:
         self.exit = exit

@@ -6,10 +6,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from runplane.errors import NotFoundError
+from runplane.runs import MAX_LISTED
 from runplane.service.catalog import StoredFunction
 from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import PathName
 from runplane.service.routes.submissions import RunSubmission, function_of
+from runplane.service.sizing import suggest, suggestion_json
 
 router = APIRouter()
 
@@ -48,3 +51,22 @@ def function_versions(
     project: PathName, name: PathName, server: Service, _: User
 ) -> list[StoredFunction]:
     return server.catalog.versions(project, name)
+
+
+@router.get("/projects/{project}/functions/{name}/suggestion")
+def function_suggestion(
+    project: PathName,
+    name: PathName,
+    server: Service,
+    who: User,
+    runs: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 100,
+) -> dict[str, Any]:
+    """The requests and limits the function's last ``runs`` runs (the caller's own; an
+    admin's, everyone's) suggest, what they rest on (how many measured attempts, their spread),
+    or why there is no suggestion yet (fewer than 3 measured attempts)."""
+    records = server.runs.list_runs(
+        limit=runs, project=project, name=name, owner=who.owner_filter(), brief=True
+    )
+    if not records:
+        raise NotFoundError(f"no runs of {project}/{name} among the last {runs}")
+    return suggestion_json(suggest(records, records[0].requests))

@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runplane.errors import RunplaneError
 from runplane.rendering import render
+from runplane.service.sizing import suggest, suggestion_json
 from runplane.spec.function import Function, FunctionKind
 from runplane.spec.numbers import whole_number
 from runplane.ui.jobform import Errors, JobForm
@@ -39,6 +40,14 @@ def _int_or_none(field: str, text: str) -> int | None:
     return whole_number(field, text, 0, _MAX_FORM_NUMBER, "2")
 
 
+def _suggestion(ui: UI, session: Session, project: str, name: str) -> dict[str, Any] | None:
+    """What the function's last runs the viewer may see suggest it ask for (``None``: no runs)."""
+    records = ui.server.runs.list_runs(
+        limit=100, project=project, name=name, owner=session.who.owner_filter(), brief=True
+    )
+    return suggestion_json(suggest(records, records[0].requests)) if records else None
+
+
 def router(ui: UI) -> APIRouter:
     routes = APIRouter()
     LoggedIn = Annotated[Session, Depends(ui.session)]
@@ -59,6 +68,7 @@ def router(ui: UI) -> APIRouter:
             "name": name,
             "versions": catalog.versions(project, name),
             "saved": saved,
+            "suggestion": _suggestion(ui, session, project, name),
         }
         return ui.page(request, "function_versions.html", session, context)
 
