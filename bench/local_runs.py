@@ -5,11 +5,14 @@ Overhead: a no-op handler run through the whole path (call -> render -> record -
 grant -> the run's process -> handler -> recorded result), median over ``--runs`` sequential
 runs in one process, next to MLRun's in-process local run of the same no-op (from the virtual
 environment ``--mlrun-python``) and their ratio. Throughput: ``--queued`` no-op runs submitted
-at once, until all are recorded. Supervision: runplane's CPU (this process and the warm
-launcher's server) while ``--held`` sleeping runs run, per run. The machine's load average is
-printed before and after: other work on the cores shows in every number.
+at once, until all are recorded; and the path users take, ``--sdk`` runs started with
+``fn.run(watch=False)`` and then each handle waited for, as a script does. Supervision:
+runplane's CPU (this process and the warm launcher's server) while ``--held`` sleeping runs
+run, per run. The machine's load average is printed before and after: other work on the cores
+shows in every number.
 
-    python bench/local_runs.py [--runs 50] [--queued 500] [--held 20] [--launcher warm|fresh]
+    python bench/local_runs.py [--runs 50] [--queued 500] [--sdk 200] [--held 20]
+        [--launcher warm|fresh]
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--queued", type=int, default=500)
+    parser.add_argument("--sdk", type=int, default=200)
     parser.add_argument("--held", type=int, default=20)
     parser.add_argument("--launcher", choices=("warm", "fresh"), default="warm")
     parser.add_argument("--mlrun-python", type=Path, default=DEFAULT_MLRUN)
@@ -67,12 +71,12 @@ def main() -> None:
 
     import runplane
     from runplane.config import load_settings
-    from runplane.service.embedded import EmbeddedService
+    from runplane.service.embedded import embedded
     from runplane.spec.run_options import RunOptions
 
     header("embedded default: run overhead, throughput and supervision")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    service = EmbeddedService(load_settings()).start()
+    service = embedded(load_settings())  # the one the SDK's fn.run() uses too
     print(f"isolation: {service.runtime.isolation}")
     fn = runplane.code_to_function("noop", filename=str(code), handler="handler")
     fn.with_requests(cpu="100m", mem="32Mi")
@@ -104,6 +108,22 @@ def main() -> None:
         )
         verdict = "met" if rate >= 200 else f"MISSED ({rate / 200:.2f}x)"
         print(f"goal >= 200 queued runs/s: {verdict}")
+
+    if args.sdk:
+        start = time.perf_counter()
+        cpu = time.process_time()
+        handles = [fn.run(params={"x": i}, watch=False) for i in range(args.sdk)]
+        submitted = time.perf_counter() - start
+        ended = [handle.wait() for handle in handles]
+        elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+        assert all(record.state == "completed" for record in ended)
+        print(
+            f"the user's path: {args.sdk} fn.run(watch=False), then each handle waited: "
+            f"started in {submitted:.2f} s, all recorded in {elapsed:.2f} s -> "
+            f"{args.sdk / elapsed:.1f} runs/s; runplane's process used "
+            f"{cpu / args.sdk * 1000:.1f} ms of CPU per run"
+        )
 
     held = runplane.code_to_function("sleeper", filename=str(sleeper), handler="handler")
     held.with_requests(cpu="10m", mem="32Mi")
