@@ -7,15 +7,12 @@ The table it prints is the one in docs/benchmarks.md.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes import client as k8s
 
 import runplane
 from runplane.config import load_settings
@@ -23,7 +20,7 @@ from runplane.service.embedded import EmbeddedService
 from runplane.spec.run_options import RunOptions
 from testbed.pytest_plugin import TestbedCluster
 from testbed.realnode import RealNode
-from tests.integration.test_real_node_runs import TOKEN_VALUE, Service
+from tests.integration.test_real_node_runs import Service, real_node_service
 
 MiB = 2**20
 LIMIT = "64Mi"
@@ -88,20 +85,8 @@ def pods(
 ) -> Iterator[Service]:
     """``runplane serve`` whose functions run as pods on the real node."""
     home = tmp_path_factory.mktemp("parity-service")
-    namespace = f"parity-{uuid.uuid4().hex[:6]}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
-        **testbed_cluster.service_env(home, TOKEN_VALUE, namespace=namespace),
-        "RUNPLANE_FUNCTION_DEFAULTS__IMAGE": real_node.image,
-        "RUNPLANE_FUNCTION_DEFAULTS__NODE_SELECTOR": json.dumps(real_node.node_selector),
-        "RUNPLANE_FUNCTION_DEFAULTS__TOLERATIONS": json.dumps([real_node.toleration]),
-    }
-    running = Service(env=env, home=home, namespace=namespace)
-    running.start()
-    try:
+    with real_node_service(testbed_cluster, real_node, home, "parity") as running:
         yield running
-    finally:
-        running.stop()
-        k8s.CoreV1Api(testbed_cluster.api).delete_namespace(namespace)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,17 +99,21 @@ class Service:
         )
 
 
-@pytest.fixture(scope="module")
-def service(
-    testbed_cluster: TestbedCluster, real_node: RealNode, tmp_path_factory: pytest.TempPathFactory
+@contextmanager
+def real_node_service(
+    testbed_cluster: TestbedCluster,
+    real_node: RealNode,
+    home: Path,
+    prefix: str,
+    secrets: Sequence[str] = (),
 ) -> Iterator[Service]:
-    """The service in a namespace of its own, which it creates; every function defaults to
-    the real node and its image."""
-    home = tmp_path_factory.mktemp("real-service")
-    namespace = f"real-{uuid.uuid4().hex[:6]}"
+    """``runplane serve`` in a namespace of its own (``prefix-`` and a random part), which it
+    creates and which is deleted after; every function defaults to the real node and its
+    image. The user may reference the Secrets named in ``secrets``, and only those."""
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    granted = list(secrets) or None
     env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
-        # The user may reference the Secret of the env test, and only that one.
-        **testbed_cluster.service_env(home, TOKEN_VALUE, namespace=namespace, secrets=["creds"]),
+        **testbed_cluster.service_env(home, TOKEN_VALUE, namespace=namespace, secrets=granted),
         "RUNPLANE_FUNCTION_DEFAULTS__IMAGE": real_node.image,
         "RUNPLANE_FUNCTION_DEFAULTS__NODE_SELECTOR": json.dumps(real_node.node_selector),
         "RUNPLANE_FUNCTION_DEFAULTS__TOLERATIONS": json.dumps([real_node.toleration]),
@@ -120,6 +125,16 @@ def service(
     finally:
         running.stop()
         k8s.CoreV1Api(testbed_cluster.api).delete_namespace(namespace)
+
+
+@pytest.fixture(scope="module")
+def service(
+    testbed_cluster: TestbedCluster, real_node: RealNode, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Service]:
+    """The service on the real node; the user may reference the Secret of the env test."""
+    home = tmp_path_factory.mktemp("real-service")
+    with real_node_service(testbed_cluster, real_node, home, "real", ["creds"]) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

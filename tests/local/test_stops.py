@@ -11,6 +11,8 @@ import pytest
 from runplane.service.embedded import EmbeddedService
 from runplane.spec.run_options import RunOptions
 
+from .test_local_runs import wait_for
+
 BOTH = pytest.mark.parametrize("isolation", ["cgroup", "watchdog"], indirect=True)
 
 #: A handler that saves a checkpoint when it is stopped (``context.on_preemption``).
@@ -37,16 +39,6 @@ def handler(context, ready: str):
 """
 
 
-def wait_for(predicate, timeout=30.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
-
-
 def alive(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -64,7 +56,7 @@ def test_a_stopped_handler_checkpoints_within_its_grace(
     thresholds = {"running": "2s"} if ending == "threshold" else {}
     params = {"ready": str(ready), "checkpoint": str(checkpoint)}
     uid = service.submit(fn, RunOptions(params=params, state_thresholds=thresholds)).uid
-    wait_for(ready.exists)
+    wait_for(ready.exists, timeout=30)
     if ending == "aborted":
         service.abort(uid)
     record = service.wait(uid, timeout=30)
@@ -82,13 +74,13 @@ def test_a_handler_that_ignores_sigterm_is_killed_after_its_grace(
     ready = tmp_path / "ready"
     fn = make_function(STUBBORN).with_checkpoints(grace_period_seconds=2)
     uid = service.submit(fn, RunOptions(params={"ready": str(ready)})).uid
-    wait_for(ready.exists)
+    wait_for(ready.exists, timeout=30)
     pid = service.store.get(uid).attempts[0].process_id
     asked = time.time()
     service.abort(uid)
     # In its grace: the run ``aborting``, its process still there; a second abort changes
     # nothing.
-    wait_for(lambda: service.store.get(uid).state == "aborting")
+    wait_for(lambda: service.store.get(uid).state == "aborting", timeout=30)
     assert alive(pid)
     service.abort(uid)
     record = service.wait(uid, timeout=30)
@@ -108,7 +100,7 @@ def test_a_shutdown_kills_at_once_after_its_own_grace(settings, make_function, t
     service = EmbeddedService(settings).start()
     try:
         uid = service.submit(make_function(STUBBORN), RunOptions(params={"ready": str(ready)})).uid
-        wait_for(ready.exists)
+        wait_for(ready.exists, timeout=30)
         pid = service.store.get(uid).attempts[0].process_id
     finally:
         closing = time.monotonic()
