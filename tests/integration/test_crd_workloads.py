@@ -43,10 +43,24 @@ LABEL = "runplane.io/test"
 TEST = f"crd-{uuid.uuid4().hex[:8]}"
 
 
+#: The custom objects this module created (group, version, plural, name): deleted at its end,
+#: or an operator installed by a later test would make their pods on the shared cluster.
+_CREATED: list[tuple[str, str, str, str]] = []
+
+
 @pytest.fixture(scope="module")
 def crds(testbed_cluster: TestbedCluster) -> Iterator[TestbedCluster]:
     install_crds(testbed_cluster, INSTALLED)
     yield testbed_cluster
+    objects = client.CustomObjectsApi(testbed_cluster.api)
+    for group, version, plural, name in _CREATED:
+        try:
+            objects.delete_namespaced_custom_object(
+                group, version, testbed_cluster.namespace, plural, name
+            )
+        except ApiException as error:
+            if error.status != 404:
+                raise
     core = testbed_cluster.core
     core.delete_collection_namespaced_pod(
         testbed_cluster.namespace, label_selector=f"{LABEL}={TEST}", grace_period_seconds=0
@@ -59,6 +73,7 @@ def _create(tb: TestbedCluster, manifest: dict[str, Any], plural: str) -> dict[s
     created: dict[str, Any] = objects.create_namespaced_custom_object(
         group, version, tb.namespace, plural, manifest
     )
+    _CREATED.append((group, version, plural, created["metadata"]["name"]))
     return created
 
 

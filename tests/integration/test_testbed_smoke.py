@@ -4,6 +4,7 @@ the real scheduler's placement, priority and preemption, node loss, and kwok's p
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -159,33 +160,36 @@ def test_oversized_pod_stays_pending_with_scheduler_reason(
 def test_high_priority_pending_pod_goes_first_and_evicts_nothing(
     testbed_cluster: TestbedCluster, make_pod: MakePod
 ) -> None:
+    """On a node of its own (earlier tests' pods may still hold room on the seeded ones): both
+    pending pods want the whole node, the filler leaves, and the higher priority takes it
+    without having evicted anything meanwhile (``preemptionPolicy: Never``)."""
     tb = testbed_cluster
     group = tb.topology.group("on-demand")
     whole_node = group.allocatable_cpu
-    fillers = [
-        make_pod(f"filler-{node}", cpu=whole_node, nodeName=node) for node in group.node_names()
-    ]
-    for name in fillers:
-        tb.wait_pod(name, running, what="Running")
-    selector = {topology.GROUP_LABEL: "on-demand"}
-    make_pod("waiting-low", cpu=whole_node, priorityClassName="low", nodeSelector=selector)
-    tb.wait_pod("waiting-low", unschedulable, what="Unschedulable")
-    make_pod("waiting-high", cpu=whole_node, priorityClassName="high", nodeSelector=selector)
-    tb.wait_pod("waiting-high", unschedulable, what="Unschedulable")
-    # Both must be past their scheduling back-off, parked as unschedulable, so that freed room
-    # goes to the queue in priority order: the scheduler idle for longer than its longest
-    # back-off (other tests' pods going away may have made it try them again meanwhile).
-    tb.wait_scheduler_idle(quiet=tb_cluster.SCHEDULER_MAX_BACKOFF_SECONDS + 1)
-    tb.core.delete_namespaced_pod(fillers[0], tb.namespace, grace_period_seconds=0)
-    high = tb.wait_pod("waiting-high", running, timeout=30, what="Running")
-    assert node_of(high) == group.node_names()[0]
-    low = tb.read_pod("waiting-low")
-    assert not node_of(low)
-    assert unschedulable(low)
-    for name in fillers[1:]:
-        pod = tb.read_pod(name)
-        assert phase(pod) == "Running"
-        assert kube.pod_condition(pod, "DisruptionTarget") is None
+    node = tb.add_node("on-demand", f"prio-{uuid.uuid4().hex[:6]}")
+    try:
+        make_pod("filler", cpu=whole_node, nodeName=node)
+        tb.wait_pod("filler", running, what="Running")
+        only_there = {"kubernetes.io/hostname": node}
+        make_pod("waiting-low", cpu=whole_node, priorityClassName="low", nodeSelector=only_there)
+        tb.wait_pod("waiting-low", unschedulable, what="Unschedulable")
+        make_pod("waiting-high", cpu=whole_node, priorityClassName="high", nodeSelector=only_there)
+        tb.wait_pod("waiting-high", unschedulable, what="Unschedulable")
+        # Both must be past their scheduling back-off, parked as unschedulable, so that freed
+        # room goes to the queue in priority order: the scheduler idle for longer than its
+        # longest back-off (other tests' pods going away may have made it try them again).
+        tb.wait_scheduler_idle(quiet=tb_cluster.SCHEDULER_MAX_BACKOFF_SECONDS + 1)
+        filler = tb.read_pod("filler")
+        assert phase(filler) == "Running"
+        assert kube.pod_condition(filler, "DisruptionTarget") is None
+        tb.core.delete_namespaced_pod("filler", tb.namespace, grace_period_seconds=0)
+        high = tb.wait_pod("waiting-high", running, timeout=30, what="Running")
+        assert node_of(high) == node
+        low = tb.read_pod("waiting-low")
+        assert not node_of(low)
+        assert unschedulable(low)
+    finally:
+        tb.delete_node(node)
 
 
 def test_system_pod_preempts_user_pod(testbed_cluster: TestbedCluster, make_pod: MakePod) -> None:
