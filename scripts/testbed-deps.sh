@@ -6,13 +6,15 @@
 #   mmdebstrap  builds the Python image's root filesystem from Debian's mirror, offline of any
 #               container registry
 #   iproute2    `ip link del` removes the pod bridge on teardown
+#   nftables    the `nft` command kube-proxy's nftables mode programs Service routing with
+#               (its own `kube-proxy` tables; the kernel's nf_tables is built in)
 #   gcc, libc6-dev  compile Kubernetes' own pause.c statically for the pause image
 #
 # Installs only what is missing, so a provisioned machine (or a second run) makes no network
 # call at all. Needs root when something is missing; prints what it would install otherwise.
 set -euo pipefail
 
-needed=(runc mmdebstrap iproute2 gcc libc6-dev)
+needed=(runc mmdebstrap iproute2 nftables gcc libc6-dev)
 missing=()
 for pkg in "${needed[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then

@@ -5,8 +5,8 @@ Docker), so every binary is compiled from its published module. Kubernetes stagi
 are pinned by replacing each ``k8s.io/<name>`` with its published ``v0.X.Y`` tag; the list is
 read from the release's own ``go.mod`` so a version bump never needs a hand-edited list.
 
-The real node's runtime is built the same way: kubelet from the same wrapper module as the
-control plane, containerd and the CNI plugins with ``go install`` (neither has replace
+The real node's runtime is built the same way: kubelet and kube-proxy from the same wrapper
+module as the control plane, containerd and the CNI plugins with ``go install`` (neither has replace
 directives). Its images are built offline by ``testbed/images.py`` and cached by a hash of
 their inputs; the OCI runtime (runc) comes from Debian (``scripts/testbed-deps.sh``).
 
@@ -37,7 +37,13 @@ KWOK_VERSION = os.environ.get("RUNPLANE_TESTBED_KWOK_VERSION", "v0.8.0")
 CONTAINERD_VERSION = os.environ.get("RUNPLANE_TESTBED_CONTAINERD_VERSION", "v2.4.2")
 CNI_PLUGINS_VERSION = os.environ.get("RUNPLANE_TESTBED_CNI_VERSION", "v1.9.1")
 
-K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
+K8S_COMMANDS = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kube-proxy",
+)
 CONTAINERD_MODULE = "github.com/containerd/containerd/v2"
 CONTAINERD_COMMANDS = ("containerd", "containerd-shim-runc-v2", "ctr")
 CNI_MODULE = "github.com/containernetworking/plugins"
@@ -189,7 +195,9 @@ class Builder:
         (path / "go.sum").unlink(missing_ok=True)
         return path
 
-    def kubernetes(self) -> None:
+    def kubernetes(self, commands: tuple[str, ...] = K8S_COMMANDS) -> None:
+        """Only ``commands`` are built: a cache that lacks one new command (kube-proxy after an
+        upgrade) links that one instead of all five."""
         info = json.loads(self.go("list", "-m", "-json", f"k8s.io/kubernetes@{K8S_VERSION}"))
         upstream = Path(info["GoMod"]).read_text()
         version = staging_version(K8S_VERSION)
@@ -213,7 +221,7 @@ class Builder:
             lines.insert(4, godebug.group(0) + "\n")
         mod = self.module("kubernetes", "\n".join(lines))
         print(f"    pinned {len(pins)} staging modules at {version}", flush=True)
-        pkgs = [f"k8s.io/kubernetes/cmd/{cmd}" for cmd in K8S_COMMANDS]
+        pkgs = [f"k8s.io/kubernetes/cmd/{cmd}" for cmd in commands]
         self.go("get", *(f"{p}@{K8S_VERSION}" for p in pkgs), cwd=mod)
         minor = K8S_VERSION.lstrip("v").split(".")[1]
         base = "k8s.io/component-base/version"
@@ -405,8 +413,12 @@ def _build_locked(target: Path, force: bool) -> Path:
     start = time.monotonic()
     if "etcd" in todo:
         builder.step(f"etcd {ETCD_VERSION}", builder.etcd)
-    if any(cmd in todo for cmd in K8S_COMMANDS):
-        builder.step(f"kubernetes {K8S_VERSION}", builder.kubernetes)
+    commands = tuple(cmd for cmd in K8S_COMMANDS if cmd in todo)
+    if commands:
+        builder.step(
+            f"kubernetes {K8S_VERSION} ({', '.join(commands)})",
+            lambda: builder.kubernetes(commands),
+        )
     if "kwok" in todo:
         builder.step(f"kwok {KWOK_VERSION}", builder.kwok)
     if any(cmd in todo for cmd in CONTAINERD_COMMANDS):

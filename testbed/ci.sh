@@ -16,13 +16,13 @@ if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
 fi
 PYTHON="${PYTHON:-python3}"
 
-# runc, mmdebstrap, iproute2, gcc: the real node's runtime and image build (apt, root).
+# runc, mmdebstrap, iproute2, nftables, gcc: the real node's runtime and image build (apt, root).
 bash scripts/testbed-deps.sh
 # The build needs only the standard library, so no Python dependency is installed first.
 "$PYTHON" -m testbed build
 bin_dir="$("$PYTHON" -c 'from testbed import build; print(build.bin_dir())')"
 images_dir="$("$PYTHON" -c 'from testbed import build; print(build.images_dir())')"
-for binary in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet containerd; do
+for binary in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet kube-proxy containerd; do
     "$bin_dir/$binary" --version 2>/dev/null | head -n 1 | sed "s|^|$binary: |" || true
 done
 "$bin_dir/bridge" 2>&1 | head -n 1 | sed 's|^|cni: |' || true

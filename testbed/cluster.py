@@ -1,5 +1,6 @@
 """Start and stop a real Kubernetes control plane (etcd, apiserver, controller-manager,
-scheduler) with kwok playing every kubelet, on 127.0.0.1 and free ports.
+scheduler) with kwok playing every kubelet, on 127.0.0.1 and free ports (the apiserver also on
+the pod bridge's address, for pods of a real node).
 
 Each component runs in its own process group, is stopped by pid (never by name) and logs into
 the run directory, which outlives the cluster so a failed test's logs can be read afterwards.
@@ -37,6 +38,13 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_VALUE = "fake"
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
+#: The real node's pod network (testbed/realnode.py) and the host's address on its bridge.
+POD_CIDR = "10.244.0.0/24"
+POD_GATEWAY = "10.244.0.1"
+#: Where the ``kubernetes`` Service's endpoint points: the host's side of the pod bridge, the
+#: one host address pods reach without forwarding. kube-proxy sends 10.96.0.1:443 there. It is
+#: in the serving certificate; host-side clients keep using 127.0.0.1.
+ADVERTISE_ADDRESS = POD_GATEWAY
 
 
 def runs_root() -> Path:
@@ -385,8 +393,10 @@ def apiserver_argv(lay: Layout, settings: Settings) -> list[str]:
     return [
         lay.bin("kube-apiserver"),
         f"--etcd-servers={lay.etcd_url}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        # Every address, as in a cluster: the pod bridge's address (the advertised one) only
+        # exists once a real node runs, and then pods reach the API there through kube-proxy.
+        "--bind-address=0.0.0.0",
+        f"--advertise-address={ADVERTISE_ADDRESS}",
         f"--secure-port={lay.ports['apiserver']}",
         f"--cert-dir={lay.run_dir / 'pki'}",
         f"--tls-cert-file={c.serving.cert}",
@@ -531,7 +541,7 @@ def _start(
     lay = Layout(
         run_dir,
         bin_dir,
-        pki.generate(run_dir / "pki", SERVICE_IP),
+        pki.generate(run_dir / "pki", SERVICE_IP, ADVERTISE_ADDRESS),
         {name: free_port() for name in names},
     )
     procs: list[Process] = []

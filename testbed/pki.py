@@ -123,8 +123,14 @@ def issue_client(
     return pair
 
 
-def generate(directory: Path, service_ip: str = "10.96.0.1") -> Pki:
-    """Create the CA, the apiserver's serving cert, one client cert per component, SA keys."""
+def generate(
+    directory: Path, service_ip: str = "10.96.0.1", advertise_ip: str | None = None
+) -> Pki:
+    """Create the CA, the apiserver's serving cert, one client cert per component, SA keys.
+
+    The serving cert names every way in: 127.0.0.1 (host-side kubeconfigs), the ``kubernetes``
+    Service's ClusterIP and names (in-cluster clients), and the advertised address its
+    endpoint points at (clients that resolve the Service to its endpoint)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_name = _name("runplane-testbed-ca")
     ca, ca_key = _issue(directory, "ca", ca_name, None, None)
@@ -141,7 +147,7 @@ def generate(directory: Path, service_ip: str = "10.96.0.1") -> Pki:
             "kubernetes.default.svc",
             "kubernetes.default.svc.cluster.local",
         ),
-        server_ips=("127.0.0.1", service_ip),
+        server_ips=("127.0.0.1", service_ip, *([advertise_ip] if advertise_ip else [])),
     )
     # system:masters bypasses RBAC for the admin; components get their built-in RBAC identities.
     admin, _ = _issue(

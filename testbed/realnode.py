@@ -47,22 +47,42 @@ from kubernetes.client.exceptions import ApiException
 
 from testbed import build, images, kube, pki, podns, topology
 from testbed import topology as tb_topology
-from testbed.cluster import Cluster, Process, _spawn, _stop_group, _tail, write_kubeconfig
+from testbed.cluster import (
+    POD_CIDR,
+    POD_GATEWAY,
+    SERVICE_CIDR,
+    Cluster,
+    Process,
+    _http_ok,
+    _spawn,
+    _stop_group,
+    _tail,
+    write_kubeconfig,
+)
 
 WORK_DIR_ENV = "RUNPLANE_TESTBED_REALNODE_DIR"
 DEFAULT_WORK_DIR = Path("/var/lib/runplane-testbed-realnode")
 LOCK_FILE = Path("/run/runplane-testbed-realnode.lock")
 STATE_FILE = "realnode.json"
 BRIDGE = "rnbr0"
-POD_SUBNET = "10.244.0.0/24"
+POD_SUBNET = POD_CIDR
 #: The bridge's own address, the subnet's first (host-local never hands it to a pod): the
-#: host's side of the pod network, where kubelet's probes come from and the pods' DNS listens.
-BRIDGE_ADDRESS = "10.244.0.1"
+#: host's side of the pod network, where kubelet's probes come from, the pods' DNS listens,
+#: and the apiserver's advertised endpoint is (``cluster.ADVERTISE_ADDRESS``).
+BRIDGE_ADDRESS = POD_GATEWAY
 CLUSTER_DOMAIN = podns.DOMAIN
 #: The responder's command line names its module, so teardown can find it after a crash.
 PODNS_MODULE = "testbed.podns"
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
+KUBE_PROXY_HEALTHZ_PORT = 10256
+KUBE_PROXY_METRICS_PORT = 10249
+#: The identity kube-proxy's client certificate names; the apiserver's bootstrap RBAC binds it
+#: to the ``system:node-proxier`` ClusterRole (watch Services, EndpointSlices, Nodes; events).
+KUBE_PROXY_USER = "system:kube-proxy"
+#: kube-proxy's nftables mode keeps all its rules in tables of this name (families ip, ip6),
+#: apart from anything else on the host; teardown deletes them.
+KUBE_PROXY_TABLE = "kube-proxy"
 #: Paths containerd, kubelet and the CNI plugins create whatever their configured roots are
 #: (shim sockets, the libcni result cache, kubelet's device-plugin socket and container-log
 #: symlinks, pod network namespaces). Teardown removes those that did not exist before.
@@ -83,6 +103,9 @@ KERNEL_TUNABLES = (
     "kernel/panic_on_oops",
     "kernel/keys/root_maxkeys",
     "kernel/keys/root_maxbytes",
+    # set by the node itself: a pod reaching another pod through a ClusterIP is routed by the
+    # host (kube-proxy's DNAT happens there), as on any node
+    "net/ipv4/ip_forward",
 )
 RUNC_ENV = "RUNPLANE_TESTBED_RUNC"
 _MNT_DETACH = 2
@@ -175,9 +198,18 @@ def runc_binary() -> str:
     return found
 
 
+def nft_binary() -> str:
+    """kube-proxy's nftables mode drives the kernel through the ``nft`` command."""
+    found = shutil.which("nft") or "/usr/sbin/nft"
+    if not os.access(found, os.X_OK):
+        raise RuntimeError(f"nft not found ({found}); run scripts/testbed-deps.sh")
+    return found
+
+
 def _check_inputs(bin_dir: Path, images_dir: Path) -> None:
     if os.geteuid() != 0:
         raise RuntimeError("the real node needs root (containerd, kubelet, mounts, cgroups)")
+    nft_binary()
     missing = build.missing_binaries(bin_dir)
     missing_images = build.missing_images(images_dir)
     if missing or missing_images:
@@ -246,9 +278,10 @@ def containerd_config(paths: Paths, runc: str, bin_dir: Path) -> str:
 
 
 def cni_config(paths: Paths) -> dict[str, Any]:
-    """An isolated bridge: no gateway, no masquerade, no iptables, no forwarding; pods reach
-    each other and the host's bridge address (``BRIDGE_ADDRESS``, made by ``_create_bridge``
-    before any pod: probes, DNS), nothing else."""
+    """A bridge with no default route and no masquerade: pods reach each other, the host's
+    bridge address (``BRIDGE_ADDRESS``, made by ``_create_bridge`` before any pod: probes, DNS,
+    the apiserver) and the Service range, routed through that address to the host where
+    kube-proxy translates it; nothing else. Hairpin lets a pod reach itself via its Service."""
     return {
         "cniVersion": "1.0.0",
         "name": "runplane",
@@ -258,10 +291,11 @@ def cni_config(paths: Paths) -> dict[str, Any]:
                 "bridge": BRIDGE,
                 "isGateway": False,
                 "ipMasq": False,
-                "hairpinMode": False,
+                "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": POD_SUBNET}]],
+                    "ranges": [[{"subnet": POD_SUBNET, "gateway": BRIDGE_ADDRESS}]],
+                    "routes": [{"dst": SERVICE_CIDR, "gw": BRIDGE_ADDRESS}],
                     "dataDir": str(paths.work / "cni-state"),
                 },
             }
@@ -313,6 +347,38 @@ def kubelet_config(paths: Paths, ca: Path) -> dict[str, Any]:
         "serializeImagePulls": False,
         "registerWithTaints": [dict(tb_topology.REAL_NODE_TAINT)],
     }
+
+
+def kube_proxy_config(paths: Paths, kubeconfig: Path, name: str) -> dict[str, Any]:
+    """kube-proxy in nftables mode for this node. Only what differs from its defaults, and
+    why: ``clusterCIDR`` is the pod network, so traffic from pods keeps its source and anything
+    else reaching a Service is masqueraded; the conntrack settings of 0 and ``oomScoreAdj: 0``
+    leave the host's kernel settings as they are (kube-proxy would otherwise raise
+    ``nf_conntrack_max`` and timeouts machine-wide, and a negative OOM score needs a capability
+    the sandbox lacks); health and metrics listen on loopback only."""
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "hostnameOverride": name,
+        "mode": "nftables",
+        "clusterCIDR": POD_CIDR,
+        "healthzBindAddress": f"127.0.0.1:{KUBE_PROXY_HEALTHZ_PORT}",
+        "metricsBindAddress": f"127.0.0.1:{KUBE_PROXY_METRICS_PORT}",
+        "oomScoreAdj": 0,
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s",
+        },
+        # the rules follow a change within a second, not at the default's 1 s floor plus load
+        "nftables": {"minSyncPeriod": "0s"},
+    }
+
+
+def kube_proxy_argv(bin_dir: Path, paths: Paths) -> list[str]:
+    return [str(bin_dir / "kube-proxy"), f"--config={paths.etc / 'kube-proxy.yaml'}", "--v=1"]
 
 
 def kubelet_argv(bin_dir: Path, paths: Paths, kubeconfig: Path, name: str) -> list[str]:
@@ -454,9 +520,34 @@ def _delete_bridge() -> None:
         subprocess.run(["ip", "link", "del", BRIDGE], check=False, capture_output=True)
 
 
+def _kube_proxy_tables() -> list[str]:
+    """kube-proxy's nftables tables on the host, as ``family name``; none without ``nft``."""
+    nft = shutil.which("nft")
+    if nft is None:
+        return []
+    proc = subprocess.run([nft, "list", "tables"], capture_output=True, text=True, check=False)
+    found = []
+    for line in proc.stdout.splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == "table" and fields[2] == KUBE_PROXY_TABLE:
+            found.append(f"{fields[1]} {fields[2]}")
+    return found
+
+
+def _delete_kube_proxy_tables() -> None:
+    """What ``kube-proxy --cleanup`` does for nftables mode, without its attempts at iptables
+    (which this host need not have)."""
+    nft = shutil.which("nft")
+    for table in _kube_proxy_tables():
+        if nft is not None:
+            subprocess.run([nft, "delete", "table", *table.split()], check=False)
+
+
 #: The programs a node runs; a process counts as the node's only if it is one of these *and*
 #: its command line names the node's work dir.
-_PROGRAMS = frozenset({"kubelet", "containerd", "containerd-shim-runc-v2", "runc", "ctr"})
+_PROGRAMS = frozenset(
+    {"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "runc", "ctr"}
+)
 
 
 def _our_processes(work: Path) -> list[tuple[int, str]]:
@@ -571,9 +662,9 @@ def teardown(work: Path | None = None, processes: Iterable[Process] = ()) -> Non
     at any point of a start, after a crash, or twice. The caller deletes the node's pods through
     the API first (``RealNode.stop``), so kubelet takes their sandboxes down itself.
 
-    Order: kubelet; leftover tasks; containerd; leftover shims and container processes;
-    mounts; cgroups; the bridge; kernel tunables; host dirs that did not exist before; the work
-    dir."""
+    Order: kube-proxy and its nftables tables; kubelet; leftover tasks; containerd; leftover
+    shims and container processes; mounts; cgroups; the bridge; kernel tunables; host dirs that
+    did not exist before; the work dir."""
     paths = Paths(work or work_dir())
     state = _read_state(paths)
     known = {p.name: p for p in processes}
@@ -586,6 +677,8 @@ def teardown(work: Path | None = None, processes: Iterable[Process] = ()) -> Non
         pids = [pid for pid, argv0 in _our_processes(paths.work) if Path(argv0).name == component]
         _terminate(pids)
 
+    stop("kube-proxy")
+    _delete_kube_proxy_tables()
     stop("kubelet")
     stop("podns")
     if any(Path(argv0).name == "containerd" for _, argv0 in _our_processes(paths.work)):
@@ -611,6 +704,7 @@ def leftovers(work: Path | None = None) -> list[str]:
     found += [f"cgroup {tree}" for tree in _cgroup_trees()]
     if _bridge_exists():
         found.append(f"link {BRIDGE}")
+    found += [f"nftables table {table}" for table in _kube_proxy_tables()]
     if paths.work.exists():
         found.append(f"directory {paths.work}")
     return found
@@ -631,6 +725,14 @@ def _acquire_lock() -> IO[str]:
             "stop it with `python -m testbed down`"
         ) from None
     return handle
+
+
+def _probe(url: str) -> bool:
+    """True once ``url`` answers 200; False while it refuses, fails or answers otherwise."""
+    try:
+        return _http_ok(url)
+    except OSError:  # refused, reset, timed out; urllib's HTTPError (503) is one too
+        return False
 
 
 def _quietly(func: Any, *args: Any, **kwargs: Any) -> Any:
@@ -678,7 +780,8 @@ class RealNode:
 
     @property
     def logs(self) -> dict[str, Path]:
-        return {name: self.run_dir / "logs" / f"{name}.log" for name in ("containerd", "kubelet")}
+        names = ("containerd", "kubelet", "kube-proxy")
+        return {name: self.run_dir / "logs" / f"{name}.log" for name in names}
 
     def log_tails(self, lines: int = 30) -> str:
         return "\n".join(
@@ -854,6 +957,30 @@ class RealNode:
         began = time.monotonic()
         self._wait(f"node {self.name} Ready", self.ready, timeout)
         self.timings["kubelet_to_ready_s"] = round(time.monotonic() - began, 2)
+        began = time.monotonic()
+        self._start_kube_proxy(cluster, die_with_parent, timeout)
+        self.timings["kube_proxy_ready_s"] = round(time.monotonic() - began, 2)
+
+    def _start_kube_proxy(self, cluster: Cluster, die_with_parent: bool, timeout: float) -> None:
+        """kube-proxy for this node, as a cluster runs it: its own identity, watching the
+        Services and routing their ClusterIPs. Started once the Node exists (it reads its
+        addresses from it); ready when its health check says the rules are synced."""
+        paths = self.paths
+        certs = pki.issue_client(self.run_dir / "pki", "kube-proxy", KUBE_PROXY_USER)
+        kubeconfig = self.run_dir / "kube-proxy.kubeconfig"
+        ca = self.run_dir / "pki" / "ca.crt"
+        write_kubeconfig(kubeconfig, cluster.server, ca, certs.cert, certs.key, KUBE_PROXY_USER)
+        (paths.etc / "kube-proxy.yaml").write_text(
+            yaml.safe_dump(kube_proxy_config(paths, kubeconfig, self.name), sort_keys=False)
+        )
+        # Pods reaching pods through a ClusterIP are forwarded by the host; the old value is
+        # recorded in ``kernel_tunables`` and restored on stop.
+        Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+        argv = kube_proxy_argv(self.bin_dir, paths)
+        self.processes.append(_spawn("kube-proxy", argv, self.run_dir, None, die_with_parent))
+        self.save()
+        url = f"http://127.0.0.1:{KUBE_PROXY_HEALTHZ_PORT}/healthz"
+        self._wait("kube-proxy /healthz", lambda: _probe(url), timeout)
 
     def import_image(self, name: str, timeout: float = 120.0) -> None:
         """Load one of the testbed's image archives into the node's containerd; the node
