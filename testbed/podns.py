@@ -1,10 +1,12 @@
-"""The real node's cluster DNS: ``<service>.<namespace>.svc.<domain>`` names a Service's pods.
+"""The real node's cluster DNS: ``<service>.<namespace>.svc.<domain>`` names a Service.
 
-The testbed runs no kube-proxy, so a Service's ClusterIP leads nowhere. This responder answers
-every Service name with the IPv4 addresses of its *ready* endpoints (its EndpointSlices), as
-a headless Service would: enough for clients that reach one pod behind a name, such as dask
-workers dialing their scheduler. Anything else (other names, pod names, SRV, reverse lookups)
-gets NXDOMAIN, or an empty answer for a Service name asked for another record type.
+As a cluster's DNS does, a Service with a ClusterIP is answered with that address (the node's
+kube-proxy routes it to a ready endpoint, on the Service's port), and a headless Service with
+the IPv4 addresses of its *ready* endpoints (its EndpointSlices). So
+``kubernetes.default.svc`` leads to the API server on port 443, and dask workers dialing their
+scheduler's Service reach the scheduler. Anything else (other names, pod names, SRV, reverse
+lookups, ExternalName Services) gets NXDOMAIN, or an empty answer for a Service name asked for
+another record type.
 
 It asks the API server on every question, with no cache and a TTL of 0: a test's pods come and
 go within seconds, and a stale answer would be a wrong one. ``RealNode`` runs it as a process
@@ -27,6 +29,7 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from testbed import kube
 
@@ -38,6 +41,7 @@ class Resolver:
     """Service names to ready endpoint addresses, looked up in the API at each question."""
 
     def __init__(self, api: client.ApiClient, domain: str = DOMAIN) -> None:
+        self.core = client.CoreV1Api(api)
         self.discovery = client.DiscoveryV1Api(api)
         self.suffix = ["svc", *domain.lower().split(".")]
 
@@ -49,6 +53,18 @@ class Resolver:
         return labels[0], labels[1]
 
     def addresses(self, service: str, namespace: str) -> list[str]:
+        """The ClusterIP of a Service that has one, else its ready endpoints; none for a
+        Service that does not exist."""
+        try:
+            spec = self.core.read_namespaced_service(service, namespace).spec
+        except ApiException as error:
+            if error.status == 404:
+                return []
+            raise
+        if spec is None or spec.type == "ExternalName":
+            return []
+        if spec.cluster_ip and spec.cluster_ip != "None":
+            return [spec.cluster_ip]
         slices = self.discovery.list_namespaced_endpoint_slice(
             namespace, label_selector=f"kubernetes.io/service-name={service}"
         )

@@ -5,9 +5,10 @@ process of this test, ``testbed.dask_operator``), which makes the scheduler and 
 Deployments; the real scheduler places their pods on the real node, whose kubelet runs Debian's
 dask 2022.12 (``images.DASK_IMAGE``) with the rendered ``dask scheduler`` / ``dask worker``
 command lines. Workers find the scheduler by its Service name through the testbed's pod DNS
-(``testbed.podns``). A client pod on the same node, dialing the same name, maps work over both
-workers and sums it. The test process cannot be the client: its distributed (PyPI's) is years
-newer than the image's, and dask's wire protocol wants matching versions.
+(``testbed.podns``) and the node's kube-proxy. A client pod on the same node, dialing the same
+name, maps work over both workers and sums it. The test process cannot be the client: its
+distributed (PyPI's) is years newer than the image's, and dask's wire protocol wants matching
+versions.
 """
 
 from __future__ import annotations
@@ -166,10 +167,13 @@ def test_a_rendered_dask_cluster_computes_on_the_real_node(
             assert worker["memory_limit"] == WORKER_MEMORY
             assert worker["nthreads"] == 2
 
-        # the name resolved through the testbed's DNS, to the scheduler pod itself
+        # the name resolved through the testbed's DNS to the scheduler Service's ClusterIP,
+        # which the node's kube-proxy leads to the scheduler pod
         answered = (tb.run_dir / "logs" / "podns.log").read_text()
         assert f"{name}-scheduler.{ns}.svc.{realnode.CLUSTER_DOMAIN}. NOERROR " in answered
-        assert f"['{scheduler.status.pod_ip}']" in answered
+        service = tb.core.read_namespaced_service(f"{name}-scheduler", ns).spec
+        assert service is not None
+        assert f"['{service.cluster_ip}']" in answered
     finally:
         tb.core.delete_namespaced_pod(client_pod, ns, grace_period_seconds=0)
         objects.delete_namespaced_custom_object(GROUP, VERSION, ns, "daskclusters", name)

@@ -9,22 +9,25 @@ The testbed image has no Kubernetes client, so the pods speak HTTP with the stan
 from __future__ import annotations
 
 import json
+import sysconfig
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from testbed import kube
+from testbed import build, kube
 from testbed.pytest_plugin import TEST_LABEL, TestbedCluster
 from testbed.realnode import RealNode
 
 pytestmark = pytest.mark.testbed
 
 #: Asks the API server who the pod is and what it may do, through the ClusterIP in the
-#: service environment and the projected token; prints one JSON line.
+#: service environment and the projected token, then its version through the cluster DNS
+#: name; prints one JSON line.
 API_PROBE = r"""
 import json, os, ssl, urllib.error, urllib.request
 sa = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -34,7 +37,7 @@ tls = ssl.create_default_context(cafile=sa + "/ca.crt")
 host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
 base = "https://%s:%s" % (host, port)
 
-def call(method, path, body=None):
+def call(method, path, body=None, base=base):
     data = None if body is None else json.dumps(body).encode()
     headers = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
     request = urllib.request.Request(base + path, data=data, headers=headers, method=method)
@@ -48,8 +51,11 @@ review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 who = call("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
 pods = call("GET", "/api/v1/namespaces/%s/pods" % namespace)
 secrets = call("GET", "/api/v1/namespaces/%s/secrets" % namespace)
+# the same through the cluster DNS name, on the Service's port, its name in the certificate
+version = call("GET", "/version", base="https://kubernetes.default.svc")
 print(json.dumps({
     "base": base,
+    "version": [version[0], version[1].get("gitVersion")],
     "user": who[1].get("status", {}).get("userInfo", {}).get("username"),
     "pods": [pods[0], [p["metadata"]["name"] for p in pods[1].get("items", [])]],
     "secrets": [secrets[0], secrets[1].get("message", "")],
@@ -71,6 +77,18 @@ while True:
             raise
         print("retrying:", error, flush=True)
         time.sleep(0.5)
+"""
+
+#: runplane's own Kubernetes client, configured in-cluster (no kubeconfig), asks who it is.
+RUNPLANE_PROBE = r"""
+import json
+from kubernetes import client
+from runplane.runtimes.kubernetes.api.client import api_client
+api = api_client()
+review = client.AuthenticationV1Api(api).create_self_subject_review(
+    {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+)
+print(json.dumps({"host": api.configuration.host, "user": review.status.user_info.username}))
 """
 
 Create = Callable[..., str]
@@ -197,6 +215,7 @@ def test_pod_reaches_the_api_server_as_its_service_account(
     seen = json.loads(_log_of_success(testbed_cluster, pod).strip().splitlines()[-1])
     # the client's view, as in any cluster: the Service's ClusterIP, verified against the CA
     assert seen["base"] == "https://10.96.0.1:443"
+    assert seen["version"] == [200, build.K8S_VERSION]
     assert seen["user"] == f"system:serviceaccount:{namespace}:{account}"
     status, names = seen["pods"]
     assert status == 200
@@ -249,3 +268,41 @@ def test_pod_reaches_another_pod_through_its_service(
     log = _log_of_success(testbed_cluster, client_pod)
     # the server answers with its /etc/hostname, which kubelet writes: the pod's name
     assert log.strip().splitlines()[-1] == f"200 {server}"
+
+
+def test_runplane_client_in_a_pod_uses_the_in_cluster_configuration(
+    testbed_cluster: TestbedCluster, on_node: Create
+) -> None:
+    """The Python image lacks runplane and its dependencies; the pod borrows this checkout's
+    source and the test interpreter's packages (the same Python minor) read-only."""
+    source = Path(__file__).resolve().parents[2] / "src"
+    packages = Path(sysconfig.get_paths()["purelib"])
+    mounts = {"source": source, "packages": packages}
+    pod = on_node(
+        "pod",
+        "runplane",
+        {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "main",
+                        "command": ["python3", "-c", RUNPLANE_PROBE],
+                        "env": [{"name": "PYTHONPATH", "value": "/opt/source:/opt/packages"}],
+                        "volumeMounts": [
+                            {"name": name, "mountPath": f"/opt/{name}", "readOnly": True}
+                            for name in mounts
+                        ],
+                    }
+                ],
+                "volumes": [
+                    {"name": name, "hostPath": {"path": str(path), "type": "Directory"}}
+                    for name, path in mounts.items()
+                ],
+            }
+        },
+    )
+    seen = json.loads(_log_of_success(testbed_cluster, pod).strip().splitlines()[-1])
+    assert seen == {
+        "host": "https://10.96.0.1:443",
+        "user": f"system:serviceaccount:{testbed_cluster.namespace}:default",
+    }

@@ -10,6 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from cryptography import x509
 from kubernetes import client
 
 from testbed import cluster as tb_cluster
@@ -270,3 +271,44 @@ def test_stage_image_pull_backoff(testbed_cluster: TestbedCluster, make_pod: Mak
 def test_deleted_spot_node_pod_is_collected(orphaned_spot_pod: Future[client.V1Pod]) -> None:
     pod = orphaned_spot_pod.result(timeout=150)
     assert reason(pod, "DisruptionTarget") == "DeletionByPodGC"
+
+
+def test_kubernetes_service_leads_to_the_advertised_address(
+    testbed_cluster: TestbedCluster,
+) -> None:
+    """What in-cluster clients rely on, with no real node: the ``kubernetes`` Service's
+    endpoint is the apiserver's advertised address and port, the serving certificate names
+    that address and the Service, and each namespace gets the CA and a default account."""
+    discovery = client.DiscoveryV1Api(testbed_cluster.api)
+    slices = discovery.list_namespaced_endpoint_slice(
+        "default", label_selector="kubernetes.io/service-name=kubernetes"
+    ).items
+    endpoints = {
+        (address, port.port)
+        for piece in slices
+        for endpoint in piece.endpoints or []
+        for address in endpoint.addresses
+        for port in piece.ports or []
+    }
+    port = testbed_cluster.cluster.ports["apiserver"]
+    assert endpoints == {(tb_cluster.ADVERTISE_ADDRESS, port)}
+    pem = (testbed_cluster.run_dir / "pki" / "apiserver.crt").read_bytes()
+    names = x509.load_pem_x509_certificate(pem).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    ips = {str(ip) for ip in names.value.get_values_for_type(x509.IPAddress)}
+    assert {"127.0.0.1", tb_cluster.SERVICE_IP, tb_cluster.ADVERTISE_ADDRESS} <= ips
+    assert "kubernetes.default.svc" in names.value.get_values_for_type(x509.DNSName)
+    core = testbed_cluster.core
+    namespace = testbed_cluster.namespace
+    deadline = time.monotonic() + 60
+    while not (
+        core.list_namespaced_config_map(
+            namespace, field_selector="metadata.name=kube-root-ca.crt"
+        ).items
+        and core.list_namespaced_service_account(
+            namespace, field_selector="metadata.name=default"
+        ).items
+    ):
+        assert time.monotonic() < deadline, "no kube-root-ca.crt or default ServiceAccount"
+        time.sleep(0.2)
