@@ -41,6 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+import dns.exception
+import dns.message
+import dns.query
+import dns.rcode
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -727,6 +731,16 @@ def _acquire_lock() -> IO[str]:
     return handle
 
 
+def _pod_dns_answers() -> bool:
+    """True once the pod DNS answers the API server's Service name."""
+    name = f"kubernetes.default.svc.{CLUSTER_DOMAIN}."
+    try:
+        reply = dns.query.udp(dns.message.make_query(name, "A"), BRIDGE_ADDRESS, timeout=1)
+    except (OSError, dns.exception.DNSException):
+        return False
+    return bool(reply.rcode() == dns.rcode.NOERROR and reply.answer)
+
+
 def _probe(url: str) -> bool:
     """True once ``url`` answers 200; False while it refuses, fails or answers otherwise."""
     try:
@@ -960,6 +974,8 @@ class RealNode:
         began = time.monotonic()
         self._start_kube_proxy(cluster, die_with_parent, timeout)
         self.timings["kube_proxy_ready_s"] = round(time.monotonic() - began, 2)
+        # the pods' DNS started before kubelet; a pod must not find it still importing
+        self._wait("the pod DNS", _pod_dns_answers, timeout)
 
     def _start_kube_proxy(self, cluster: Cluster, die_with_parent: bool, timeout: float) -> None:
         """kube-proxy for this node, as a cluster runs it: its own identity, watching the
