@@ -975,7 +975,9 @@ class RealNode:
         self._start_kube_proxy(cluster, die_with_parent, timeout)
         self.timings["kube_proxy_ready_s"] = round(time.monotonic() - began, 2)
         # the pods' DNS started before kubelet; a pod must not find it still importing
+        began = time.monotonic()
         self._wait("the pod DNS", _pod_dns_answers, timeout)
+        self.timings["pod_dns_wait_s"] = round(time.monotonic() - began, 2)
 
     def _start_kube_proxy(self, cluster: Cluster, die_with_parent: bool, timeout: float) -> None:
         """kube-proxy for this node, as a cluster runs it: its own identity, watching the
