@@ -17,6 +17,9 @@ Design points, each learnt the hard way (docs/testing.md, "Real node"):
   outlive the node. containerd, kubelet and the CNI plugins still create a few host paths and
   a bridge, change kernel tunables and make ``kubepods`` cgroups; teardown undoes each of these
   in an order that leaves nothing behind, and also runs before a start to clear a crash.
+* Pods reach Services as in a cluster: kube-proxy (nftables mode, its own tables) routes the
+  ClusterIPs, the ``kubernetes`` Service's among them, whose endpoint is the apiserver on the
+  bridge's host address; the pods' only route off the bridge is the Service range.
 * One real node per machine (fixed kubelet ports, cgroup names, device-plugin socket): an
   exclusive lock on ``LOCK_FILE`` is held by the starter and inherited by kubelet, so it is held
   while the node runs, even detached.
@@ -359,7 +362,7 @@ def kube_proxy_config(paths: Paths, kubeconfig: Path, name: str) -> dict[str, An
     else reaching a Service is masqueraded; the conntrack settings of 0 and ``oomScoreAdj: 0``
     leave the host's kernel settings as they are (kube-proxy would otherwise raise
     ``nf_conntrack_max`` and timeouts machine-wide, and a negative OOM score needs a capability
-    the sandbox lacks); health and metrics listen on loopback only."""
+    this machine lacks); health and metrics listen on loopback only."""
     return {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
@@ -376,7 +379,7 @@ def kube_proxy_config(paths: Paths, kubeconfig: Path, name: str) -> dict[str, An
             "tcpEstablishedTimeout": "0s",
             "tcpCloseWaitTimeout": "0s",
         },
-        # the rules follow a change within a second, not at the default's 1 s floor plus load
+        # a Service's rules follow its endpoints at once, not batched over the default 1 s
         "nftables": {"minSyncPeriod": "0s"},
     }
 
