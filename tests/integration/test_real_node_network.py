@@ -9,6 +9,7 @@ The testbed image has no Kubernetes client, so the pods speak HTTP with the stan
 from __future__ import annotations
 
 import json
+import sys
 import sysconfig
 import time
 import uuid
@@ -275,6 +276,7 @@ def test_runplane_client_in_a_pod_uses_the_in_cluster_configuration(
 ) -> None:
     """The Python image lacks runplane and its dependencies; the pod borrows this checkout's
     source and the test interpreter's packages (the same Python minor) read-only."""
+    assert sys.version_info[:2] == (3, 11), "the packages must match the image's Python 3.11"
     source = Path(__file__).resolve().parents[2] / "src"
     packages = Path(sysconfig.get_paths()["purelib"])
     mounts = {"source": source, "packages": packages}
