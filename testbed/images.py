@@ -62,6 +62,10 @@ class ImageConfig:
     cmd: tuple[str, ...] = ()
     env: tuple[str, ...] = (DEFAULT_PATH,)
     user: str = ""
+    working_dir: str = ""
+    #: Ports the image listens on (``8470/tcp``): documentation for whoever runs it.
+    exposed_ports: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
 
     def as_oci(self) -> dict[str, object]:
         config: dict[str, object] = {"Env": list(self.env)}
@@ -71,6 +75,12 @@ class ImageConfig:
             config["Cmd"] = list(self.cmd)
         if self.user:
             config["User"] = self.user
+        if self.working_dir:
+            config["WorkingDir"] = self.working_dir
+        if self.exposed_ports:
+            config["ExposedPorts"] = {port: {} for port in self.exposed_ports}
+        if self.labels:
+            config["Labels"] = dict(self.labels)
         return config
 
 
