@@ -17,6 +17,8 @@ build reads the source tree and returns. Only the standard library is used, like
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -27,9 +29,10 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from testbed import build as tb_build
 from testbed import images
@@ -66,6 +69,9 @@ PACKAGES_FILE = "/usr/share/runplane/packages.txt"
 #: Bump when the way the image is assembled changes, so cached archives are rebuilt.
 FORMAT_REVISION = 1
 BUILD_FILE = "build.json"
+BASE_FILE = "base.json"
+CACHE_PREFIX = "runplane-image-"
+BASE_PREFIX = "runplane-base-"
 
 _ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}
 _VERSION_LINE = re.compile(r'^__version__\s*=\s*"([^"]+)"', re.M)
@@ -238,20 +244,29 @@ def source_digest(root: Path = ROOT) -> str:
     return digest.hexdigest()
 
 
-def inputs_key(source: str, lock: str, arch: str) -> str:
-    """A short hash of everything the image is made from: a change to any of them is a new
-    cache entry, never a stale archive."""
+def base_key(lock: str, arch: str) -> str:
+    """A short hash of what the bottom layer is made from: Debian's inputs and the lock."""
     inputs = {
-        "source": source,
         "lock": hashlib.sha256(lock.encode()).hexdigest(),
         "arch": arch,
-        "repository": REPOSITORY,
-        "extras": EXTRAS,
         "suite": images.DEBIAN_SUITE,
         "packages": DEBIAN_PACKAGES,
         "excludes": DPKG_EXCLUDES,
         "unused": UNUSED,
         "user": USER_ID,
+        "format": FORMAT_REVISION,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def inputs_key(source: str, lock: str, arch: str) -> str:
+    """A short hash of everything the image is made from: a change to any of them is a new
+    cache entry, never a stale archive."""
+    inputs = {
+        "source": source,
+        "base": base_key(lock, arch),
+        "repository": REPOSITORY,
+        "extras": EXTRAS,
         "format": FORMAT_REVISION,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
@@ -293,27 +308,29 @@ def sha256(path: Path) -> str:
 # --- the build -------------------------------------------------------------------------------
 
 
-def image_dir(arch: str | None = None, root: Path = ROOT) -> Path:
-    arch = arch or tb_build.go_arch()
-    key = inputs_key(source_digest(root), read_lock(), arch)
-    return tb_build.cache_root() / f"runplane-image-{key}"
-
-
 def read_lock() -> str:
     if not LOCK_FILE.is_file():
         raise RuntimeError(f"{LOCK_FILE} is missing; write it: python3 -m testbed image --lock")
     return LOCK_FILE.read_text()
 
 
+def image_dir(arch: str | None = None, root: Path = ROOT) -> Path:
+    arch = arch or tb_build.go_arch()
+    key = inputs_key(source_digest(root), read_lock(), arch)
+    return tb_build.cache_root() / f"{CACHE_PREFIX}{key}"
+
+
+def base_dir(arch: str) -> Path:
+    return tb_build.cache_root() / f"{BASE_PREFIX}{base_key(read_lock(), arch)}"
+
+
 def archive_name(runplane_version: str) -> str:
     return f"runplane-{runplane_version}.oci.tar"
 
 
-def _run(argv: Sequence[str], what: str, env: Mapping[str, str] | None = None) -> str:
+def _run(argv: Sequence[str], what: str) -> str:
     print("+ " + shlex.join(argv), flush=True)
-    proc = subprocess.run(
-        list(argv), capture_output=True, text=True, check=False, env=dict(env or os.environ)
-    )
+    proc = subprocess.run(list(argv), capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{what} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
     return proc.stdout
@@ -321,6 +338,34 @@ def _run(argv: Sequence[str], what: str, env: Mapping[str, str] | None = None) -
 
 def _pip() -> list[str]:
     return [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+
+
+class _Steps:
+    """How long each step took, printed as it ends and kept in the cache entry's record."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._began = time.monotonic()
+
+    @contextlib.contextmanager
+    def step(self, label: str) -> Iterator[None]:
+        started = time.monotonic()
+        yield
+        self.seconds[label] = round(time.monotonic() - started, 1)
+        print(f"==> {label}: {self.seconds[label]:.1f}s", flush=True)
+
+    def total(self) -> float:
+        return round(time.monotonic() - self._began, 1)
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive lock on a cache entry: a concurrent build (CI's, a test fixture's) waits,
+    then finds the entry complete."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _cached(directory: Path, name: str) -> Built | None:
@@ -338,9 +383,12 @@ def _cached(directory: Path, name: str) -> Built | None:
 def build(force: bool = False, arch: str | None = None, mirror: str | None = None) -> Built:
     """The image archive for this checkout, built if the cache has none for its inputs.
 
-    An exclusive lock serialises concurrent callers (CI's build and a test's fixture): the
-    second waits, then finds the archive.
+    Two layers, cached apart: Debian and runplane's dependencies (keyed by the lock and the
+    Debian inputs: a cold build's two minutes, paid again only when they change), and runplane
+    itself (keyed by its source too: seconds). A registry stores the first layer once for every
+    runplane version built on it.
     """
+    began = time.monotonic()
     arch = arch or tb_build.go_arch()
     if arch not in _ARCHES:
         raise RuntimeError(f"the image is built for {sorted(_ARCHES)}, not {arch!r}")
@@ -348,76 +396,128 @@ def build(force: bool = False, arch: str | None = None, mirror: str | None = Non
     target = image_dir(arch)
     if not force and (found := _cached(target, name)):
         return found
-    target.mkdir(parents=True, exist_ok=True)
-    with (target / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(target):
         if not force and (found := _cached(target, name)):
             return found
+        if os.geteuid() != 0:
+            raise RuntimeError("the image build needs root (mmdebstrap's root mode, chroot)")
         mirror = mirror or os.environ.get("RUNPLANE_TESTBED_DEBIAN_MIRROR") or None
-        return _build_locked(target, name, arch, mirror)
+        base = _base(arch, mirror, force)
+        built = _image(target, base, name, arch)
+    _prune(CACHE_PREFIX, keep=target)
+    _prune(BASE_PREFIX, keep=base.parent)
+    return dataclasses.replace(built, seconds=round(time.monotonic() - began, 1))
 
 
-def _build_locked(target: Path, name: str, arch: str, mirror: str | None) -> Built:
-    if os.geteuid() != 0:
-        raise RuntimeError("the image build needs root (mmdebstrap's root mode, chroot)")
-    mmdebstrap = shutil.which("mmdebstrap")
-    if not mmdebstrap:
-        raise RuntimeError("mmdebstrap not found; install it (scripts/testbed-deps.sh)")
+def _base(arch: str, mirror: str | None, force: bool) -> Path:
+    """The bottom layer: Debian's python3 and runplane's locked dependencies in a virtual
+    environment, the user and its data directory; returns the layer tar."""
+    directory = base_dir(arch)
+    layer = directory / "layer.tar"
+    with _locked(directory):
+        if layer.is_file() and (directory / BASE_FILE).is_file() and not force:
+            return layer
+        mmdebstrap = shutil.which("mmdebstrap")
+        if not mmdebstrap:
+            raise RuntimeError("mmdebstrap not found; install it (scripts/testbed-deps.sh)")
+        print(f"runplane image base (Debian {images.DEBIAN_SUITE}, the locked wheels)", flush=True)
+        work = directory / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        wheels, rootfs = work / "wheels", work / "rootfs"
+        steps = _Steps()
+        with steps.step("wheels"):
+            _run(
+                [
+                    *_pip(),
+                    "download",
+                    "-q",
+                    "--no-deps",
+                    "--require-hashes",
+                    *pip_target_options(arch),
+                    *("-r", str(LOCK_FILE), "-d", str(wheels)),
+                ],
+                "downloading the locked wheels",
+            )
+        with steps.step("debian and dependencies"):
+            _run(_mmdebstrap_argv(mmdebstrap, wheels, rootfs, arch, mirror), "mmdebstrap")
+        with steps.step("base layer"):
+            record = _finish_base(rootfs, wheels)
+            partial = directory / "layer.tar.partial"
+            _tar(rootfs, partial)
+            os.replace(partial, layer)
+        shutil.rmtree(work)
+        record["steps_s"] = steps.seconds
+        record["total_s"] = steps.total()
+        (directory / BASE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        return layer
+
+
+def _image(target: Path, base: Path, name: str, arch: str) -> Built:
+    """The top layer: runplane's wheel installed over the base, in a copy of it; only the files
+    the install added become the layer."""
+    print(f"{name}: installing runplane over the base layer", flush=True)
     work = target / "work"
     shutil.rmtree(work, ignore_errors=True)
-    wheels = work / "wheels"
-    rootfs = work / "rootfs"
-    steps: dict[str, float] = {}
-    began = time.monotonic()
-
-    def step(label: str, started: float) -> None:
-        steps[label] = round(time.monotonic() - started, 1)
-        print(f"==> {label}: {steps[label]:.1f}s", flush=True)
-
-    started = time.monotonic()
-    _run([*_pip(), "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)], "runplane's wheel")
-    step("runplane wheel", started)
-
-    started = time.monotonic()
-    _run(
-        [
-            *_pip(),
-            "download",
-            "-q",
-            "--no-deps",
-            "--require-hashes",
-            *pip_target_options(arch),
-            *("-r", str(LOCK_FILE), "-d", str(wheels)),
-        ],
-        "downloading the locked wheels",
-    )
-    step("wheels", started)
-
-    started = time.monotonic()
-    _run(_mmdebstrap_argv(mmdebstrap, wheels, rootfs, arch, mirror), "mmdebstrap")
-    step("debian and install", started)
-
-    started = time.monotonic()
-    record = _finish_rootfs(rootfs, wheels, name, arch)
-    layer = work / "layer.tar"
-    _run(
-        ["tar", "--numeric-owner", "--sort=name", "-C", str(rootfs), "-cf", str(layer), "."],
-        "packing the root filesystem",
-    )
-    shutil.rmtree(rootfs)
-    archive = target / archive_name(version())
-    images.oci_archive(name, layer, archive, image_config(version()), arch)
-    (target / "packages.txt").write_text(record)
-    step("layer and archive", started)
+    wheels, rootfs = work / "wheels", work / "rootfs"
+    base_record = json.loads((base.parent / BASE_FILE).read_text())
+    steps = _Steps()
+    with steps.step("runplane wheel"):
+        _run([*_pip(), "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)], "the wheel")
+    with steps.step("runplane layer"):
+        rootfs.mkdir(parents=True)
+        _run(["tar", "--numeric-owner", "-C", str(rootfs), "-xf", str(base)], "unpacking")
+        before = _tree(rootfs / VENV.lstrip("/"))
+        inside = rootfs / "tmp" / "wheels"
+        shutil.copytree(wheels, inside)
+        pip_wheel = base.parent / base_record["pip"]
+        shutil.copy(pip_wheel, inside)
+        requirement = f"runplane[{','.join(EXTRAS)}]=={version()}"
+        # its dependencies must already be in the base: offline, only runplane's wheel is
+        # offered, so a dependency missing from the lock fails here, by name
+        _run(
+            [
+                "chroot",
+                str(rootfs),
+                f"{VENV}/bin/python",
+                f"/tmp/wheels/{pip_wheel.name}/pip",
+                "install",
+                "--no-index",
+                "--find-links=/tmp/wheels",
+                "--no-cache-dir",
+                "--disable-pip-version-check",
+                "--no-warn-script-location",
+                requirement,
+            ],
+            f"installing runplane (a dependency missing from {LOCK_FILE.name}? run --lock)",
+        )
+        shutil.rmtree(inside)
+        (runplane_wheel,) = wheels.glob("runplane-*.whl")
+        installed = [(str(n), str(v), str(h)) for n, v, h in base_record["wheels"]]
+        installed.append(("runplane", version(), sha256(runplane_wheel)))
+        debian = [(str(n), str(v), str(a)) for n, v, a in base_record["debian"]]
+        record = packages_record(name, arch, debian, sorted(installed))
+        packages = rootfs / PACKAGES_FILE.lstrip("/")
+        packages.parent.mkdir(parents=True, exist_ok=True)
+        packages.write_text(record)
+        added = _added(rootfs, before) + _new_paths(rootfs, packages)
+        top = work / "top.tar"
+        _tar(rootfs, top, added)
+        shutil.rmtree(rootfs)
+    with steps.step("archive"):
+        archive = target / archive_name(version())
+        images.oci_archive(name, [base, top], archive, image_config(version()), arch)
+        (target / "packages.txt").write_text(record)
+    layers_bytes = [base.stat().st_size, top.stat().st_size]
     shutil.rmtree(work)
-
-    total = round(time.monotonic() - began, 1)
     size = archive.stat().st_size
+    total = steps.total()
     built = {
         "name": name,
         "archive": archive.name,
         "bytes": size,
-        "steps_s": steps,
+        "layers_bytes": layers_bytes,
+        "base": base.parent.name,
+        "steps_s": steps.seconds,
         "total_s": total,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -425,27 +525,80 @@ def _build_locked(target: Path, name: str, arch: str, mirror: str | None) -> Bui
     return Built(name, archive, target / "packages.txt", size, total, False)
 
 
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Path -> (size, mtime) of every file and directory under ``root``."""
+    found = {}
+    for path in [root, *root.rglob("*")]:
+        info = path.lstat()
+        found[str(path)] = (info.st_size, info.st_mtime_ns)
+    return found
+
+
+def _added(rootfs: Path, before: Mapping[str, tuple[int, int]]) -> list[str]:
+    """What the install added or changed under the virtual environment, as paths in the
+    rootfs; it removes nothing (a layer would need whiteouts)."""
+    after = _tree(rootfs / VENV.lstrip("/"))
+    if gone := sorted(set(before) - set(after)):
+        raise RuntimeError(f"installing runplane removed files of the base: {gone[:5]}")
+    changed = [path for path, seen in after.items() if before.get(path) != seen]
+    return [str(Path(path).relative_to(rootfs)) for path in sorted(changed)]
+
+
+def _new_paths(rootfs: Path, path: Path) -> list[str]:
+    """``path`` and its parent directories that the base does not have."""
+    relative = path.relative_to(rootfs)
+    return [str(p) for p in reversed(relative.parents) if str(p) != "."] + [str(relative)]
+
+
+def _tar(rootfs: Path, out: Path, only: Sequence[str] | None = None) -> None:
+    """A layer tar of the rootfs (numeric owners, sorted), or of the ``only`` paths in it."""
+    argv = ["tar", "--numeric-owner", "--sort=name", "-C", str(rootfs), "-cf", str(out)]
+    if only is None:
+        _run([*argv, "."], "packing the root filesystem")
+        return
+    listing = out.with_suffix(".list")
+    listing.write_text("".join(f"./{path}\n" for path in only))
+    _run([*argv, "--no-recursion", "-T", str(listing)], "packing the layer")
+
+
+def _prune(prefix: str, keep: Path, newest: int = 3) -> None:
+    """Keep the ``newest`` cache entries of a kind (``keep`` among them); remove older ones no
+    build holds, so a cache that sees a new source tree every day does not grow with it."""
+    entries = sorted(
+        (p for p in tb_build.cache_root().glob(f"{prefix}*") if p != keep and p.is_dir()),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in entries[newest - 1 :]:
+        with (old / ".lock").open("w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def _mmdebstrap_argv(
     mmdebstrap: str, wheels: Path, rootfs: Path, arch: str, mirror: str | None
 ) -> list[str]:
-    """A minimal Debian with its python3, and runplane installed into a virtual environment by
-    pip run from its own wheel (so neither pip nor a compiler is ever installed), offline:
-    ``--no-index`` from the downloaded wheels."""
-    pip_wheel = next(wheels.glob("pip-*.whl"), None)
-    if pip_wheel is None:
-        raise RuntimeError(f"no pip wheel in {LOCK_FILE}; rewrite it with --lock")
+    """A minimal Debian with its python3, and runplane's dependencies installed into a virtual
+    environment by pip run from its own wheel (so neither pip nor a compiler is ever
+    installed), offline: ``--no-index`` from the downloaded wheels, none of their own
+    dependencies resolved again (the lock is the whole set)."""
+    pip_wheel = _pip_wheel(wheels)
     inside = "/tmp/wheels"
-    requirement = f"runplane[{','.join(EXTRAS)}]=={version()}"
+    pins = [f"{name}=={pinned}" for name, pinned in locked(read_lock()).items() if name != "pip"]
     install = [
         f"{VENV}/bin/python",
         f"{inside}/{pip_wheel.name}/pip",
         "install",
         "--no-index",
         f"--find-links={inside}",
+        "--no-deps",
         "--no-cache-dir",
         "--disable-pip-version-check",
         "--no-warn-script-location",
-        requirement,
+        *pins,
     ]
     hooks = [
         f"copy-in {shlex.quote(str(wheels))} /tmp",
@@ -472,9 +625,17 @@ def _mmdebstrap_argv(
     return [*argv, mirror] if mirror else argv
 
 
-def _finish_rootfs(rootfs: Path, wheels: Path, name: str, arch: str) -> str:
+def _pip_wheel(wheels: Path) -> Path:
+    found = next(wheels.glob("pip-*.whl"), None)
+    if found is None:
+        raise RuntimeError(f"no pip wheel in {LOCK_FILE}; rewrite it with --lock")
+    return found
+
+
+def _finish_base(rootfs: Path, wheels: Path) -> dict[str, Any]:
     """Remove what runplane never uses, add its user and data directory, check that no
-    toolchain came in, and record the packages; returns the record."""
+    toolchain came in; returns what the base holds (and keeps the pip wheel beside it, for
+    installing runplane over it)."""
     site = rootfs / SITE_PACKAGES.lstrip("/")
     for unused in UNUSED:
         path = site / unused
@@ -503,17 +664,15 @@ def _finish_rootfs(rootfs: Path, wheels: Path, name: str, arch: str) -> str:
         if key not in by_wheel:
             raise RuntimeError(f"{dist} {dist_version} is installed but came from no wheel")
         installed.append((*key, by_wheel[key]))
-    record = packages_record(name, arch, debian, installed)
-    packages = rootfs / PACKAGES_FILE.lstrip("/")
-    packages.parent.mkdir(parents=True, exist_ok=True)
-    packages.write_text(record)
-    return record
+    pip_wheel = _pip_wheel(wheels)
+    shutil.copy(pip_wheel, rootfs.parent.parent / pip_wheel.name)
+    return {"debian": debian, "wheels": installed, "pip": pip_wheel.name}
 
 
 def write_lock(arches: Sequence[str] = tuple(_ARCHES)) -> Path:
     """Resolve runplane's requirements (with ``EXTRAS``) and pip, the installer, for each
     architecture, and write every wheel's version and sha256 to ``LOCK_FILE``."""
-    scratch = tb_build.cache_root() / "runplane-image-lock"
+    scratch = tb_build.cache_root() / "runplane-lock-work"
     shutil.rmtree(scratch, ignore_errors=True)
     built = scratch / "runplane"
     _run([*_pip(), "wheel", "--no-deps", "-q", "-w", str(built), str(ROOT)], "runplane's wheel")
