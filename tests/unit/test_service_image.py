@@ -153,6 +153,10 @@ def test_the_cache_key_follows_the_source_the_lock_and_the_architecture(tmp_path
     assert key != service_image.inputs_key(before, "click==8.5.1\n", "amd64")
     assert key != service_image.inputs_key(after, "click==8.5.2\n", "amd64")
     assert key != service_image.inputs_key(after, "click==8.5.1\n", "arm64")
+    # the bottom layer (Debian and the wheels) does not follow runplane's source
+    base = service_image.base_key("click==8.5.1\n", "amd64")
+    assert base != service_image.base_key("click==8.5.2\n", "amd64")
+    assert base != service_image.base_key("click==8.5.1\n", "arm64")
 
 
 def test_wheels_are_chosen_for_the_images_glibc_and_python() -> None:
