@@ -700,7 +700,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
     parser.add_argument("--out", type=Path, help="also copy the archive into this directory")
-    parser.add_argument("--arch", choices=sorted(_ARCHES), help="default: this machine's")
     parser.add_argument(
         "--lock", action="store_true", help=f"resolve and write {LOCK_FILE.relative_to(ROOT)}"
     )
@@ -708,10 +707,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--print-archive", action="store_true", help="print the cached archive's path only"
     )
     args = parser.parse_args(argv)
-    if args.lock:
-        print(f"wrote {write_lock()}")
-        return 0
-    built = build(force=args.force, arch=args.arch)
+    try:
+        if args.lock:
+            print(f"wrote {write_lock()}")
+            return 0
+        built = build(force=args.force)
+    except RuntimeError as error:  # a missing tool, root, a stale lock: said, not traced
+        print(f"runplane image: {error}", file=sys.stderr)
+        return 1
     if args.print_archive:
         print(built.archive)
         return 0
