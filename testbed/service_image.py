@@ -361,11 +361,15 @@ class _Steps:
 @contextlib.contextmanager
 def _locked(directory: Path) -> Iterator[None]:
     """An exclusive lock on a cache entry: a concurrent build (CI's, a test fixture's) waits,
-    then finds the entry complete."""
+    then finds the entry complete. The entry's work directory goes with the lock, also when
+    the build failed: a root filesystem left behind would be 300 MB."""
     directory.mkdir(parents=True, exist_ok=True)
     with (directory / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        try:
+            yield
+        finally:
+            shutil.rmtree(directory / "work", ignore_errors=True)
 
 
 def _cached(directory: Path, name: str) -> Built | None:
