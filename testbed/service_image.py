@@ -54,6 +54,13 @@ DPKG_EXCLUDES = (
     "/usr/share/lintian/*",
     "/usr/lib/*/gconv/*",
 )
+#: Debian's mirror with its security and stable updates: a service image ships the fixes
+#: Debian has published, not only those of the last point release.
+DEBIAN_SOURCES = (
+    f"deb http://deb.debian.org/debian {images.DEBIAN_SUITE} main",
+    f"deb http://deb.debian.org/debian {images.DEBIAN_SUITE}-updates main",
+    f"deb http://deb.debian.org/debian-security {images.DEBIAN_SUITE}-security main",
+)
 MERGED_USR_HOOKS = "/usr/share/mmdebstrap/hooks/merged-usr"
 VENV = "/opt/runplane"
 SITE_PACKAGES = f"{VENV}/lib/python{PYTHON_VERSION}/site-packages"
@@ -250,6 +257,7 @@ def base_key(lock: str, arch: str) -> str:
         "lock": hashlib.sha256(lock.encode()).hexdigest(),
         "arch": arch,
         "suite": images.DEBIAN_SUITE,
+        "sources": DEBIAN_SOURCES,
         "packages": DEBIAN_PACKAGES,
         "excludes": DPKG_EXCLUDES,
         "unused": UNUSED,
@@ -626,7 +634,7 @@ def _mmdebstrap_argv(
         images.DEBIAN_SUITE,
         str(rootfs),
     ]
-    return [*argv, mirror] if mirror else argv
+    return [*argv, mirror] if mirror else [*argv, *DEBIAN_SOURCES]
 
 
 def _pip_wheel(wheels: Path) -> Path:
