@@ -5,13 +5,15 @@ Python (``mmdebstrap``, no Docker daemon, no base image from a registry) with ru
 dependencies installed from wheels into a virtual environment at ``/opt/runplane``. Every wheel
 is pinned with its sha256 in ``deploy/image/wheels.lock`` (``--lock`` writes it, resolving
 runplane's own requirements), so two builds from the same checkout install the same Python
-packages; the Debian packages are whatever the suite has that day. Both sets are recorded in
+packages; the Debian packages are whatever the suite and its updates have that day. Both sets are recorded in
 the image (``PACKAGES_FILE``), next to the archive, and printed by the build.
 
-The archive is cached outside the repository under a hash of every input (runplane's source,
-the lock, the Debian suite and package list, the architecture, this module's format): a warm
-build reads the source tree and returns. Only the standard library is used, like
-``testbed/build.py``, so the build needs nothing installed but Python, pip and mmdebstrap.
+Two layers, each cached outside the repository under a hash of its inputs: the base (Debian and
+the locked dependencies: the lock, the suite and its sources, the package list, the
+architecture, this module's format), and runplane over it (its source too). A change to
+runplane's source rebuilds only the top layer; a warm build hashes the source tree and returns.
+Only the standard library is used, like ``testbed/build.py``, so the build needs nothing
+installed but Python, pip and mmdebstrap.
 """
 
 from __future__ import annotations
