@@ -5,8 +5,8 @@ Python (``mmdebstrap``, no Docker daemon, no base image from a registry) with ru
 dependencies installed from wheels into a virtual environment at ``/opt/runplane``. Every wheel
 is pinned with its sha256 in ``deploy/image/wheels.lock`` (``--lock`` writes it, resolving
 runplane's own requirements), so two builds from the same checkout install the same Python
-packages; the Debian packages are whatever the suite and its updates have that day. Both sets are recorded in
-the image (``PACKAGES_FILE``), next to the archive, and printed by the build.
+packages; the Debian packages are whatever the suite and its updates have that day. Both sets
+are recorded in the image (``PACKAGES_FILE``), next to the archive, and printed by the build.
 
 Two layers, each cached outside the repository under a hash of its inputs: the base (Debian and
 the locked dependencies: the lock, the suite and its sources, the package list, the
