@@ -1,4 +1,5 @@
-"""``python -m testbed up|down|status|build``: drive the testbed by hand."""
+"""``python -m testbed up|down|status|build|image``: drive the testbed by hand, and build the
+runplane image (``image``: testbed/service_image.py)."""
 
 from __future__ import annotations
 
@@ -136,6 +137,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["image"]:
+        from testbed import service_image
+
+        return service_image.main(args[1:])
     parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("build", help="build/cache the Go binaries (no-op when cached)")
@@ -161,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--run-dir", help="defaults to the latest run")
         p.set_defaults(func=func)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
+    sub.add_parser("image", help="build the runplane image (python -m testbed image --help)")
+    parsed = parser.parse_args(args)
+    return int(parsed.func(parsed))
 
 
 if __name__ == "__main__":

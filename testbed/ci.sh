@@ -4,7 +4,8 @@
 #
 # Cache these paths between CI runs (all outside the repository):
 #   ${RUNPLANE_TESTBED_CACHE:-$HOME/.cache/runplane-testbed}   built binaries, keyed by versions,
-#                                                               and the real node's images
+#                                                               the real node's images and the
+#                                                               runplane image, keyed by inputs
 #   $(go env GOMODCACHE)  and  $(go env GOCACHE)                Go module and build caches
 # With the first one restored (and the packages installed) this script finishes in about a
 # second.
@@ -18,8 +19,24 @@ PYTHON="${PYTHON:-python3}"
 
 # runc, mmdebstrap, iproute2, nftables, gcc: the real node's runtime and image build (apt, root).
 bash scripts/testbed-deps.sh
+# The runplane image (docs/install.md, "Image"; cached in the same place, keyed by its inputs),
+# built beside the Go builds: its Debian bootstrap and wheel downloads wait on the network more
+# than on the CPU. Its log is shown when it ends.
+image_log="$(mktemp)"
+"$PYTHON" -m testbed image >"$image_log" 2>&1 &
+image_pid=$!
 # The build needs only the standard library, so no Python dependency is installed first.
 "$PYTHON" -m testbed build
+if ! wait "$image_pid"; then
+    cat "$image_log" >&2
+    rm -f "$image_log"
+    echo "the runplane image did not build" >&2
+    exit 1
+fi
+grep -v '^[+#]' "$image_log" | grep -v -P '^(debian|wheel)\t' || true
+grep -c -P '^debian\t' "$image_log" | sed 's/^/runplane image: Debian packages: /'
+grep -c -P '^wheel\t' "$image_log" | sed 's/^/runplane image: wheels: /'
+rm -f "$image_log"
 bin_dir="$("$PYTHON" -c 'from testbed import build; print(build.bin_dir())')"
 images_dir="$("$PYTHON" -c 'from testbed import build; print(build.images_dir())')"
 for binary in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet kube-proxy containerd; do

@@ -62,6 +62,10 @@ class ImageConfig:
     cmd: tuple[str, ...] = ()
     env: tuple[str, ...] = (DEFAULT_PATH,)
     user: str = ""
+    working_dir: str = ""
+    #: Ports the image listens on (``8470/tcp``): documentation for whoever runs it.
+    exposed_ports: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
 
     def as_oci(self) -> dict[str, object]:
         config: dict[str, object] = {"Env": list(self.env)}
@@ -71,6 +75,12 @@ class ImageConfig:
             config["Cmd"] = list(self.cmd)
         if self.user:
             config["User"] = self.user
+        if self.working_dir:
+            config["WorkingDir"] = self.working_dir
+        if self.exposed_ports:
+            config["ExposedPorts"] = {port: {} for port in self.exposed_ports}
+        if self.labels:
+            config["Labels"] = dict(self.labels)
         return config
 
 
@@ -132,18 +142,22 @@ def write_layer(out: Path, files: Mapping[str, Path], mode: int = 0o755) -> Path
     return out
 
 
-def oci_archive(name: str, layer: Path, out: Path, config: ImageConfig, arch: str) -> str:
-    """Wrap one uncompressed layer tar into an OCI image-layout tarball; returns the manifest
-    digest. The archive is written next to ``out`` and renamed, so a reader never sees half of
-    one."""
-    layer_digest, layer_size = _sha256_file(layer)
+def oci_archive(
+    name: str, layer: Path | Sequence[Path], out: Path, config: ImageConfig, arch: str
+) -> str:
+    """Wrap uncompressed layer tars (one, or several from the bottom up) into an OCI
+    image-layout tarball; returns the manifest digest. The archive is written next to ``out``
+    and renamed, so a reader never sees half of one."""
+    layers = [layer] if isinstance(layer, Path) else list(layer)
+    digests = [_sha256_file(path) for path in layers]
+    history = {"created": _EPOCH_TEXT, "created_by": "runplane testbed/images.py"}
     image_config = {
         "architecture": arch,
         "os": "linux",
         "created": _EPOCH_TEXT,
         "config": config.as_oci(),
-        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
-        "history": [{"created": _EPOCH_TEXT, "created_by": "runplane testbed/images.py"}],
+        "rootfs": {"type": "layers", "diff_ids": [digest for digest, _ in digests]},
+        "history": [history for _ in layers],
     }
     config_bytes = _json_bytes(image_config)
     config_digest = "sha256:" + hashlib.sha256(config_bytes).hexdigest()
@@ -156,11 +170,8 @@ def oci_archive(name: str, layer: Path, out: Path, config: ImageConfig, arch: st
             "size": len(config_bytes),
         },
         "layers": [
-            {
-                "mediaType": "application/vnd.oci.image.layer.v1.tar",
-                "digest": layer_digest,
-                "size": layer_size,
-            }
+            {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": digest, "size": size}
+            for digest, size in digests
         ],
     }
     manifest_bytes = _json_bytes(manifest)
@@ -190,13 +201,14 @@ def oci_archive(name: str, layer: Path, out: Path, config: ImageConfig, arch: st
         _add_bytes(tar, "index.json", _json_bytes(index))
         _add_bytes(tar, f"blobs/sha256/{config_digest[7:]}", config_bytes)
         _add_bytes(tar, f"blobs/sha256/{manifest_digest[7:]}", manifest_bytes)
-        info = tar.gettarinfo(str(layer), arcname=f"blobs/sha256/{layer_digest[7:]}")
-        info.uid = info.gid = 0
-        info.uname = info.gname = ""
-        info.mode = 0o644
-        info.mtime = EPOCH
-        with layer.open("rb") as handle:
-            tar.addfile(info, handle)
+        for path, (digest, _) in zip(layers, digests, strict=True):
+            info = tar.gettarinfo(str(path), arcname=f"blobs/sha256/{digest[7:]}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mode = 0o644
+            info.mtime = EPOCH
+            with path.open("rb") as handle:
+                tar.addfile(info, handle)
     os.replace(partial, out)
     return manifest_digest
 

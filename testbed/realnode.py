@@ -1006,7 +1006,11 @@ class RealNode:
     def import_image(self, name: str, timeout: float = 120.0) -> None:
         """Load one of the testbed's image archives into the node's containerd; the node
         starts with ``images.NODE_IMAGES``, tests import what else they run."""
-        archive = build.image_archives()[name]
+        self.import_archive(build.image_archives()[name], timeout)
+
+    def import_archive(self, archive: Path, timeout: float = 120.0) -> None:
+        """Load an OCI archive built elsewhere (the runplane image) into the node's containerd;
+        its image is named by the archive's own annotation."""
         _ctr(self.bin_dir, self.paths, "images", "import", str(archive), timeout=timeout)
 
     def _containerd_up(self) -> bool:
