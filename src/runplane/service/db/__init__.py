@@ -160,6 +160,17 @@ def connect(url: str) -> Engine:
     return engine
 
 
+def unreachable(engine: Engine) -> str | None:
+    """Why ``engine``'s database does not answer a query now, in words that name no host
+    or credential; ``None`` when it answers."""
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except (DBAPIError, OSError) as error:
+        return f"the database does not answer ({type(error).__name__})"
+    return None
+
+
 def stored_json(text: str | bytes) -> Any:
     """A JSON column's value as read. One written before lone surrogates were refused at the
     door can hold them (escaped, as JSON allows); they come back escaped as text, ``\\ud800``,
