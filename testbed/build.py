@@ -311,14 +311,26 @@ class Builder:
         )
 
     def helm(self) -> None:
-        """The version variables are set as helm's own release build sets them, so ``helm
-        version`` names the release rather than only its major and minor."""
+        """The version variables are set as helm's own release build (its Makefile) sets
+        them: ``helm version`` names the release, and the Kubernetes version ``helm template``
+        and ``helm lint`` assume is the one of the client-go helm is built with (1.20
+        otherwise, older than any chart's ``kubeVersion``)."""
+        info = json.loads(self.go("mod", "download", "-json", f"{HELM_MODULE}@{HELM_VERSION}"))
+        client_go = re.search(
+            r"^\s*k8s\.io/client-go\s+v0\.(\d+)\.", Path(info["GoMod"]).read_text(), re.M
+        )
+        if client_go is None:
+            raise RuntimeError(f"no k8s.io/client-go requirement in helm {HELM_VERSION}'s go.mod")
         version_var = f"{HELM_MODULE}/internal/version"
+        flags = ["-s -w", f"-X {version_var}.version={HELM_VERSION}"]
+        flags.append(f"-X {version_var}.gitTreeState=clean")
+        for package in ("pkg/lint/rules", "pkg/chartutil"):
+            flags.append(f"-X {HELM_MODULE}/{package}.k8sVersionMajor=1")
+            flags.append(f"-X {HELM_MODULE}/{package}.k8sVersionMinor={client_go.group(1)}")
         self.go(
             "install",
             "-trimpath",
-            f"-ldflags=-s -w -X {version_var}.version={HELM_VERSION}"
-            f" -X {version_var}.gitTreeState=clean",
+            f"-ldflags={' '.join(flags)}",
             f"{HELM_MODULE}/cmd/helm@{HELM_VERSION}",
             env={"GOBIN": str(self.out)},
         )
