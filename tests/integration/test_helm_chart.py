@@ -268,8 +268,9 @@ def test_nodeport_and_external_database(helm: Path, helm_env: dict[str, str]) ->
         ([f"externalDatabase.url={EXTERNAL_URL}"], "set postgresql.enabled=false"),
         (["postgresql.enabled=false"], "needs externalDatabase.url"),
         (["tokens.generatedAdmin.enabled=false"], "nobody could use the API"),
-        (["tokens.list[0].token=short", "tokens.list[0].user=a"], "at least 16 characters"),
-        (["service.type=ExternalName"], "is not ClusterIP, NodePort or LoadBalancer"),
+        (["tokens.list[0].token=short", "tokens.list[0].user=a"], "minLength: got 5, want 16"),
+        (["replica=3"], "additional properties 'replica' not allowed"),  # a misspelt value
+        (["service.type=ExternalName"], "value must be one of 'ClusterIP', 'NodePort'"),
     ],
 )
 def test_values_that_cannot_work_are_refused_saying_what_to_change(
