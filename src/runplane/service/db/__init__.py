@@ -19,7 +19,13 @@ from urllib.parse import unquote
 
 import orjson
 from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    NoSuchModuleError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from runplane import meters
@@ -166,7 +172,7 @@ def unreachable(engine: Engine) -> str | None:
     try:
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
-    except (DBAPIError, OSError) as error:
+    except (SQLAlchemyError, OSError) as error:  # refused, timed out, pool exhausted
         return f"the database does not answer ({type(error).__name__})"
     return None
 
