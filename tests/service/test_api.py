@@ -33,6 +33,12 @@ def test_ready_needs_no_token_and_says_why_not(server, client, monkeypatch):
         "problems": ["the database does not answer (OperationalError)"],
     }
     monkeypatch.setattr(server, "_engine", engine)
+    with server._checking:  # a check still waiting for the database: no second one
+        waiting = client.get("/api/v1/ready")
+    assert waiting.status_code == 503
+    assert waiting.json()["problems"] == [
+        "the previous readiness check is still waiting for the database"
+    ]
     server.close()
     stopped = client.get("/api/v1/ready")
     assert stopped.status_code == 503

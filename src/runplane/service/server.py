@@ -50,6 +50,7 @@ class Server:
     def __init__(self, settings: Settings) -> None:
         url = settings.service.database_url or sqlite_url(settings.local.home / "runplane.db")
         engine = self._engine = connect(url)
+        self._checking = threading.Lock()
         self.catalog = FunctionCatalog(engine)
         self.projects = ProjectStore(engine)
         self.schedules = ScheduleStore(engine)
@@ -248,8 +249,17 @@ class Server:
 
     def readiness(self) -> list[str]:
         """Why this service should take no traffic now: its database does not answer, or it
-        does not see its runs change; empty when it is ready."""
-        problems = [unreachable(self._engine), self.runs.watching()]
+        does not see its runs change; empty when it is ready.
+
+        One check at a time: a database that does not answer may hold a connect for minutes,
+        and probes every few seconds would otherwise take every worker thread of the API.
+        """
+        if not self._checking.acquire(blocking=False):
+            return ["the previous readiness check is still waiting for the database"]
+        try:
+            problems = [unreachable(self._engine), self.runs.watching()]
+        finally:
+            self._checking.release()
         return [problem for problem in problems if problem]
 
     def close(self, grace: float = 0.0) -> None:
