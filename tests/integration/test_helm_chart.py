@@ -100,9 +100,11 @@ def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 
 
 def documented_rules() -> dict[str, set[tuple[str, str, frozenset[str]]]]:
-    """The rules docs/install.md's "RBAC verb by verb" table lists, by scope."""
+    """The rules docs/install.md's "RBAC, verb by verb" table lists, by scope."""
     text = INSTALL_DOC.read_text()
-    section = text.split("## RBAC verb by verb", 1)[1].split("\n## ", 1)[0]
+    found = re.search(r"^## RBAC,? verb by verb\n(.*?)(?=^## )", text, re.M | re.S)
+    assert found, f"{INSTALL_DOC} has no section RBAC, verb by verb"
+    section = found.group(1)
     rules: dict[str, set[tuple[str, str, frozenset[str]]]] = {"Role": set(), "ClusterRole": set()}
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
