@@ -9,6 +9,8 @@ The real node's runtime is built the same way: kubelet and kube-proxy from the s
 module as the control plane, containerd and the CNI plugins with ``go install`` (neither has replace
 directives). Its images are built offline by ``testbed/images.py`` and cached by a hash of
 their inputs; the OCI runtime (runc) comes from Debian (``scripts/testbed-deps.sh``).
+The helm CLI that installs runplane's chart is a ``go install`` too, cached under a key of its
+own and built beside the rest.
 
 Only the standard library is used so CI can call this before installing anything.
 """
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,8 @@ ETCD_VERSION = os.environ.get("RUNPLANE_TESTBED_ETCD_VERSION", "v3.6.16")
 KWOK_VERSION = os.environ.get("RUNPLANE_TESTBED_KWOK_VERSION", "v0.8.0")
 CONTAINERD_VERSION = os.environ.get("RUNPLANE_TESTBED_CONTAINERD_VERSION", "v2.4.2")
 CNI_PLUGINS_VERSION = os.environ.get("RUNPLANE_TESTBED_CNI_VERSION", "v1.9.1")
+HELM_VERSION = os.environ.get("RUNPLANE_TESTBED_HELM_VERSION", "v3.22.0")
+HELM_MODULE = "helm.sh/helm/v3"
 
 K8S_COMMANDS = (
     "kube-apiserver",
@@ -122,6 +127,16 @@ def image_archives(directory: Path | None = None) -> dict[str, Path]:
     """Image name -> its OCI archive, for ``ctr images import``."""
     where = directory or images_dir()
     return {name: where / archive for name, archive in images.ARCHIVES.items()}
+
+
+def helm_dir() -> Path:
+    """The helm CLI has a key of its own (its version and the toolchain): bumping it rebuilds
+    helm alone, and bumping Kubernetes leaves it be."""
+    return cache_root() / f"helm-{HELM_VERSION}_{go_version()}_{sys.platform}-{go_arch()}"
+
+
+def helm_binary() -> Path:
+    return helm_dir() / "bin" / "helm"
 
 
 def missing_images(directory: Path | None = None) -> list[str]:
@@ -303,6 +318,31 @@ class Builder:
             env={"GOBIN": str(self.out)},
         )
 
+    def helm(self) -> None:
+        """The version variables are set as helm's own release build (its Makefile) sets
+        them: ``helm version`` names the release, and the Kubernetes version ``helm template``
+        and ``helm lint`` assume is the one of the client-go helm is built with (1.20
+        otherwise, older than any chart's ``kubeVersion``)."""
+        info = json.loads(self.go("mod", "download", "-json", f"{HELM_MODULE}@{HELM_VERSION}"))
+        client_go = re.search(
+            r"^\s*k8s\.io/client-go\s+v0\.(\d+)\.", Path(info["GoMod"]).read_text(), re.M
+        )
+        if client_go is None:
+            raise RuntimeError(f"no k8s.io/client-go requirement in helm {HELM_VERSION}'s go.mod")
+        version_var = f"{HELM_MODULE}/internal/version"
+        flags = ["-s -w", f"-X {version_var}.version={HELM_VERSION}"]
+        flags.append(f"-X {version_var}.gitTreeState=clean")
+        for package in ("pkg/lint/rules", "pkg/chartutil"):
+            flags.append(f"-X {HELM_MODULE}/{package}.k8sVersionMajor=1")
+            flags.append(f"-X {HELM_MODULE}/{package}.k8sVersionMinor={client_go.group(1)}")
+        self.go(
+            "install",
+            "-trimpath",
+            f"-ldflags={' '.join(flags)}",
+            f"{HELM_MODULE}/cmd/helm@{HELM_VERSION}",
+            env={"GOBIN": str(self.out)},
+        )
+
     def module_dir(self, module: str, version: str) -> Path:
         """Where the module cache unpacked a module (downloading it if needed)."""
         info = json.loads(self.go("mod", "download", "-json", f"{module}@{version}"))
@@ -321,16 +361,55 @@ def build(force: bool = False, with_images: bool = True) -> Path:
     node's images, which need root and mmdebstrap; a kwok-only cluster does not use them.
     """
     target = bin_dir()
-    if not force and not missing_binaries(target):
-        print(f"testbed binaries up to date in {target}", flush=True)
-    else:
-        key_dir().mkdir(parents=True, exist_ok=True)
-        with (key_dir() / ".lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            _build_locked(target, force)
-    if with_images:
-        build_images(force)
+    # helm is independent of the rest: it builds beside them (a few minutes, hidden behind
+    # Kubernetes' build on a cold cache).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="testbed-helm") as beside:
+        helm = beside.submit(build_helm, force)
+        if not force and not missing_binaries(target):
+            print(f"testbed binaries up to date in {target}", flush=True)
+        else:
+            key_dir().mkdir(parents=True, exist_ok=True)
+            with (key_dir() / ".lock").open("w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                _build_locked(target, force)
+        if with_images:
+            build_images(force)
+        helm.result()
     return target
+
+
+def build_helm(force: bool = False) -> Path:
+    """Build the helm CLI if missing, under its own lock; its path."""
+    binary = helm_binary()
+    if not force and os.access(binary, os.X_OK):
+        print(f"testbed helm up to date in {binary.parent}", flush=True)
+        return binary
+    root = helm_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and os.access(binary, os.X_OK):
+            return binary
+        partial = root / "bin.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        timings: dict[str, float] = {}
+        builder = Builder(workdir=root / "src", out=partial, timings=timings)
+        builder.step(f"helm {HELM_VERSION}", builder.helm)
+        binary.parent.mkdir(exist_ok=True)
+        os.replace(partial / "helm", binary)  # atomic: a reader never sees half a binary
+        partial.rmdir()
+        record = {
+            "built": ["helm"],
+            "steps_s": timings,
+            "bin_bytes": binary.stat().st_size,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        history_path = root / TIMINGS_FILE
+        history = json.loads(history_path.read_text()) if history_path.exists() else []
+        history.append(record)
+        history_path.write_text(json.dumps(history, indent=2) + "\n")
+    return binary
 
 
 def build_images(force: bool = False) -> Path:
@@ -456,6 +535,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if "--print-images-dir" in args:
         print(images_dir())
+        return 0
+    if "--print-helm" in args:
+        print(helm_binary())
         return 0
     build(force="--force" in args, with_images="--no-images" not in args)
     return 0

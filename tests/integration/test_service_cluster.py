@@ -301,6 +301,13 @@ def test_deploy_serving_applies_and_replaces(client, testbed_cluster, code_file)
     k8s.CoreV1Api(testbed_cluster.api).delete_namespaced_service("predict", namespace)
 
 
+def test_ready_once_the_pod_watch_has_listed_the_namespace(client):
+    """Readiness on a cluster: the database answers and the pod watch listed and watches."""
+    ready = client.get("/api/v1/ready")
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {"status": "ready", "problems": []}
+
+
 def test_cluster_summary_lists_node_groups(client):
     summary = client.get("/api/v1/cluster", headers=TOKEN).json()
     assert summary["runtime"] == "kubernetes"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from sqlalchemy import create_engine
+
 from runplane.service.schedules import fire_uid
 
 from .conftest import ADMIN, OTHER_USER, USER, wait_state
@@ -17,6 +19,31 @@ def test_health_needs_no_token_but_everything_else_does(client):
         "field": None,
     }
     assert client.get("/api/v1/runs", headers={"Authorization": "Bearer nope"}).status_code == 401
+
+
+def test_ready_needs_no_token_and_says_why_not(server, client, monkeypatch):
+    assert client.get("/api/v1/ready").json() == {"status": "ready", "problems": []}
+    engine = server._engine
+    # A database that refuses connections, as one that went down does.
+    monkeypatch.setattr(server, "_engine", create_engine("postgresql+psycopg://x@127.0.0.1:1/x"))
+    down = client.get("/api/v1/ready")
+    assert down.status_code == 503
+    assert down.json() == {
+        "status": "not ready",
+        "problems": ["the database does not answer (OperationalError)"],
+    }
+    monkeypatch.setattr(server, "_engine", engine)
+    with server._checking:  # a check still waiting for the database: no second one
+        waiting = client.get("/api/v1/ready")
+    assert waiting.status_code == 503
+    assert waiting.json()["problems"] == [
+        "the previous readiness check is still waiting for the database"
+    ]
+    server.close()
+    stopped = client.get("/api/v1/ready")
+    assert stopped.status_code == 503
+    assert stopped.json()["problems"] == ["the recorder of runs' events stopped"]
+    assert client.get("/api/v1/health").json()["status"] == "ok"  # alive all the same
 
 
 def test_submit_run_wait_and_read_back(client, function_dict):

@@ -513,6 +513,31 @@ def test_watch_backs_off_on_errors_and_keeps_its_version() -> None:
     assert rest.watched_from == ["10", "10", "10"]
 
 
+def test_a_watch_says_why_it_does_not_see_changes_until_it_does() -> None:
+    troubles: list[str | None] = []
+
+    class Refusing(FakeRest):
+        def json(self, method: str, path: str, query: Any = None, **_: Any) -> dict[str, Any]:
+            troubles.append(watch.trouble())
+            return super().json(method, path, query)
+
+    rest = Refusing(lists=[ApiException(status=403, reason="Forbidden"), listing("10")], watches=[])
+    watch = PodWatch(rest, "ns", names.RUN_UID, lambda kind, p: None, backoff=Backoff(0.01, 0.02))
+    assert watch.trouble() == "the watch of /api/v1/namespaces/ns/pods is not running"
+    watch.start()
+    assert rest.done.wait(5)
+    assert troubles == [
+        "the watch of /api/v1/namespaces/ns/pods has not listed it yet",
+        "the watch of /api/v1/namespaces/ns/pods has not listed it yet (HTTP 403 Forbidden)",
+    ]
+    deadline = time.monotonic() + 5  # the stream it opened is set up after the fake answers
+    while watch.trouble() is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert watch.trouble() is None
+    watch.stop()
+    assert watch.trouble() == "the watch of /api/v1/namespaces/ns/pods is not running"
+
+
 def test_a_failing_handler_does_not_stop_the_watch() -> None:
     rest = FakeRest(lists=[listing("10", obj("a", "9"), obj("b", "9"))], watches=[])
     calls: list[str] = []

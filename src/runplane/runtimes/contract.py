@@ -170,6 +170,11 @@ class Runtime(Protocol):
     def invoke(self, project: str, name: str, call: Call) -> Answer:
         """Send ``call`` to a serving deployment; its answer, whatever its status."""
 
+    def watching(self) -> str | None:
+        """What keeps this runtime from seeing its runs change now, in words (a watch that
+        has not listed yet, or keeps failing); ``None`` while it sees them. A service that
+        cannot see its runs' ends must not take traffic (``GET /api/v1/ready``)."""
+
     def existing(self) -> dict[str, list[str]]:
         """What exists of each run (pods, processes) by run uid, as the backend has it now."""
 

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from importlib.metadata import version
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from runplane.service.docs import serve_docs
 from runplane.service.guard import Door, Doors, Gate
@@ -54,11 +55,12 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     )
     app.state.server = server
     configured = server.base_settings.service
-    # Liveness answers anyone and reads no body; paths outside the API and the pages (the
-    # API's description, its docs, "/") read none either.
+    # Liveness and readiness answer anyone and read no body; paths outside the API and the
+    # pages (the API's description, its docs, "/") read none either.
     app.state.doors = Doors(
         [
             Door(f"{API}/health", 0),
+            Door(f"{API}/ready", 0),
             Door(
                 f"{API}/",
                 configured.max_request_bytes,
@@ -79,6 +81,15 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     @app.get(f"{API}/health")
     def health() -> dict[str, str]:
         return {"status": "ok", "version": app.version}
+
+    @app.get(f"{API}/ready", responses={503: {"description": "not ready, and why"}})
+    def ready() -> JSONResponse:
+        """Whether this service may take traffic: its database answers and it sees its runs
+        change (a load balancer's readiness probe); 503 with the reasons when not."""
+        problems = server.readiness()
+        if problems:
+            return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
+        return JSONResponse({"status": "ready", "problems": []})
 
     for resource in (projects, functions, runs, deployments, schedules, settings, cluster, metrics):
         app.include_router(resource.router, prefix=API)

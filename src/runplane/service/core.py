@@ -154,6 +154,17 @@ class RunService:
             self._live.schedule(uid, attempt, due)
         return self
 
+    def watching(self) -> str | None:
+        """What keeps this service from recording its runs' changes now, in words; ``None``
+        while the recorder, the monitor and the runtime's watch all run."""
+        if not self._started:
+            return "the run service has not started"
+        if not self._recording.is_alive():
+            return "the recorder of runs' events stopped"
+        if not self._monitor.running:
+            return "the monitor of runs' thresholds and launches stopped"
+        return self.runtime.watching()
+
     # -- submitting -----------------------------------------------------------------------
 
     def submit(

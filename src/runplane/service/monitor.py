@@ -45,6 +45,10 @@ class Monitor:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     def close(self) -> None:
         """Stop watching (after :meth:`LiveRuns.close`) and finish the launches begun."""
         if self._thread.is_alive():

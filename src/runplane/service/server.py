@@ -21,7 +21,7 @@ from runplane.service.access import check_owner
 from runplane.service.auth import Principal, Tokens, check_secret_grant
 from runplane.service.catalog import FunctionCatalog
 from runplane.service.core import RunService
-from runplane.service.db import connect, sqlite_url
+from runplane.service.db import connect, sqlite_url, unreachable
 from runplane.service.defaults import DefaultsStore, apply_overrides, apply_policies, merge
 from runplane.service.deployments import (
     apply_deployment,
@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 class Server:
     def __init__(self, settings: Settings) -> None:
         url = settings.service.database_url or sqlite_url(settings.local.home / "runplane.db")
-        engine = connect(url)
+        engine = self._engine = connect(url)
+        self._checking = threading.Lock()
         self.catalog = FunctionCatalog(engine)
         self.projects = ProjectStore(engine)
         self.schedules = ScheduleStore(engine)
@@ -245,6 +246,21 @@ class Server:
                 self.sweep()
             except Exception:  # the next pass tries again
                 log.exception("removing runs by the retention policy failed")
+
+    def readiness(self) -> list[str]:
+        """Why this service should take no traffic now: its database does not answer, or it
+        does not see its runs change; empty when it is ready.
+
+        One check at a time: a database that does not answer may hold a connect for minutes,
+        and probes every few seconds would otherwise take every worker thread of the API.
+        """
+        if not self._checking.acquire(blocking=False):
+            return ["the previous readiness check is still waiting for the database"]
+        try:
+            problems = [unreachable(self._engine), self.runs.watching()]
+        finally:
+            self._checking.release()
+        return [problem for problem in problems if problem]
 
     def close(self, grace: float = 0.0) -> None:
         """Stop firing schedules and close the run service (see :meth:`RunService.close`);

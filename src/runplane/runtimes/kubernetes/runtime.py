@@ -326,6 +326,12 @@ class KubernetesRuntime:
         the watch that starts again."""
         return None
 
+    def watching(self) -> str | None:
+        """The pod watch is what reports runs' changes: it must run, have listed the
+        namespace's pods once, and not be failing now. (The node watch is not asked: a
+        service allowed no cluster-wide read of nodes still sees its runs.)"""
+        return self.watch.trouble()
+
     def existing(self) -> dict[str, list[str]]:
         """Pod names by run uid, once the watch has reported every pod that existed when it
         began (so events of runs that finished meanwhile are already on their way); as the

@@ -456,6 +456,10 @@ class LocalRuntime:
             return None
         return replace(event, node=self.node.name, node_group=self._group, spot=self._spot)
 
+    def watching(self) -> str | None:
+        """Nothing to wait for: each run's own thread in this process sees its process end."""
+        return None
+
     def existing(self) -> dict[str, list[str]]:
         with self._lock:
             held = [*self._waiting.values(), *self._running.values()]

@@ -19,7 +19,13 @@ from urllib.parse import unquote
 
 import orjson
 from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    NoSuchModuleError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from runplane import meters
@@ -158,6 +164,17 @@ def connect(url: str) -> Engine:
         reason = " ".join(str(error.orig).split())
         raise ConfigError(f"service.database_url: cannot open {_hidden(url)}: {reason}") from None
     return engine
+
+
+def unreachable(engine: Engine) -> str | None:
+    """Why ``engine``'s database does not answer a query now, in words that name no host
+    or credential; ``None`` when it answers."""
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except (SQLAlchemyError, OSError) as error:  # refused, timed out, pool exhausted
+        return f"the database does not answer ({type(error).__name__})"
+    return None
 
 
 def stored_json(text: str | bytes) -> Any:

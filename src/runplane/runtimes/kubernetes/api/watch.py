@@ -118,6 +118,8 @@ class PodWatch:
         self._lock = threading.Lock()
         self._response: urllib3.BaseHTTPResponse | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        #: Why the last request failed, until one succeeds again.
+        self._failing: str | None = None
         self.stats = WatchStats()
         self._meter = (("watch", name.removeprefix("runplane-").removesuffix("-watch")),)
 
@@ -154,6 +156,17 @@ class PodWatch:
     def running(self) -> bool:
         return self._thread.is_alive()
 
+    def trouble(self) -> str | None:
+        """Why this watch does not see changes now, in words; ``None`` while it does."""
+        if not self.running:
+            return f"the watch of {self.path} is not running"
+        if not self._synced.is_set():
+            failing = f" ({self._failing})" if self._failing else ""
+            return f"the watch of {self.path} has not listed it yet{failing}"
+        if self._failing:
+            return f"the watch of {self.path} is failing: {self._failing}"
+        return None
+
     def known(self) -> list[dict[str, Any]]:
         """Every object the loop knows of now, as last seen (a copy; any thread)."""
         return list(dict(self._known).values())
@@ -182,6 +195,7 @@ class PodWatch:
                     break
                 failures += 1
                 self.stats.errors += 1
+                self._failing = _describe(error)
                 delay = self._backoff.delay(failures)
                 log.warning("pod watch failed (%s); retrying in %.1fs", _describe(error), delay)
                 self._stop.wait(delay)
@@ -252,6 +266,7 @@ class PodWatch:
                 raise Expired(f"HTTP 410 {error.reason}") from error
             raise
         self._synced.set()
+        self._failing = None
         with self._lock:
             self._response = response
         if self._stop.is_set():
