@@ -78,7 +78,10 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
 
     @app.get(f"{API}/health")
     def health() -> dict[str, str]:
-        return {"status": "ok", "version": app.version}
+        answer = {"status": "ok", "version": app.version}
+        if server.leadership is not None:  # one of several replicas: which one this is
+            answer["role"] = server.role
+        return answer
 
     for resource in (projects, functions, runs, deployments, schedules, settings, cluster, metrics):
         app.include_router(resource.router, prefix=API)
