@@ -5,6 +5,7 @@ records what it is asked; the leader's Lease is tested on a real API server
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -139,6 +140,25 @@ def test_a_run_aborted_before_the_leader_launched_it_ends_aborted(services, fn):
     ended = follower.wait(record.uid, timeout=30)
     assert ended.state is RunState.ABORTED
     assert cluster.launched.count(record.uid) <= 1
+
+
+def test_a_followers_live_pages_learn_of_the_leaders_changes(services, fn):
+    follower, leader, _, cluster = services
+    leader.start()
+    uid = follower.submit(fn).uid
+    cluster.wait("picked up", lambda: uid in cluster.launched)
+
+    async def changes_until_told() -> set[str | None]:
+        seen: set[str | None] = set()
+        async with follower.feed.subscribe() as changes:
+            # Nothing asked here publishes here: the leader records the changes.
+            await asyncio.to_thread(follower.abort, uid)
+            while uid not in seen:
+                seen |= await asyncio.wait_for(changes.changed(timeout=30), 30)
+        return seen
+
+    assert uid in asyncio.run(changes_until_told())  # the launch's or the abort's change
+    assert follower.wait(uid, timeout=30).state is RunState.ABORTED
 
 
 def test_a_leader_that_steps_down_records_for_the_next(services, fn):

@@ -28,6 +28,7 @@ from runplane.service.launcher import Launcher, Reconciliation
 from runplane.service.monitor import Monitor
 from runplane.service.recorder import Recorder
 from runplane.service.records import RunListing, RunStore, Settled
+from runplane.service.replica_feed import ReplicaFeed
 from runplane.service.shared import Shared
 from runplane.spec.bounds import check_unicode
 from runplane.spec.function import Function
@@ -101,8 +102,10 @@ class RunService:
             daemon=True,
         )
         self._started = False
-        #: A replica that does not lead (:meth:`follow`): it records, the leader acts.
+        #: A replica that does not lead (:meth:`follow`): it records, the leader acts, and
+        #: its live pages learn of the leader's changes from the database.
         self._following = False
+        self._replica_feed: ReplicaFeed | None = None
 
     @property
     def settings(self) -> Settings:
@@ -118,12 +121,19 @@ class RunService:
         """Whether this is a replica that records runs and abort requests for the leader."""
         return self._following
 
+    def _leads(self) -> bool:
+        return not self._following
+
     def follow(self) -> Self:
         """Serve clients without controlling anything, as a replica that does not lead:
         submitted runs are recorded ``AwaitingLeader`` for the leader to launch, aborts are
         recorded for it to carry out, and nothing is watched or launched here until
         :meth:`start` (this replica became the leader); returns the service."""
         self._following = True
+        interval = self.settings.service.leader_election.pickup_interval
+        # Once this replica leads, its recorder publishes what changes.
+        self._replica_feed = ReplicaFeed(self.store, self.feed, interval, self._leads)
+        self._replica_feed.start()
         return self
 
     def start(self) -> Self:
@@ -331,6 +341,8 @@ class RunService:
         aborted; queued ones wait for a service's next start, or end ``aborted`` (see
         :meth:`RunStore.settle_queued`). A durable runtime's runs go on.
         """
+        if self._replica_feed is not None:
+            self._replica_feed.close()
         if not self._started:
             self.store.close()
             return
