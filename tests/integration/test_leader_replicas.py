@@ -1,7 +1,8 @@
 """Two replicas of ``runplane serve`` on one PostgreSQL database and one cluster, one leading
 through a Lease: what a follower is asked is carried out by the leader, and when the leader is
 SIGKILLed under 20 running runs the other takes over within 15 s, every run ends exactly once
-(its record and its pods say so), and a schedule due while nobody led fires once."""
+(its record and its pods say so), and a schedule due while nobody led fires once; a leader whose
+Lease another took stops and exits, and the other takes over."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from kubernetes import client
 from sqlalchemy import create_engine, text
 
 import runplane
@@ -117,17 +119,9 @@ def replicas(
     }
     outside = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
     made = []
-    for name in ("a", "b"):
-        home = root / name
-        home.mkdir()
-        env = (
-            outside
-            | common
-            | {
-                "RUNPLANE_LOCAL__HOME": str(home),
-                "RUNPLANE_SERVICE__LEADER_ELECTION__IDENTITY": f"replica-{name}",
-            }
-        )
+    for name in ("a", "b"):  # one home: a release's replicas share the runs' volume
+        identity = {"RUNPLANE_SERVICE__LEADER_ELECTION__IDENTITY": f"replica-{name}"}
+        env = outside | common | identity
         made.append(Replica(name, env, root / f"{name}.log"))
     first, second = made
     try:
@@ -270,3 +264,22 @@ def test_the_leader_killed_under_20_runs_loses_and_repeats_nothing(
     for uid in fired_uids:
         assert len(pods_of(testbed_cluster, uid)) <= 1
     assert time.monotonic() - killed < 170
+
+
+def test_a_leader_that_loses_its_lease_stops_and_exits(replicas, code_file, testbed_cluster):
+    killed, leader = replicas  # the last test's follower leads now
+    assert leader.role() == "leader"
+    killed.start()
+    assert killed.role() == "follower"
+    lease_name = leader.env["RUNPLANE_SERVICE__LEADER_ELECTION__LEASE_NAME"]
+    # Another takes the Lease over this leader's head (as a partition would let happen).
+    client.CoordinationV1Api(testbed_cluster.api).patch_namespaced_lease(
+        lease_name, testbed_cluster.namespace, {"spec": {"holderIdentity": "intruder"}}
+    )
+    assert leader.process is not None
+    assert leader.process.wait(timeout=30) == 1  # stopped controlling, then exited
+    assert "lost the lead" in leader.log.read_text(errors="replace")
+    # The intruder never renews: the remaining replica takes over once its Lease expires.
+    until("the other replica leads", lambda: killed.role() == "leader", 30, every=0.1)
+    uid = killed.submit(job(code_file, "after-loss", "1s"))
+    until("completed", lambda: killed.run(uid)["state"] == "completed", 60)

@@ -50,9 +50,11 @@ class Monitor:
         self._executor = executor
         #: Seconds between reads of what replicas recorded for the leader (``None``: alone).
         self._pickup = pickup
-        #: Runs of replicas launched, and aborts of replicas begun, by this leader: each once.
+        #: Runs of replicas launched, and aborts begun, by this leader: each once (aborts
+        #: are begun from requests and from the pickup's thread).
         self._picked: set[str] = set()
         self._stopping: set[str] = set()
+        self._stopping_lock = threading.Lock()
         self._retries = ThreadPoolExecutor(max_workers=4, thread_name_prefix="runplane-retry")
         self._thread = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
 
@@ -68,6 +70,8 @@ class Monitor:
     def stop(self, uid: str) -> bool:
         """Abort a run a person asked to stop: its attempt through the runtime, or, between
         attempts, the run itself (nothing runs to stop); ``False`` if neither had anything."""
+        with self._stopping_lock:
+            self._stopping.add(uid)
         if self.shared.runtime.abort(uid, Reason.ABORTED, "aborted by request"):
             return True
         record = self.shared.store.get(uid)
@@ -128,11 +132,11 @@ class Monitor:
         (each once: a run still ``created`` after its launch is not launched again)."""
         store, runtime = self.shared.store, self.shared.runtime.name
         asked = store.cluster_abort_requests(runtime)
-        for uid in asked:
-            if uid not in self._stopping:
-                self._stopping.add(uid)
-                self.shared.aborts.submit(self._stop_logged, uid)
-        self._stopping.intersection_update(asked)
+        with self._stopping_lock:
+            fresh_aborts = [uid for uid in asked if uid not in self._stopping]
+            self._stopping = set(asked)  # those that ended are forgotten
+        for uid in fresh_aborts:
+            self.shared.aborts.submit(self._stop_logged, uid)
         awaiting = store.awaiting_leader(runtime)
         fresh = [uid for uid in awaiting if uid not in self._picked]
         self._picked.intersection_update(awaiting)
