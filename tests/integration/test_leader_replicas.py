@@ -24,6 +24,7 @@ from sqlalchemy import create_engine, text
 
 import runplane
 from runplane import names
+from runplane.cli.exits import ExitCode
 from runplane.service.schedules import fire_uid, latest_due
 from testbed import serve
 from testbed.pytest_plugin import TestbedCluster
@@ -277,7 +278,7 @@ def test_a_leader_that_loses_its_lease_stops_and_exits(replicas, code_file, test
         lease_name, testbed_cluster.namespace, {"spec": {"holderIdentity": "intruder"}}
     )
     assert leader.process is not None
-    assert leader.process.wait(timeout=30) == 1  # stopped controlling, then exited
+    assert leader.process.wait(timeout=30) == ExitCode.UNREACHABLE  # as a failed service
     assert "lost the lead" in leader.log.read_text(errors="replace")
     # The intruder never renews: the remaining replica takes over once its Lease expires.
     until("the other replica leads", lambda: killed.role() == "leader", 30, every=0.1)

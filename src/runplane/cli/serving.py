@@ -93,7 +93,12 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
     finally:
         server.close()  # when uvicorn could not start; after a shutdown it is closed already
     if server.deposed:
-        raise click.exceptions.Exit(1)
+        from runplane.errors import LeadLostError
+
+        raise LeadLostError(
+            "this replica lost the lead (its Lease was not renewed in time, or another "
+            "holds it); it stopped controlling and exits, to start again as a follower"
+        )
 
 
 def _when_started(web: Any, host: str, port: int, ready: Any) -> None:

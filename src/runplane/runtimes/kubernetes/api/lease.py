@@ -198,7 +198,16 @@ class LeaseElector:
         while not stop.wait(self.timing.retry_period):
             if self.try_acquire_or_renew():
                 continue
-            if self.holder not in ("", self.identity) or self.expired():
+            if self.holder not in ("", self.identity):
+                log.warning(
+                    "lease %s/%s: held by %s now; %s stops leading",
+                    self.namespace,
+                    self.name,
+                    self.holder,
+                    self.identity,
+                )
+                return False
+            if self.expired():
                 log.warning(
                     "lease %s/%s: not renewed for %.1f s; %s stops leading",
                     self.namespace,
