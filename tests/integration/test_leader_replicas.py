@@ -170,13 +170,13 @@ def pods_of(tb: TestbedCluster, uid: str) -> list[Any]:
 def test_what_a_follower_is_asked_the_leader_does(replicas, code_file, testbed_cluster):
     leader, follower = replicas
     direct, picked = [], []
-    for _ in range(5):
+    for _ in range(10):
         uid = leader.submit(job(code_file, "direct", "1s"))
         direct.append(launched_in(leader, uid))
         uid = follower.submit(job(code_file, "picked", "1s"))
         picked.append(launched_in(follower, uid))
     print(  # noqa: T201 - the added latency, measured
-        f"\nsubmission to launch (record pending), median of 5: at the leader "
+        f"\nsubmission to launch (record pending), median of 10: at the leader "
         f"{median(direct) * 1000:.0f} ms, at a follower {median(picked) * 1000:.0f} ms"
     )
     long = follower.submit(job(code_file, "aborted", "1h"))

@@ -92,13 +92,14 @@ class Monitor:
     def _watch(self) -> None:
         live = self.shared.live
         next_poll = next_pickup = time.monotonic()
-        most = _ABORT_POLL if self._pickup is None else min(_ABORT_POLL, self._pickup)
         while not live.closed:
             with live.lock:
                 now = time.time()
                 breaches, spot_waits, due = live.take_due(now)
                 if not (breaches or spot_waits or due):
-                    timeout = most
+                    timeout = _ABORT_POLL
+                    if self._pickup is not None:  # each read when due, not at the next poll
+                        timeout = min(timeout, max(next_pickup - time.monotonic(), 0.0))
                     if (deadline := live.next_deadline()) is not None:
                         timeout = min(timeout, max(deadline - now, 0.0))
                     live.lock.wait(timeout)
