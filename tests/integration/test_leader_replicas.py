@@ -6,6 +6,7 @@ Lease another took stops and exits, and the other takes over."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -31,6 +32,7 @@ from testbed.pytest_plugin import TestbedCluster
 
 TOKEN = "replicas-token-for-the-tests"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+ADMIN = {"Authorization": "Bearer replicas-admin-token-for-the-tests"}
 IMAGE = "registry.example/runplane/job:1"
 CODE = "def handler(context, x: int = 1):\n    return {'x': x}\n"
 #: The takeover the service promises after its leader dies without a word.
@@ -117,6 +119,12 @@ def replicas(
         "RUNPLANE_SERVICE__SCHEDULE_INTERVAL": "0.5",
         "RUNPLANE_SERVICE__LEADER_ELECTION__ENABLED": "true",
         "RUNPLANE_SERVICE__LEADER_ELECTION__LEASE_NAME": f"leader-{uuid.uuid4().hex[:8]}",
+        "RUNPLANE_SERVICE__TOKENS": json.dumps(
+            [
+                {"token": TOKEN, "user": "ci", "role": "user"},
+                {"token": ADMIN["Authorization"][7:], "user": "ops", "role": "admin"},
+            ]
+        ),
     }
     outside = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
     made = []
@@ -185,6 +193,17 @@ def test_what_a_follower_is_asked_the_leader_does(replicas, code_file, testbed_c
     assert answer.status_code == 200, answer.text
     until("aborted", lambda: follower.run(long)["state"] == "aborted", 30)
     assert follower.run(long)["reason"] == "Aborted"
+    # Only the leader watches the cluster: a follower's copy of the runs' output, or a second
+    # recorder of their events, would race the leader's.
+    assert 'method="WATCH"' in watches(leader)
+    assert 'method="WATCH"' not in watches(follower)
+
+
+def watches(replica: Replica) -> str:
+    """The replica's counts of requests to the API server, in Prometheus's text."""
+    answer = httpx.get(f"{replica.url}/metrics", headers=ADMIN, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return "\n".join(line for line in answer.text.splitlines() if "kube_requests" in line)
 
 
 def seconds_into_minute() -> float:
