@@ -378,6 +378,44 @@ class LiveStreams(pydantic.BaseModel):
     retry_after: int = pydantic.Field(default=10, ge=1, le=3600)
 
 
+class LeaderElection(pydantic.BaseModel):
+    """Replicas of ``runplane serve`` sharing one database and one cluster: every replica
+    serves the API and the UI; the one holding a ``coordination.k8s.io/v1`` Lease watches,
+    launches, aborts, enforces thresholds, fires schedules and applies retention
+    (docs/install.md, "Leader"). Off, one process does all of it, as without replicas."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    #: The Lease's name and namespace (default: ``namespace``, where the runs are).
+    lease_name: str = "runplane-leader"
+    namespace: str | None = None
+    #: Who this replica is in the Lease's ``holderIdentity`` (default: the pod's name from the
+    #: downward API's ``POD_NAME``, else the host name, with a random suffix either way, so a
+    #: restarted process is never taken for its predecessor).
+    identity: str | None = None
+    #: Seconds a Lease not renewed stays another's (``leaseDurationSeconds``); the leader
+    #: stops controlling when it could not renew for ``renew_deadline`` seconds; every replica
+    #: tries to acquire or renew every ``retry_period`` seconds.
+    lease_duration: int = pydantic.Field(default=8, ge=2, le=300)
+    renew_deadline: float = pydantic.Field(default=5.0, gt=0, le=300)
+    retry_period: float = pydantic.Field(default=1.0, gt=0, le=60)
+    #: Seconds between the leader's reads of what followers recorded for it (runs submitted
+    #: to them, aborts asked of them).
+    pickup_interval: float = pydantic.Field(default=0.25, gt=0, le=10)
+
+    @pydantic.model_validator(mode="after")
+    def _ordered(self) -> LeaderElection:
+        if not self.lease_duration > self.renew_deadline > self.retry_period:
+            raise ValueError(
+                "leader_election needs lease_duration > renew_deadline > retry_period, so a "
+                "leader stops before another may start (given "
+                f"{self.lease_duration}, {self.renew_deadline}, {self.retry_period}; example: "
+                "8, 5, 1)"
+            )
+        return self
+
+
 class Service(pydantic.BaseModel):
     """The shared service (``runplane serve``)."""
 
@@ -421,6 +459,18 @@ class Service(pydantic.BaseModel):
     #: on-demand run would have paid.
     node_groups: dict[str, NodeGroupPrice] = pydantic.Field(default_factory=dict)
     on_demand_group: str = "on-demand"
+    #: One leader among replicas (off: this process leads alone).
+    leader_election: LeaderElection = pydantic.Field(default_factory=LeaderElection)
+
+    @pydantic.model_validator(mode="after")
+    def _replicas_share(self) -> Service:
+        if self.leader_election.enabled and (self.runtime != "kubernetes" or not self.database_url):
+            raise ValueError(
+                "service.leader_election is for replicas that share runs: it needs runtime "
+                "'kubernetes' (runs outlive a replica) and a database_url every replica "
+                "reaches (example: postgresql+psycopg://runplane@db:5432/runplane)"
+            )
+        return self
 
     @pydantic.field_validator("tokens")
     @classmethod

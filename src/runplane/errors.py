@@ -124,6 +124,13 @@ class RunFailedError(RunplaneError):
     http_status = 409
 
 
+class LeadLostError(RunplaneError):
+    """A replica of ``runplane serve`` lost its Lease: it stopped controlling and stops, to
+    start again as a follower (exit status 5, as a service that failed)."""
+
+    http_status = 503
+
+
 class OutOfScopeError(RunplaneError):
     """An MLRun feature runplane does not provide (the feature store, model monitoring,
     alerts, data stores other than local files and V3IO mounts): the message names it."""

@@ -185,12 +185,14 @@ class Reason(StrEnum):
     """
 
     #: Waiting: for capacity or a node, for the scheduler's place to start, for the next
-    #: attempt, for the service's next start.
+    #: attempt, for the service's next start, for the leading replica to launch it.
     PENDING = "Pending"
     UNSCHEDULABLE = "Unschedulable"
     SCHEDULED = "Scheduled"
     RETRYING = "Retrying"
     REQUEUED = "Requeued"
+    #: Recorded by a replica of the service that does not lead, for the leader to launch.
+    AWAITING_LEADER = "AwaitingLeader"
     STARTED = "Started"
     RUNNING = "Running"
     COMPLETED = "Completed"

@@ -298,9 +298,9 @@ def test_the_configuration_file_is_valid_runplane_settings(
         monkeypatch.delenv(name)
     monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)  # only what the chart wrote
     config = service_config(render(helm, helm_env, COMBINATIONS[combination]))
-    config["service"].pop("leader_election", None)  # the leader's settings: docs/install.md
     settings = Settings(**config)
     assert settings.service.runtime == "kubernetes"
+    assert settings.service.leader_election.enabled == (combination != "one-replica-ingress")
     assert settings.service.instance == "rp"
     assert settings.priority_classes.value_of("runplane-system") == 1_000_000
 

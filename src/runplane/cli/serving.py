@@ -53,15 +53,22 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
         logging.getLogger("runplane").setLevel(logging.INFO)
     server = Server(settings)
     found = server.reconciliation
-    log.info(
-        "runs execute on the %s runtime; at start %d run(s) were launched again, %d were lost, "
-        "%d had ended unrecorded (recorded from their files), %d unknown run(s) had objects",
-        server.runs.runtime.name,
-        len(found.resubmitted),
-        len(found.lost),
-        len(found.ended),
-        len(found.orphans),
-    )
+    if server.leadership is not None:
+        log.info(
+            "one replica of several, as %s: it serves clients; the replica holding the lease "
+            "watches, launches and fires schedules",
+            server.leadership.identity,
+        )
+    else:
+        log.info(
+            "runs execute on the %s runtime; at start %d run(s) were launched again, %d were lost, "
+            "%d had ended unrecorded (recorded from their files), %d unknown run(s) had objects",
+            server.runs.runtime.name,
+            len(found.resubmitted),
+            len(found.lost),
+            len(found.ended),
+            len(found.orphans),
+        )
     log.info("runs are held so: %s", server.runs.runtime.isolation)
     try:
         # On SIGTERM (or Ctrl-C) uvicorn stops accepting and finishes the requests under way
@@ -72,6 +79,11 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
         config = uvicorn.Config(app, host=host, port=port, log_level="info")
         web = uvicorn.Server(config)
         mount(app, server, stopping=lambda: web.should_exit)
+
+        def deposed() -> None:  # stop as on SIGTERM; the restart comes back as a follower
+            web.should_exit = True
+
+        server.on_deposed = deposed
         collect_rarely()
         if ready is not None:
             threading.Thread(
@@ -80,6 +92,13 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
         web.run()
     finally:
         server.close()  # when uvicorn could not start; after a shutdown it is closed already
+    if server.deposed:
+        from runplane.errors import LeadLostError
+
+        raise LeadLostError(
+            "this replica lost the lead (its Lease was not renewed in time, or another "
+            "holds it); it stopped controlling and exits, to start again as a follower"
+        )
 
 
 def _when_started(web: Any, host: str, port: int, ready: Any) -> None:

@@ -27,6 +27,8 @@ def _kubernetes(settings: Settings, serving: bool) -> Runtime:
         kubeconfig=service.kubeconfig,
         context=service.kube_context,
         instance=service.instance,
+        # A replica among several watches only once it leads (its service reads the events).
+        observe=not service.leader_election.enabled,
     )
 
 

@@ -80,7 +80,10 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
 
     @app.get(f"{API}/health")
     def health() -> dict[str, str]:
-        return {"status": "ok", "version": app.version}
+        answer = {"status": "ok", "version": app.version}
+        if server.leadership is not None:  # one of several replicas: which one this is
+            answer["role"] = server.role
+        return answer
 
     @app.get(f"{API}/ready", responses={503: {"description": "not ready, and why"}})
     def ready() -> JSONResponse:

@@ -28,6 +28,7 @@ from runplane.service.launcher import Launcher, Reconciliation
 from runplane.service.monitor import Monitor
 from runplane.service.recorder import Recorder
 from runplane.service.records import RunListing, RunStore, Settled
+from runplane.service.replica_feed import ReplicaFeed
 from runplane.service.shared import Shared
 from runplane.spec.bounds import check_unicode
 from runplane.spec.function import Function
@@ -92,13 +93,19 @@ class RunService:
         self._recorder = Recorder(shared)
         self._launcher = Launcher(shared, self._recorder)
         pid = None if self.executor is None else self.executor[0]
-        self._monitor = Monitor(shared, self._recorder, self._launcher, pid)
+        led = settings.service.leader_election
+        pickup = led.pickup_interval if service and led.enabled else None
+        self._monitor = Monitor(shared, self._recorder, self._launcher, pid, pickup)
         self._recording = threading.Thread(
             target=lambda: asyncio.run(self._recorder.run()),
             name="runplane-recorder",
             daemon=True,
         )
         self._started = False
+        #: A replica that does not lead (:meth:`follow`): it records, the leader acts, and
+        #: its live pages learn of the leader's changes from the database.
+        self._following = False
+        self._replica_feed: ReplicaFeed | None = None
 
     @property
     def settings(self) -> Settings:
@@ -108,6 +115,26 @@ class RunService:
     def settings(self, settings: Settings) -> None:
         """Settings an admin changed apply from the next decision of every part on."""
         self._shared.settings = settings
+
+    @property
+    def following(self) -> bool:
+        """Whether this is a replica that records runs and abort requests for the leader."""
+        return self._following
+
+    def _leads(self) -> bool:
+        return not self._following
+
+    def follow(self) -> Self:
+        """Serve clients without controlling anything, as a replica that does not lead:
+        submitted runs are recorded ``AwaitingLeader`` for the leader to launch, aborts are
+        recorded for it to carry out, and nothing is watched or launched here until
+        :meth:`start` (this replica became the leader); returns the service."""
+        self._following = True
+        interval = self.settings.service.leader_election.pickup_interval
+        # Once this replica leads, its recorder publishes what changes.
+        self._replica_feed = ReplicaFeed(self.store, self.feed, interval, self._leads)
+        self._replica_feed.start()
+        return self
 
     def start(self) -> Self:
         """Settle what a previous process left, then record and monitor; returns the service.
@@ -152,11 +179,15 @@ class RunService:
         executor = None if self.executor is None else self.executor[0]
         for uid, attempt, due in store.pending_retries(runtime.name, executor):
             self._live.schedule(uid, attempt, due)
+        self._following = False  # what was recorded for a leader meanwhile is picked up
         return self
 
     def watching(self) -> str | None:
         """What keeps this service from recording its runs' changes now, in words; ``None``
-        while the recorder, the monitor and the runtime's watch all run."""
+        while the recorder, the monitor and the runtime's watch all run. A replica that follows
+        watches nothing: it serves from the database, which readiness checks on its own."""
+        if self._following:
+            return None
         if not self._started:
             return "the run service has not started"
         if not self._recording.is_alive():
@@ -164,6 +195,20 @@ class RunService:
         if not self._monitor.running:
             return "the monitor of runs' thresholds and launches stopped"
         return self.runtime.watching()
+
+    def step_down(self) -> None:
+        """Stop controlling at once (this replica lost the lead): no launch, abort, threshold
+        or retry from here on, and the runtime's watch ends; clients are still answered,
+        as a follower answers them, until the process stops."""
+        self._following = True
+        if not self._started:
+            return
+        self._live.close()
+        self.runtime.close()
+        self._monitor.close()
+        self._shared.aborts.shutdown(wait=False, cancel_futures=True)
+        self._recording.join(timeout=30)
+        self._started = False  # closing then closes the store alone
 
     # -- submitting -----------------------------------------------------------------------
 
@@ -200,6 +245,7 @@ class RunService:
         }
         self.runtime.check(request)
         function = check_unicode("function", fn.to_dict())  # recorded: text only
+        following = self._following
         record = self.store.create(
             uid=uid,
             project=fn.metadata.project,
@@ -217,7 +263,11 @@ class RunService:
             source_dir=source_dir,
             requeue=self.service and self.executor is not None,
             preemption_mode=request.resources.mode.value if request.resources.mode else "",
+            awaiting_leader=following,
         )
+        if following:
+            self.feed.publish([uid])
+            return record
         self._live.hold(uid, threshold_seconds(thresholds))
         self.feed.publish([uid])
         self._launcher.arm_spot_wait(record, fn)
@@ -226,8 +276,11 @@ class RunService:
     # -- clients --------------------------------------------------------------------------
 
     def abort(self, uid: str) -> RunRecord:
-        """Abort a pending or running run, whichever process owns it."""
+        """Abort a pending or running run, whichever process owns it (a replica that does
+        not lead records the request; the leader carries it out)."""
         record = self.store.request_abort(uid)
+        if self._following:
+            return record
         if self._monitor.stop(record.uid):
             return self.store.get(record.uid)
         owner_pid, owner_started = self.store.owner(record.uid)
@@ -302,6 +355,8 @@ class RunService:
         aborted; queued ones wait for a service's next start, or end ``aborted`` (see
         :meth:`RunStore.settle_queued`). A durable runtime's runs go on.
         """
+        if self._replica_feed is not None:
+            self._replica_feed.close()
         if not self._started:
             self.store.close()
             return

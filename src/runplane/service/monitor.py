@@ -4,6 +4,10 @@ It aborts runs that stay too long in a condition (state thresholds), ends the sp
 attempts that found no spot node in time, launches decided attempts when they are due, and
 stops the runs other processes asked to abort. It sleeps until the soonest deadline, woken
 early when a sooner one is recorded.
+
+In the leading replica of several (``service.leader_election``) it also picks up, every
+``pickup_interval``, what the other replicas recorded for it: runs submitted to them, which
+it launches, and aborts asked of them, which it carries out.
 """
 
 from __future__ import annotations
@@ -31,7 +35,12 @@ _SPOT_FALLBACK_TEXT = (
 
 class Monitor:
     def __init__(
-        self, shared: Shared, recorder: Recorder, launcher: Launcher, executor: int | None
+        self,
+        shared: Shared,
+        recorder: Recorder,
+        launcher: Launcher,
+        executor: int | None,
+        pickup: float | None = None,
     ) -> None:
         self.shared = shared
         self.recorder = recorder
@@ -39,6 +48,13 @@ class Monitor:
         #: The pid whose abort requests this monitor serves (``None``: a durable runtime's
         #: runs are aborted by whoever asks, through the cluster).
         self._executor = executor
+        #: Seconds between reads of what replicas recorded for the leader (``None``: alone).
+        self._pickup = pickup
+        #: Runs of replicas launched, and aborts begun, by this leader: each once (aborts
+        #: are begun from requests and from the pickup's thread).
+        self._picked: set[str] = set()
+        self._stopping: set[str] = set()
+        self._stopping_lock = threading.Lock()
         self._retries = ThreadPoolExecutor(max_workers=4, thread_name_prefix="runplane-retry")
         self._thread = threading.Thread(target=self._watch, name="runplane-monitor", daemon=True)
 
@@ -58,12 +74,19 @@ class Monitor:
     def stop(self, uid: str) -> bool:
         """Abort a run a person asked to stop: its attempt through the runtime, or, between
         attempts, the run itself (nothing runs to stop); ``False`` if neither had anything."""
+        with self._stopping_lock:
+            self._stopping.add(uid)
         if self.shared.runtime.abort(uid, Reason.ABORTED, "aborted by request"):
             return True
         record = self.shared.store.get(uid)
-        if record.retry_at is None or record.finished:
+        if record.finished:
             return False
-        message = f"aborted by request before attempt {record.attempt} started"
+        if record.reason == Reason.AWAITING_LEADER and record.state is RunState.CREATED:
+            message = "aborted by request before the leading replica launched it"
+        elif record.retry_at is None:
+            return False
+        else:
+            message = f"aborted by request before attempt {record.attempt} started"
         aborted = RunEvent(
             uid, RunState.ABORTED, reason=Reason.ABORTED, message=message, attempt=record.attempt
         )
@@ -72,13 +95,15 @@ class Monitor:
 
     def _watch(self) -> None:
         live = self.shared.live
-        next_poll = time.monotonic()
+        next_poll = next_pickup = time.monotonic()
         while not live.closed:
             with live.lock:
                 now = time.time()
                 breaches, spot_waits, due = live.take_due(now)
                 if not (breaches or spot_waits or due):
                     timeout = _ABORT_POLL
+                    if self._pickup is not None:  # each read when due, not at the next poll
+                        timeout = min(timeout, max(next_pickup - time.monotonic(), 0.0))
                     if (deadline := live.next_deadline()) is not None:
                         timeout = min(timeout, max(deadline - now, 0.0))
                     live.lock.wait(timeout)
@@ -100,3 +125,32 @@ class Monitor:
                 next_poll = time.monotonic() + _ABORT_POLL
                 for uid in self.shared.store.abort_requests(self._executor):
                     self.stop(uid)
+            if self._pickup is not None and time.monotonic() >= next_pickup:
+                next_pickup = time.monotonic() + self._pickup
+                try:
+                    self._pick_up()
+                except Exception:  # the next read tries again
+                    log.exception("reading what other replicas recorded failed")
+
+    def _pick_up(self) -> None:
+        """Carry out the aborts other replicas recorded, then launch the runs they recorded
+        (each once: a run still ``created`` after its launch is not launched again)."""
+        store, runtime = self.shared.store, self.shared.runtime.name
+        asked = store.cluster_abort_requests(runtime)
+        with self._stopping_lock:
+            fresh_aborts = [uid for uid in asked if uid not in self._stopping]
+            self._stopping = set(asked)  # those that ended are forgotten
+        for uid in fresh_aborts:
+            self.shared.aborts.submit(self._stop_logged, uid)
+        awaiting = store.awaiting_leader(runtime)
+        fresh = [uid for uid in awaiting if uid not in self._picked]
+        self._picked.intersection_update(awaiting)
+        self._picked.update(fresh)
+        if fresh:
+            self._retries.submit(self.launcher.relaunch, fresh)
+
+    def _stop_logged(self, uid: str) -> None:
+        try:
+            self.stop(uid)
+        except Exception:
+            log.exception("run %s: aborting it as another replica was asked failed", uid)

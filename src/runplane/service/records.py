@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from runplane.errors import AmbiguousError, NotFoundError, RunExistsError, RunFinishedError
 from runplane.runs import (
+    LIVE,
     TERMINAL,
     AttemptRecord,
     Reason,
@@ -45,6 +46,9 @@ from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
 
 TERMINAL_STATES = [state.value for state in TERMINAL]
+LIVE_STATES = sorted(state.value for state in LIVE)
+#: What a run recorded by a replica that does not lead says until the leader launches it.
+_AWAITING_TEXT = "recorded by a replica that does not lead; the leading replica launches it"
 
 
 class RunListing(TypedDict, total=False):
@@ -241,9 +245,11 @@ class RunStore:
         source_dir: str = "",
         requeue: bool = False,
         preemption_mode: str = "",
+        awaiting_leader: bool = False,
     ) -> RunRecord:
         """Record a new run and its first attempt; returns its record (built here, not read
-        back)."""
+        back). A replica that does not lead records it ``awaiting_leader``, for the leader's
+        :meth:`awaiting_leader` to find."""
         now = time.time()
         row: dict[str, Any] = {
             "uid": uid,
@@ -251,8 +257,8 @@ class RunStore:
             "name": name,
             "runtime": runtime,
             "state": RunState.CREATED.value,
-            "reason": "",
-            "status_text": "",
+            "reason": Reason.AWAITING_LEADER.value if awaiting_leader else "",
+            "status_text": _AWAITING_TEXT if awaiting_leader else "",
             "function": function,
             "params": params,
             "inputs": inputs,
@@ -536,6 +542,34 @@ class RunStore:
     def abort_requests(self, executor_pid: int) -> list[str]:
         query = select(Run.uid).where(
             Run.abort_requested, Run.executor_pid == executor_pid, Run.state.not_in(TERMINAL_STATES)
+        )
+        with self._reads() as session:
+            return list(session.scalars(query))
+
+    def cluster_abort_requests(self, runtime: str) -> list[str]:
+        """Runs of ``runtime`` (one whose runs have no executor process: a cluster's) that a
+        replica was asked to abort, for the leader to carry out."""
+        query = select(Run.uid).where(
+            Run.state.in_(LIVE_STATES),
+            Run.abort_requested,
+            Run.executor_pid.is_(None),
+            Run.runtime == runtime,
+        )
+        with self._reads() as session:
+            return list(session.scalars(query))
+
+    def awaiting_leader(self, runtime: str) -> list[str]:
+        """Runs of ``runtime`` that a replica which does not lead recorded and nobody launched
+        yet, oldest first (read through the state's index)."""
+        query = (
+            select(Run.uid)
+            .where(
+                Run.state == RunState.CREATED.value,
+                Run.reason == Reason.AWAITING_LEADER.value,
+                Run.runtime == runtime,
+                ~Run.abort_requested,
+            )
+            .order_by(Run.created_at, Run.uid)
         )
         with self._reads() as session:
             return list(session.scalars(query))

@@ -31,6 +31,7 @@ from runplane.service.deployments import (
     list_deployments,
 )
 from runplane.service.launcher import Reconciliation
+from runplane.service.leadership import Leadership
 from runplane.service.nodes import label_node
 from runplane.service.preflight import Placement, check_placement
 from runplane.service.projects import ProjectStore
@@ -67,8 +68,23 @@ class Server:
                 error,
             )
         runtime = create_runtime(effective, serving=True)
-        self.runs = RunService(effective, RunStore(engine), runtime, service=True).start()
+        self.runs = RunService(effective, RunStore(engine), runtime, service=True)
         self._stop = threading.Event()
+        #: Set while this process controls: always, alone; while it holds the Lease, as one
+        #: of several replicas. Schedules fire and retention sweeps only then.
+        self.leading = threading.Event()
+        #: Whether this replica lost the lead (it then serves clients until it stops), and
+        #: what is told when it does (``runplane serve`` stops, to start again as a follower).
+        self.deposed = False
+        self.on_deposed: Callable[[], None] = lambda: None
+        self.leadership: Leadership | None = None
+        if settings.service.leader_election.enabled:
+            self.runs.follow()
+            self.leadership = Leadership(settings, self._lead, self._depose)
+            self.leadership.start()
+        else:
+            self.runs.start()
+            self.leading.set()
         self._scheduler = threading.Thread(
             target=self._fire_schedules, daemon=True, name="runplane-schedules"
         )
@@ -85,6 +101,32 @@ class Server:
     @property
     def settings(self) -> Settings:
         return self.runs.settings
+
+    @property
+    def role(self) -> str:
+        """``leader`` or ``follower`` among replicas (``leader`` alone)."""
+        return "leader" if self.leading.is_set() else "follower"
+
+    def _lead(self) -> None:
+        """This replica holds the Lease: settle what the last leader left, as a restart does,
+        then control (watch, launch, abort, thresholds, schedules, retention)."""
+        self.runs.start()
+        found = self.reconciliation
+        log.info(
+            "leading: %d run(s) launched again, %d lost, %d unknown run(s) had objects",
+            len(found.resubmitted),
+            len(found.lost),
+            len(found.orphans),
+        )
+        self.leading.set()
+
+    def _depose(self) -> None:
+        """The Lease was lost: stop controlling at once, then say so."""
+        self.leading.clear()
+        self.deposed = True
+        self.runs.step_down()
+        log.error("this replica lost the lead and stopped controlling; it stops to start again")
+        self.on_deposed()
 
     @property
     def reconciliation(self) -> Reconciliation:
@@ -217,6 +259,8 @@ class Server:
     def _fire_schedules(self) -> None:
         interval = self.base_settings.service.schedule_interval
         while not self._stop.wait(interval):
+            if not self.leading.is_set():
+                continue
             try:
                 self.schedules.fire_due(time.time(), self.fire)
             except Exception:  # a bad schedule must not stop the others
@@ -242,6 +286,8 @@ class Server:
             self._retention_due.clear()
             if self._stop.is_set():
                 return
+            if not self.leading.is_set():
+                continue
             try:
                 self.sweep()
             except Exception:  # the next pass tries again
@@ -269,4 +315,7 @@ class Server:
             return
         self._stop.set()
         self._retention_due.set()
+        self.leading.clear()
         self.runs.close(grace)
+        if self.leadership is not None:  # released once nothing here controls any more
+            self.leadership.close()

@@ -12,6 +12,7 @@ thread (an async service calls them through ``asyncio.to_thread``).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
@@ -71,6 +72,10 @@ class KubernetesRuntime:
     ``instance`` labels every pod this runtime creates and narrows its watch to them, so
     several runplane services (or test sessions) can share a namespace. ``resource_version``
     resumes the watch from a version saved earlier instead of re-listing.
+
+    Without ``observe`` it watches nothing until its events are first read (or what exists
+    is asked): a replica that is not the leader serves clients with it and leaves pods and
+    nodes to the leader's watch.
     """
 
     name = "kubernetes"
@@ -94,6 +99,7 @@ class KubernetesRuntime:
         sync_timeout: float = 60.0,
         gang_interval: float = 5.0,
         log_follows: int = 64,
+        observe: bool = True,
     ) -> None:
         self.namespace = settings.namespace
         self.instance = instance
@@ -117,7 +123,6 @@ class KubernetesRuntime:
             name="runplane-node-watch",
             path="/api/v1/nodes",
         )
-        self.node_watch.start()
         # Followed logs hold their connections for long: a pool of their own.
         spool_api = pooled(api.configuration, log_follows)
         self._spool = LogSpool(
@@ -135,7 +140,18 @@ class KubernetesRuntime:
             resource_version=resource_version,
             keep=kept,
         )
-        self.watch.start()
+        self._observing = threading.Lock()
+        self._watching = False
+        if observe:
+            self._watch_cluster()
+
+    def _watch_cluster(self) -> None:
+        """Start the node and pod watches, once."""
+        with self._observing:
+            if not self._watching:
+                self._watching = True
+                self.node_watch.start()
+                self.watch.start()
 
     def _observe(self, kind: str, pod: dict[str, Any]) -> None:
         """The watch's news of a pod: its output copied as it comes, and all of it copied
@@ -336,6 +352,7 @@ class KubernetesRuntime:
         """Pod names by run uid, once the watch has reported every pod that existed when it
         began (so events of runs that finished meanwhile are already on their way); as the
         API has them if the watch could not list in time."""
+        self._watch_cluster()
         synced = self.watch.wait_synced(self._sync_timeout)
         runs: dict[str, list[str]] = {}
         # Once synced, the watch knows every pod: listing them all again would read each
@@ -371,6 +388,7 @@ class KubernetesRuntime:
     # -- observing ------------------------------------------------------------------------
 
     def events(self) -> AsyncIterator[RunEvent]:
+        self._watch_cluster()
         return self._events.read()
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
