@@ -34,6 +34,10 @@ if TYPE_CHECKING:
         def save(self, function: Any, /) -> str:
             """Store the function where runs go; returns its URI."""
 
+        def mlrun_defaults(self) -> dict[str, Any]:
+            """What MLRun fills into a function read from its dict form: ``preemption_mode``,
+            ``image_pull_secret`` and ``pod_resources`` (``mlconf``'s, as set)."""
+
         def project(self, data: Any, /) -> Any:
             """A project object from its stored record or its ``to_dict()`` form."""
 

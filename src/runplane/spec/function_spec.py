@@ -13,7 +13,7 @@ from runplane.spec import env as environment
 from runplane.spec.base import SpecModel, checked
 from runplane.spec.bounds import MAX_TEXT_BYTES, check_count, check_lines, check_text
 from runplane.spec.build import BuildSpec
-from runplane.spec.labels import check_dns_label, check_label_key
+from runplane.spec.labels import check_dns_label, check_label_key, check_secret_name
 from runplane.spec.resources import Resources
 from runplane.spec.retries import MAX_ATTEMPTS, RetryPolicy
 from runplane.spec.scheduling import (
@@ -110,7 +110,7 @@ class FunctionSpec(SpecModel):
             check_text("returns", item, MAX_TEXT_BYTES, "'accuracy'")
         return value
 
-    _pull_secret = checked("image_pull_secret", by=check_dns_label, optional=True)
+    _pull_secret = checked("image_pull_secret", by=check_secret_name, optional=True)
 
     #: Where a run's checkpoints go, kept across its attempts (``context.checkpoint_dir``):
     #: a path on a mounted volume, ``{{run.uid}}`` and ``{{run.project}}`` replaced per run.

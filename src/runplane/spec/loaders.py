@@ -8,10 +8,13 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from runplane import hooks
 from runplane.errors import InvalidValueError, NotFoundError
+from runplane.spec import mlrun_layout
 from runplane.spec.annotations import definitions, has_markers, kept_cells, select_code
 from runplane.spec.function import BuildSpec, Function, FunctionSpec, Metadata, check_kind
 from runplane.spec.handler import defined_functions, read_signature
@@ -33,12 +36,28 @@ def new_function(
     requirements_file: str = "",
     kfp: object = None,
     mode: str | None = None,
+    runtime: Mapping[str, Any] | Function | None = None,
 ) -> Function:
     """A function from arguments; ``command`` is a file run where the function runs.
+
+    ``runtime`` is a whole function to start from: a :class:`Function` (copied) or MLRun's
+    dict form (``to_dict()`` of an MLRun function), whose layout its ``to_dict()`` keeps;
+    the arguments given change it.
 
     Without a name (and no command to name it after) the function is named when it runs,
     after its handler (``new_function().run(handler=train)`` runs ``train``).
     """
+    if runtime is not None:
+        return _from_runtime(
+            runtime,
+            name=name,
+            project=project,
+            tag=tag,
+            command=command,
+            image=image,
+            handler=handler,
+            args=args,
+        )
     if not name and command:
         name = _name_from_path(command)
     if command and not Path(command).suffix and " " in command:
@@ -56,6 +75,36 @@ def new_function(
     if requirements or requirements_file:
         function.with_requirements(requirements, requirements_file)
     return function
+
+
+def _from_runtime(runtime: Mapping[str, Any] | Function, **given: Any) -> Function:
+    """``new_function(runtime=...)``: the runtime's function, with what MLRun fills into a
+    function it reads (the default image pull secret and pod resources ``mlconf`` was given),
+    then the arguments given."""
+    if isinstance(runtime, Function):
+        function = Function.from_dict(runtime.to_dict())
+    else:
+        ours, layout = mlrun_layout.read(runtime)
+        defaults = hooks.client().mlrun_defaults()
+        spec = ours["spec"]
+        if defaults["image_pull_secret"] and not spec.get("image_pull_secret"):
+            spec["image_pull_secret"] = defaults["image_pull_secret"]
+            layout.setdefault("spec", {}).setdefault("image_pull_secret", None)
+        pods = defaults["pod_resources"]
+        if pods["requests"] or pods["limits"]:
+            given_resources = spec.get("resources") or {}
+            spec["resources"] = {
+                part: {**pods[part], **(given_resources.get(part) or {})}
+                for part in ("requests", "limits")
+            }
+            layout.setdefault("spec", {}).setdefault("resources", None)
+        function = Function.from_dict(ours).keep_layout(layout)
+    metadata = {key: given.pop(key) for key in ("name", "project", "tag")}
+    metadata = {key: value for key, value in metadata.items() if value}
+    if metadata:
+        function._replace_metadata(**metadata)
+    changes = {k: v for k, v in given.items() if v}
+    return function._replace("spec", **changes) if changes else function
 
 
 def code_to_function(
