@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
         def mlrun_defaults(self) -> dict[str, Any]:
             """What MLRun fills into a function read from its dict form: ``preemption_mode``,
-            ``image_pull_secret`` and ``pod_resources`` (``mlconf``'s, as set)."""
+            ``image_pull_secret`` and ``pod_resources`` (``mlconf``'s, as set); and the
+            ``priority_classes`` a function may name."""
 
         def project(self, data: Any, /) -> Any:
             """A project object from its stored record or its ``to_dict()`` form."""

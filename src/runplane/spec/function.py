@@ -249,6 +249,11 @@ class Function(SpecModel, ResourceCalls):
 
     # -- environment ----------------------------------------------------------------------------
 
+    def list_valid_priority_class_names(self) -> list[str]:
+        """The priority classes a function may name: the service's ``priority_classes.valid``
+        (``mlconf.valid_function_priority_class_names`` sets them, comma-separated)."""
+        return list(hooks.client().mlrun_defaults()["priority_classes"])
+
     def set_env(self, name: str, value: Any = None, value_from: Any = None) -> Function:
         """Set one variable, replacing a variable of the same name.
 

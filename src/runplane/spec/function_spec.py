@@ -98,6 +98,15 @@ class FunctionSpec(SpecModel):
     #: Server settings set with ``set_config(key, value)``, recorded with the function.
     config: dict[str, Any] = pydantic.Field(default_factory=dict)
 
+    @property
+    def default_handler(self) -> str:
+        """MLRun's name of :attr:`handler` (the function a run calls when it names none)."""
+        return self.handler
+
+    @default_handler.setter
+    def default_handler(self, value: str) -> None:
+        self.handler = value
+
     @pydantic.field_validator("returns", mode="before")
     @classmethod
     def _returns(cls, value: Any) -> Any:
