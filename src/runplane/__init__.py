@@ -228,7 +228,6 @@ class _Client:
         return {
             "preemption_mode": settings.function_defaults.preemption_mode.value,
             "image_pull_secret": settings_view.kept_image_pull_secret(),
-            "pod_resources": settings_view.pod_resources(None),
             "priority_classes": list(settings.priority_classes.valid),
         }
 

@@ -35,9 +35,9 @@ if TYPE_CHECKING:
             """Store the function where runs go; returns its URI."""
 
         def mlrun_defaults(self) -> dict[str, Any]:
-            """What MLRun fills into a function read from its dict form: ``preemption_mode``,
-            ``image_pull_secret`` and ``pod_resources`` (``mlconf``'s, as set); and the
-            ``priority_classes`` a function may name."""
+            """What MLRun fills into a function read from its dict form: ``preemption_mode``
+            and ``image_pull_secret`` (``mlconf``'s, as set); and the ``priority_classes`` a
+            function may name."""
 
         def project(self, data: Any, /) -> Any:
             """A project object from its stored record or its ``to_dict()`` form."""

@@ -62,9 +62,10 @@ class Section:
 
 
 #: Settings MLRun code assigns that have no runplane variable, kept for this process as
-#: MLRun keeps them in its config object: ``default_function_pod_resources`` (filled into
-#: ``KubeResourceSpec`` and ``new_function(runtime=...)`` as MLRun fills them) and
-#: ``function.spec.image_pull_secret.default``.
+#: MLRun keeps them in its config object: ``default_function_pod_resources`` (filled into a
+#: ``KubeResourceSpec`` as MLRun fills it; functions are completed from runplane's
+#: ``function_defaults.resources`` when they render) and
+#: ``function.spec.image_pull_secret.default`` (filled into ``new_function(runtime=...)``).
 _KEPT: dict[str, Any] = {
     "function": {"spec": {"image_pull_secret": {"default": None}}},
 }

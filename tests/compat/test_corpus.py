@@ -33,7 +33,6 @@ NOT_RUNPLANE = {
     # runplane refuses them when they are given, the error saying so
     # (docs/mlrun-compatibility.md, "Refused early").
     "t03_new_function_with_resources": "'50mi' is not valid",
-    "t04_with_requests": "'25mi' is not valid",
     "t05_with_request_patch": "'50mi' is not valid",
     "t06_with_limits_patch": "'50mi' is not valid",
     "t07_with_limits": "'50mi' is not valid",

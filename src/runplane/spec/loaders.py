@@ -78,9 +78,10 @@ def new_function(
 
 
 def _from_runtime(runtime: Mapping[str, Any] | Function, **given: Any) -> Function:
-    """``new_function(runtime=...)``: the runtime's function, with what MLRun fills into a
-    function it reads (the default image pull secret and pod resources ``mlconf`` was given),
-    then the arguments given."""
+    """``new_function(runtime=...)``: the runtime's function, with the default image pull
+    secret ``mlconf`` was given filled in as MLRun fills it, then the arguments given. The
+    resources it leaves out are completed when it renders, from runplane's function defaults,
+    so a default nothing uses is never checked."""
     if isinstance(runtime, Function):
         function = Function.from_dict(runtime.to_dict())
     else:
@@ -90,14 +91,6 @@ def _from_runtime(runtime: Mapping[str, Any] | Function, **given: Any) -> Functi
         if defaults["image_pull_secret"] and not spec.get("image_pull_secret"):
             spec["image_pull_secret"] = defaults["image_pull_secret"]
             layout.setdefault("spec", {}).setdefault("image_pull_secret", None)
-        pods = defaults["pod_resources"]
-        if pods["requests"] or pods["limits"]:
-            given_resources = spec.get("resources") or {}
-            spec["resources"] = {
-                part: {**pods[part], **(given_resources.get(part) or {})}
-                for part in ("requests", "limits")
-            }
-            layout.setdefault("spec", {}).setdefault("resources", None)
         function = Function.from_dict(ours).keep_layout(layout)
     metadata = {key: given.pop(key) for key in ("name", "project", "tag")}
     metadata = {key: value for key, value in metadata.items() if value}
