@@ -29,8 +29,8 @@ NOT_RUNPLANE = {
     # the same way.
     "r03_mpijob_replicas": "got multiple values for argument 'name'",
     "u27_schedule": "parameter for local function execution",
-    # MLRun's own tests (t*): values MLRun accepts and Kubernetes refuses when the run starts;
-    # runplane refuses them when they are given, the error saying so
+    # MLRun's own tests (t*): values MLRun accepts that can never work on a cluster; runplane
+    # refuses them when they are given, the error saying what MLRun does and the fix
     # (docs/mlrun-compatibility.md, "Refused early").
     "t03_new_function_with_resources": "'50mi' is not valid",
     "t05_with_request_patch": "'50mi' is not valid",

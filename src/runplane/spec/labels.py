@@ -89,17 +89,17 @@ def check_run_name(field: str, name: str) -> str:
 
 
 def check_secret_name(field: str, name: object) -> str:
-    """A Secret's name (an image pull secret): Kubernetes refuses others when it makes the pod,
-    after MLRun accepted them, so the error says so here, before any run."""
+    """A Secret's name (an image pull secret): no Secret can have another name, so a run
+    given one could never pull its image; MLRun accepts it, and the error says so."""
     if isinstance(name, str) and 0 < len(name) <= 253 and _DNS_SUBDOMAIN.match(name):
         return name
     raise InvalidValueError(
         field,
         name,
         "a Secret's name is lower-case letters, digits, '-' and '.', starting and ending with a "
-        "letter or digit, at most 253 characters (MLRun accepts other names and Kubernetes "
-        "then refuses the pod when the run starts; runplane refuses them here: name the "
-        "Secret as Kubernetes knows it, with '-' for '_')",
+        "letter or digit, at most 253 characters (MLRun accepts other names, but no Secret "
+        "can have one, so the image could never be pulled with it; name the Secret as "
+        "Kubernetes knows it, with '-' for '_')",
         "'registry-credentials'",
     )
 

@@ -60,9 +60,9 @@ def check_mount_path(field: str, path: object) -> str:
         raise InvalidValueError(
             field,
             path,
-            "a mount path is absolute, with no ':' and no '..' element (MLRun accepts a relative "
-            "one and Kubernetes then refuses the pod when the run starts; runplane refuses it "
-            "here: give the absolute path the container sees)",
+            "a mount path is absolute, with no ':' and no '..' element (MLRun passes a relative "
+            "one on to the cluster unchecked; runplane refuses it so that the volume is where "
+            "the code looks: give the absolute path the container sees)",
             "'/data'",
         )
     return path.rstrip("/") or "/"
