@@ -2,6 +2,7 @@
 
 From MLRun's repository (github.com/mlrun/mlrun, commit c43870ff8eb19f3b35e16d48b956a6fd9caed427), tests/runtimes/test_pod.py::test_build_config_with_multiple_commands; the same calls and asserted values, DeepDiff(a, b) == {}
 written as a == b and pytest.raises as try/except.
+Fails on MLRun 1.12.1 (drift since that commit): build_config(commands=) replaces the commands instead of adding to them.
 """
 import mlrun
 

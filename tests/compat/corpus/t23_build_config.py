@@ -4,6 +4,7 @@ From MLRun's repository (github.com/mlrun/mlrun, commit c43870ff8eb19f3b35e16d48
 values; the runtime made as the test class makes it (KubejobRuntime(), image
 mlrun/mlrun:latest, project test-project), DeepDiff(a, b) == {} written as a == b and
 pytest.raises as try/except.
+Fails on MLRun 1.12.1 (drift since that commit): build_config(commands=) replaces the commands instead of adding to them.
 """
 import mlrun
 import mlrun.errors
