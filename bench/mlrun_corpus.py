@@ -1,12 +1,14 @@
 """How much MLRun user code runs unchanged: the corpus in tests/compat/corpus (MLRun
-documentation snippets about functions, resources, runs and projects) run with runplane, the
-imports changed and nothing else, and with MLRun 1.12 itself (no MLRun service, as on a
-laptop: local runs work, remote ones need a cluster).
+documentation snippets about functions, resources, runs and projects, and, named t*, MLRun's
+own client-side unit tests of function configuration) run with runplane, the imports changed
+and nothing else, and with MLRun 1.12 itself (no MLRun service, as on a laptop: local runs
+work, remote ones need a cluster).
 
 A snippet counts as running when its process exits 0 within the time limit; the snippets
-assert what MLRun's documentation says they produce, so a wrong answer fails too.
+assert what MLRun's documentation (or MLRun's test) says they produce, so a wrong answer fails
+too. ``--prefix t`` runs MLRun's own tests only.
 
-    python bench/mlrun_corpus.py [--mlrun-python PATH] [--only NAME] [--timeout 180]
+    python bench/mlrun_corpus.py [--mlrun-python PATH] [--only NAME] [--prefix P] [--timeout 180]
 """
 
 from __future__ import annotations
@@ -87,20 +89,55 @@ def base_env() -> dict[str, str]:
     return env
 
 
-def snippets(only: str = "") -> list[Path]:
-    return [path for path in sorted(CORPUS.glob("*.py")) if only in path.stem]
+#: MLRun's tests of function configuration (tests/runtimes/test_run.py, test_pod.py,
+#: tests/api/runtimes/test_kubejob.py, tests/run/test_run.py) that are not in the corpus, and
+#: why: they need MLRun's API, its DB, Kubernetes, or mocks of MLRun's internals.
+NOT_PORTED = {
+    "runtimes/test_pod.py::test_runtimes_inheritance": "compares the keyword arguments of "
+    "MLRun's internal spec and runtime classes (DaskSpec, NuclioSpec, MPIResourceSpec...)",
+    "api/runtimes/test_kubejob.py (the other 40 tests)": "run the function through MLRun's API "
+    "server with its DB session and a mocked Kubernetes client, asserting on the pod it creates",
+    "run/test_run.py::test_noparams, test_with_params, test_local_runtime_with_kwargs, "
+    "test_is_watchable, test_local_runtime_failure_before_executing_the_function_code": "need "
+    "the rundb_mock fixture (a mock of MLRun's run DB)",
+    "run/test_run.py::test_failed_schedule_not_creating_run": "mocks MLRun's DB and its "
+    "function's store_run with MagicMock",
+    "run/test_run.py::test_verify_run_output_uri, test_verify_tag_in_output_for_relogged_"
+    "artifact": "read artifact store:// URIs from MLRun's DB (they fail on MLRun 1.12 without "
+    "a DB too)",
+    "run/test_run.py::test_handler_project, test_local_runtime, test_local_runtime_hyper, "
+    "test_local_handler, test_local_args, test_args_integrity": "run files of MLRun's "
+    "examples/ and tests/ directories (training.py, no_ctx.py) with MLRun's artifact paths",
+    "run/test_run.py::test_with_params_s3": "needs S3 credentials",
+    "run/test_run.py::test_get_or_create_ctx_run_kind_exists_in_mlrun_exec_config": "sets "
+    "MLRUN_EXEC_CONFIG, the way MLRun hands a run to its own process",
+    "run/test_run.py::test_code_to_function_file_include_invalid_handler_name_for_nuclio_mlrun_"
+    "run_kind": "kind nuclio:mlrun (Nuclio) is not part of runplane",
+}
+
+
+def snippets(only: str = "", prefix: str = "") -> list[Path]:
+    return [
+        path
+        for path in sorted(CORPUS.glob("*.py"))
+        if only in path.stem and path.stem.startswith(prefix)
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mlrun-python", type=Path, default=DEFAULT_MLRUN)
     parser.add_argument("--only", default="")
+    parser.add_argument("--prefix", default="", help="t: MLRun's own tests only")
     parser.add_argument("--timeout", type=float, default=180)
     args = parser.parse_args()
     env = base_env()
-    paths = snippets(args.only)
+    paths = snippets(args.only, args.prefix)
     have_mlrun = args.mlrun_python.exists()
-    print(f"corpus: {len(paths)} snippets from MLRun's documentation ({CORPUS.relative_to(ROOT)})")
+    print(
+        f"corpus: {len(paths)} snippets of MLRun user code: its documentation's examples and "
+        f"its own tests ({CORPUS.relative_to(ROOT)})"
+    )
     ours: list[Outcome] = []
     theirs: list[Outcome] = []
     for path in paths:
@@ -129,6 +166,11 @@ def main() -> None:
             f"mlrun: not measured ({args.mlrun_python} missing; python -m venv it and "
             "pip install 'mlrun==1.12.*')"
         )
+
+    if args.prefix == "t" or not args.prefix:
+        print("MLRun's tests not in the corpus (not client-side):")
+        for test, why in NOT_PORTED.items():
+            print(f"  {test}: {why}")
 
 
 if __name__ == "__main__":

@@ -221,6 +221,16 @@ class _Client:
 
         return functions.save(function)
 
+    def mlrun_defaults(self) -> dict[str, Any]:
+        from runplane import config, settings_view
+
+        settings = config.current()
+        return {
+            "preemption_mode": settings.function_defaults.preemption_mode.value,
+            "image_pull_secret": settings_view.kept_image_pull_secret(),
+            "priority_classes": list(settings.priority_classes.valid),
+        }
+
     def project(self, data: Any, /) -> Any:
         from runplane.projects import Project
 

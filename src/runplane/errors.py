@@ -66,6 +66,16 @@ class InvalidValueError(ArgumentError):
         super().__init__(message)
 
 
+class MissingValueError(InvalidValueError, ValueError):
+    """None of the arguments a call needs one of was given (MLRun raises ``ValueError`` there,
+    so ``except ValueError`` catches this too)."""
+
+
+class MalformedNameError(InvalidValueError, ValueError):
+    """A name that breaks the pattern names must match (MLRun raises ``ValueError`` saying the
+    field is malformed, so ``except ValueError`` catches this too)."""
+
+
 class ConflictError(ArgumentError):
     """Two settings, each valid, that cannot hold together (a spot selector with `prevent`)."""
 

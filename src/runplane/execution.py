@@ -58,6 +58,7 @@ def get_or_create_ctx(
         project=project,
         uid=uid,
     )
+    context.set_label("kind", "local")  # MLRun's label of a context made outside a run
     for key, value in (labels or {}).items():
         context.set_label(key, value)
     return context

@@ -34,6 +34,11 @@ if TYPE_CHECKING:
         def save(self, function: Any, /) -> str:
             """Store the function where runs go; returns its URI."""
 
+        def mlrun_defaults(self) -> dict[str, Any]:
+            """What MLRun fills into a function read from its dict form: ``preemption_mode``
+            and ``image_pull_secret`` (``mlconf``'s, as set); and the ``priority_classes`` a
+            function may name."""
+
         def project(self, data: Any, /) -> Any:
             """A project object from its stored record or its ``to_dict()`` form."""
 

@@ -28,7 +28,21 @@ NOT_RUNPLANE = {
     # The documentation's example passes the file as code_to_function's name: MLRun refuses it
     # the same way.
     "r03_mpijob_replicas": "got multiple values for argument 'name'",
-    "u27_schedule": "a schedule needs the runplane service",
+    "u27_schedule": "parameter for local function execution",
+    # MLRun's own tests (t*): values MLRun accepts that can never work on a cluster; runplane
+    # refuses them when they are given, the error saying what MLRun does and the fix
+    # (docs/mlrun-compatibility.md, "Refused early").
+    "t03_new_function_with_resources": "'50mi' is not valid",
+    "t05_with_request_patch": "'50mi' is not valid",
+    "t06_with_limits_patch": "'50mi' is not valid",
+    "t07_with_limits": "'50mi' is not valid",
+    "t08_default_image_pull_secret": "'my_secret' is not valid",
+    "t09_override_image_pull_secret": "'another_secret' is not valid",
+    "t14_to_dict_strip_exclude": "'some-path' is not valid; a mount path is absolute",
+    "t15_volume_mounts_addition": "'some-path' is not valid; a mount path is absolute",
+    "t20_image_pull_configuration": "'some_secret' is not valid",
+    # Not yet: a run's context does not carry its run's labels (MLRun's "kind": "local").
+    "t31_ctx_run_kind_from_function": "AssertionError: None",
 }
 
 

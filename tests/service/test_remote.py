@@ -210,7 +210,8 @@ def test_schedules_need_the_service(tmp_path):
         [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.stdout.startswith(
-        "RUNPLANE_API: None is not valid; a schedule needs the runplane service (`runplane serve`)"
+        "schedule: '* * * * *' is not valid; Unexpected schedule='* * * * *' parameter for local "
+        "function execution: a schedule is kept by the runplane service (`runplane serve`)"
     ), done.stderr
 
 

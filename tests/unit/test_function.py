@@ -214,7 +214,7 @@ def test_set_envs_needs_exactly_one_source(fn, tmp_path):
 
 
 def test_set_envs_missing_file(fn, tmp_path):
-    with pytest.raises(NotFoundError, match="env file .*nope.env' does not exist"):
+    with pytest.raises(NotFoundError, match="env file .*nope.env does not exist"):
         fn.set_envs(file_path=tmp_path / "nope.env")
 
 

@@ -274,7 +274,11 @@ class Context(ArtifactLogging):
             self.state = execution_state
 
     def commit(self, message: str = "", completed: bool = False) -> None:
-        """Everything logged is recorded as it is logged; a child reports to its parent."""
+        """Everything logged is recorded as it is logged; a child reports to its parent.
+        ``completed`` marks a context still running as completed, as MLRun does (the run's
+        own state is still what its handler's end makes it)."""
+        if completed and self.state == "running":
+            self.state = "completed"
         if self._parent is not None and completed:
             self._parent._child_done(self)
 

@@ -3,6 +3,7 @@ handler declares them, what it returns recorded, and how it ended as an exit cod
 
 from __future__ import annotations
 
+import inspect
 import json
 import signal
 import sys
@@ -11,7 +12,7 @@ import types
 
 from .context import Context, Terminated, _json_value
 from .current import become_current
-from .invocation import Invocation
+from .invocation import INIT_ARGS, Invocation
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,6 +102,19 @@ def _kind_of(value: Any) -> str:
         return "object"
 
 
+def _handler(module: Any, name: str, context: Context, init_args: Any) -> Any:
+    """The function ``name`` of ``module``; ``Class::method`` is the method of an instance
+    made with ``init_args``, and the context when the class takes one, as MLRun makes it."""
+    if "::" not in name:
+        return getattr(module, name)
+    class_name, _, method = name.partition("::")
+    cls = getattr(module, class_name)
+    init_args = dict(init_args or {})
+    if "context" in inspect.signature(cls).parameters:
+        init_args.setdefault("context", context)
+    return getattr(cls(**init_args), method)
+
+
 def call_handler(context: Context, invocation: Invocation) -> int:
     """Run the invocation's handler (or, without one, its code as a script); returns the
     process exit code."""
@@ -111,8 +125,10 @@ def call_handler(context: Context, invocation: Invocation) -> int:
     try:
         module = load_module(invocation)
         if invocation.handler:
-            function = getattr(module, invocation.handler)
+            init_args = invocation.arguments.get(INIT_ARGS)
+            function = _handler(module, invocation.handler, context, init_args)
             arguments = _arguments(function, context, invocation)
+            arguments.pop(INIT_ARGS, None)
             if invocation.takes_context:
                 returned = function(context, **arguments)
             else:

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 #: installed runplane of another protocol is not used in its place.
 PROTOCOL = 4
 #: The container's variables that carry the invocation (``runplane.names`` has the same).
+#: The parameter of a ``Class::method`` handler (MLRun's form) that holds the class's own
+#: arguments: the instance is made with them, the method called with the others.
+INIT_ARGS = "_init_args"
+
 ENV_RUN_UID = "RUNPLANE_RUN_UID"
 ENV_ATTEMPT = "RUNPLANE_ATTEMPT"
 ENV_PROJECT = "RUNPLANE_PROJECT"

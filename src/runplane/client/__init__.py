@@ -169,6 +169,29 @@ def api_backend(what: str) -> ApiBackend:
     return service
 
 
+def _scheduling_backend(given: RunArguments) -> ApiBackend:
+    """The service that keeps a schedule; a local run, or no service, is refused in MLRun's
+    words (it refuses a schedule wherever the run would execute here)."""
+    where = (
+        "local=True runs here and now"
+        if given.local
+        else "without RUNPLANE_API a run executes here and now"
+    )
+    unexpected = InvalidValueError(
+        "schedule",
+        given.schedule,
+        f"Unexpected schedule={given.schedule!r} parameter for local function execution: a "
+        f"schedule is kept by the runplane service (`runplane serve`), and {where}",
+        "fn.run(schedule='0 * * * *') with RUNPLANE_API and RUNPLANE_TOKEN set",
+    )
+    if given.local:
+        raise unexpected
+    try:
+        return api_backend("a schedule")
+    except InvalidValueError:
+        raise unexpected from None
+
+
 def run(fn: Function, given: RunArguments) -> Any:
     """Run ``fn`` where runs go (see :func:`backend`; ``local=True``: this machine) and return
     its :class:`RunHandle`; with ``watch`` wait, printing its output. With ``schedule`` (cron)
@@ -185,7 +208,7 @@ def run(fn: Function, given: RunArguments) -> Any:
     source_dir = call.source_dir or script_dir
     call.source_dir = source_dir
     if given.schedule is not None:
-        return api_backend("a schedule").schedule(call.fn, given.schedule, call.options)
+        return _scheduling_backend(given).schedule(call.fn, given.schedule, call.options)
     service = local_backend() if given.local else backend()
     if call.iterates:
         from runplane.client.hyper import run_iterations

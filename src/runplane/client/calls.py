@@ -16,7 +16,7 @@ from typing import Any
 
 from runplane.errors import InvalidValueError, NotFoundError, OutOfScopeError
 from runplane.spec.function import BuildSpec, Function
-from runplane.spec.labels import normalize_name
+from runplane.spec.labels import check_run_name, normalize_name
 from runplane.spec.run_options import RunArguments, RunOptions
 from runplane.spec.task import HyperParamOptions, RunTemplate, check_hyperparams
 
@@ -75,7 +75,9 @@ def prepare(fn: Function, given: RunArguments) -> Call:
         _set_handler(fn, fn.spec.handler, work_dir)
     name = given.name or task.metadata.name
     if name:
-        fn.metadata.name = str(normalize_name("run(name=...)", name))
+        fn.metadata.name = check_run_name(
+            "run(name=...)", str(normalize_name("run(name=...)", name))
+        )
     elif not fn.metadata.name:  # named after the handler, made a valid name without a word
         fn.metadata.name = fn.spec.handler.replace("_", "-").lower().strip("-") or "job"
     project = given.project or task.metadata.project
@@ -123,10 +125,27 @@ def _set_handler(fn: Function, handler: Any, work_dir: Path) -> None:
         raise InvalidValueError(
             "handler", handler, "a handler is a function or its name", "handler='train'"
         )
-    elif not fn.spec.build.source and not fn.spec.command and ("." in handler or ":" in handler):
+    elif (
+        not fn.spec.build.source
+        and not fn.spec.command
+        and "::" not in handler
+        and ("." in handler or ":" in handler)
+    ):
         module, _, handler = handler.replace(":", ".").rpartition(".")
         base = Path(fn.spec.build.source_archive) if fn.spec.build.source_archive else work_dir
         path = base / (module.replace(".", os.sep) + ".py")
+        if not path.is_file() and _installed(module, handler):
+            # A function of an installed module (``json.dumps``): the run imports it there.
+            code = (
+                f"import {module}\n\n\ndef {handler}(**params):\n"
+                f"    return {module}.{handler}(**params)\n"
+            )
+            fn.spec.build = BuildSpec(
+                source=base64.b64encode(code.encode()).decode(),
+                filename=f"{module.replace('.', '_')}_{handler}.py",
+            )
+            fn.spec.handler = handler
+            return
         if not path.is_file():
             raise NotFoundError(
                 f"handler: module {module!r} is not a file under {str(base)!r} (looked for "
@@ -137,6 +156,19 @@ def _set_handler(fn: Function, handler: Any, work_dir: Path) -> None:
             source=base64.b64encode(code.encode()).decode(), filename=path.name
         )
     fn.spec.handler = handler
+
+
+def _installed(module: str, function: str) -> bool:
+    """Whether ``module`` is importable here, found without running it, and both names are
+    Python names (they are written into the run's code)."""
+    import importlib.util
+
+    if not function.isidentifier() or not all(p.isidentifier() for p in module.split(".")):
+        return False
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _inputs(inputs: Mapping[str, Any]) -> dict[str, str]:

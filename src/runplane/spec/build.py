@@ -27,6 +27,8 @@ class BuildSpec(SpecModel):
     #: An image build's recipe, recorded with the function (``with_requirements``,
     #: ``build_function``): runs here need no image; a cluster's image must have them.
     base_image: str = ""
+    #: The image such a build would produce (``build_config(image=...)``), recorded.
+    image: str = ""
     requirements: list[str] = pydantic.Field(default_factory=list)
     commands: list[str] = pydantic.Field(default_factory=list)
     #: An archive or repository of the code (``with_source_archive``), recorded.

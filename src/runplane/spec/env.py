@@ -153,7 +153,7 @@ def read_env_file(file_path: str | Path) -> dict[str, str]:
 
     path = Path(file_path)
     if not path.is_file():
-        raise NotFoundError(f"set_envs(file_path=...): env file {str(path)!r} does not exist")
+        raise NotFoundError(f"set_envs(file_path=...): env file {path} does not exist")
     with path.open(encoding="utf-8") as stream:
         for binding in parse_stream(stream):
             if binding.error or (binding.key is not None and binding.value is None):
@@ -190,4 +190,5 @@ def read_requirements(
         if not path.is_file():
             raise NotFoundError(f"requirements_file: {str(path)!r} does not exist")
         lines += path.read_text(encoding="utf-8").splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    kept = (line.split(" #", 1)[0].strip() for line in lines)  # inline comments too (pip's rule)
+    return [line for line in kept if line and not line.startswith("#")]

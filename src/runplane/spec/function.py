@@ -19,8 +19,9 @@ from typing import Any
 import pydantic
 
 from runplane import hooks, names
-from runplane.errors import InvalidValueError
+from runplane.errors import InvalidValueError, MissingValueError
 from runplane.spec import env as environment
+from runplane.spec import mlrun_layout
 from runplane.spec.base import SpecModel, translate
 from runplane.spec.bounds import MAX_TEXT_BYTES, check_text
 from runplane.spec.build import BuildSpec
@@ -68,6 +69,9 @@ class Function(SpecModel, ResourceCalls):
     # Secret values given inline (e.g. a V3IO access key): held by this object only, rendered
     # as a Secret, never dumped with the spec.
     _held_secrets: dict[str, dict[str, str]] = pydantic.PrivateAttr(default_factory=dict)
+    # The layout of the MLRun dict this function was read from (new_function(runtime=dict)):
+    # to_dict() writes it back in that shape (runplane.spec.mlrun_layout).
+    _layout: dict[str, Any] | None = pydantic.PrivateAttr(default=None)
 
     @pydantic.field_validator("kind", mode="before")
     @classmethod
@@ -81,9 +85,26 @@ class Function(SpecModel, ResourceCalls):
 
     # -- serialisation ------------------------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
-        """The function as plain data; defaults are left out so exports stay readable."""
-        return self.model_dump(mode="json", exclude_defaults=True)
+    def to_dict(self, fields: Any = None, exclude: Sequence[str] | None = None) -> dict[str, Any]:
+        """The function as plain data; defaults are left out so exports stay readable. A
+        function read from MLRun's dict form comes back in that form (its empty fields and
+        the keys runplane only keeps, with the preemption mode MLRun adds); ``exclude``
+        leaves top-level sections out."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        if self._layout is not None:
+            data = mlrun_layout.write(self._layout, self.model_dump(mode="json"), data)
+            mode = self.spec.preemption_mode
+            data.setdefault("spec", {})["preemption_mode"] = (
+                mode.value if mode else hooks.client().mlrun_defaults()["preemption_mode"]
+            )
+        for key in exclude or ():
+            data.pop(key, None)
+        return data
+
+    def keep_layout(self, layout: Mapping[str, Any]) -> Function:
+        """Write this function back in ``layout``'s shape (MLRun's dict form it came from)."""
+        self._layout = dict(layout)
+        return self
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Function:
@@ -228,6 +249,11 @@ class Function(SpecModel, ResourceCalls):
 
     # -- environment ----------------------------------------------------------------------------
 
+    def list_valid_priority_class_names(self) -> list[str]:
+        """The priority classes a function may name: the service's ``priority_classes.valid``
+        (``mlconf.valid_function_priority_class_names`` sets them, comma-separated)."""
+        return list(hooks.client().mlrun_defaults()["priority_classes"])
+
     def set_env(self, name: str, value: Any = None, value_from: Any = None) -> Function:
         """Set one variable, replacing a variable of the same name.
 
@@ -246,6 +272,13 @@ class Function(SpecModel, ResourceCalls):
         else:
             variable = environment.value_var(name, value)
         return self._replace("spec", env=environment.upsert(self.spec.env, variable))
+
+    def get_env(self, name: str, default: Any = None) -> Any:
+        """A variable's value (or its ``valueFrom`` reference), ``default`` when it is unset."""
+        for variable in self.spec.env:
+            if variable.get("name") == name:
+                return variable.get("value", variable.get("valueFrom"))
+        return default
 
     def set_envs(
         self, env_vars: Mapping[str, Any] | None = None, file_path: str | Path | None = None
@@ -452,6 +485,37 @@ class Function(SpecModel, ResourceCalls):
         current = [] if overwrite else list(self.spec.build.commands)
         return self._replace("build", commands=current + [c for c in commands if c not in current])
 
+    def build_config(
+        self,
+        image: str = "",
+        base_image: str | None = None,
+        commands: Sequence[str] | None = None,
+        secret: str | None = None,
+        source: str | None = None,
+        extra: str | None = None,
+        load_source_on_run: bool | None = None,
+        with_mlrun: bool | None = None,
+        auto_build: bool | None = None,
+        requirements: str | Sequence[str] | None = None,
+        overwrite: bool = False,
+        prepare_image_for_deploy: bool = True,
+        requirements_file: str = "",
+        builder_env: Mapping[str, str] | None = None,
+        extra_args: str | None = None,
+        source_code_target_dir: str | None = None,
+    ) -> Function:
+        """Record an image build recipe, as MLRun's ``build_config``: commands and requirements
+        are added once each in the order given (``overwrite`` replaces them). runplane builds
+        no images; a cluster runs the function's image, which must already hold them."""
+        if commands is not None:
+            self.with_commands(commands, overwrite=overwrite)
+        if requirements or requirements_file:
+            self.with_requirements(requirements, requirements_file, overwrite=overwrite)
+        changes = given(image=image or None, base_image=base_image)
+        if source:
+            changes["source_archive"] = source
+        return self._replace("build", **changes) if changes else self
+
     def with_source_archive(
         self,
         source: str,
@@ -463,6 +527,15 @@ class Function(SpecModel, ResourceCalls):
         """Record where the function's code comes from (an archive, a git repository or a local
         directory). A run executes embedded code: with a local directory, ``handler`` may be
         ``module.function`` and that module's file is embedded when the run is submitted."""
+        if not pull_at_runtime and "://" not in source and not Path(source).is_absolute():
+            raise InvalidValueError(
+                "with_source_archive(source=...)",
+                source,
+                f"Source '{source}' must be a valid URL or absolute path when 'pull_at_runtime' "
+                "is False set 'source' to a remote URL to clone/copy the source to the base "
+                "image, or set 'pull_at_runtime' to True to pull the source at runtime.",
+                "fn.with_source_archive('git://github.com/org/repo.git', pull_at_runtime=False)",
+            )
         self._replace("build", source_archive=source)
         if handler:
             self._replace("spec", handler=handler)
@@ -494,11 +567,18 @@ class Function(SpecModel, ResourceCalls):
 
     def with_code(self, from_file: str = "", body: str | None = None) -> Function:
         """Embed code: the text ``body``, or the file ``from_file``."""
-        if (body is None) == (not from_file):
+        if body is not None and from_file:
             raise InvalidValueError(
                 "with_code",
+                {"from_file": from_file, "body": "..."},
+                "must provide either body or from_file argument. not both",
+                "fn.with_code(from_file='train.py')",
+            )
+        if body is None and not from_file:
+            raise MissingValueError(
+                "with_code",
                 {"from_file": from_file, "body": body},
-                "give exactly one of from_file and body",
+                "please specify the code: body (text) or from_file (a file's path)",
                 "fn.with_code(from_file='train.py')",
             )
         if body is None:

@@ -13,7 +13,7 @@ from runplane.spec import env as environment
 from runplane.spec.base import SpecModel, checked
 from runplane.spec.bounds import MAX_TEXT_BYTES, check_count, check_lines, check_text
 from runplane.spec.build import BuildSpec
-from runplane.spec.labels import check_dns_label, check_label_key
+from runplane.spec.labels import check_dns_label, check_label_key, check_secret_name
 from runplane.spec.resources import Resources
 from runplane.spec.retries import MAX_ATTEMPTS, RetryPolicy
 from runplane.spec.scheduling import (
@@ -98,6 +98,15 @@ class FunctionSpec(SpecModel):
     #: Server settings set with ``set_config(key, value)``, recorded with the function.
     config: dict[str, Any] = pydantic.Field(default_factory=dict)
 
+    @property
+    def default_handler(self) -> str:
+        """MLRun's name of :attr:`handler` (the function a run calls when it names none)."""
+        return self.handler
+
+    @default_handler.setter
+    def default_handler(self, value: str) -> None:
+        self.handler = value
+
     @pydantic.field_validator("returns", mode="before")
     @classmethod
     def _returns(cls, value: Any) -> Any:
@@ -110,7 +119,7 @@ class FunctionSpec(SpecModel):
             check_text("returns", item, MAX_TEXT_BYTES, "'accuracy'")
         return value
 
-    _pull_secret = checked("image_pull_secret", by=check_dns_label, optional=True)
+    _pull_secret = checked("image_pull_secret", by=check_secret_name, optional=True)
 
     #: Where a run's checkpoints go, kept across its attempts (``context.checkpoint_dir``):
     #: a path on a mounted volume, ``{{run.uid}}`` and ``{{run.project}}`` replaced per run.

@@ -8,12 +8,14 @@ parameter is refused before anything runs.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runplane.bootstrap.invocation import INIT_ARGS
 from runplane.errors import InvalidValueError
 from runplane.spec.bounds import MAX_INT_DIGITS, load_json
 from runplane.spec.numbers import whole_number
@@ -101,6 +103,8 @@ def read_signature(code: str, handler: str, filename: str = "<code>") -> Signatu
     """The signature of top-level function ``handler`` in ``code``; remembered, since a
     function is often run many times over (parsing its code is most of a submit's cost)."""
     tree = parse_code(code, filename)
+    if "::" in handler:
+        return _method_signature(tree, handler, filename)
     functions = {
         node.name: node
         for node in tree.body
@@ -114,7 +118,50 @@ def read_signature(code: str, handler: str, filename: str = "<code>") -> Signatu
             + (", ".join(functions) or "no functions"),
             f"handler={next(iter(functions))!r}" if functions else "def train(context): ...",
         )
-    args = functions[handler].args
+    return _signature(tree, handler, functions[handler])
+
+
+def _method_signature(tree: ast.Module, handler: str, filename: str) -> Signature:
+    """``Class::method``, as MLRun names a method handler: the class is made (given the
+    context, when it takes one, and ``_init_args``) and the method called, its first
+    parameter (``self``) left out."""
+    class_name, _, method = handler.partition("::")
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    methods = {
+        node.name: node
+        for node in (classes[class_name].body if class_name in classes else [])
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    if method not in methods:
+        raise InvalidValueError(
+            "handler",
+            handler,
+            f"a method handler is Class::method, a class defined at the top of {filename} "
+            "and one of its methods; it defines the classes: " + (", ".join(classes) or "none"),
+            "handler='Trainer::train'",
+        )
+    node = methods[method]
+    without_self = ast.arguments(
+        posonlyargs=node.args.posonlyargs[1:],
+        args=node.args.args[1:] if not node.args.posonlyargs else node.args.args,
+        vararg=node.args.vararg,
+        kwonlyargs=node.args.kwonlyargs,
+        kw_defaults=node.args.kw_defaults,
+        kwarg=node.args.kwarg,
+        defaults=node.args.defaults,
+    )
+    signature = _signature(tree, handler, node, without_self)
+    extra = Parameter(INIT_ARGS, "dict", False)
+    return dataclasses.replace(signature, parameters=(*signature.parameters, extra))
+
+
+def _signature(
+    tree: ast.Module,
+    handler: str,
+    node: ast.FunctionDef | ast.AsyncFunctionDef,
+    args: ast.arguments | None = None,
+) -> Signature:
+    args = args or node.args
     positional = [*args.posonlyargs, *args.args]
     defaults_from = len(positional) - len(args.defaults)
     parameters = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import warnings
 
-from runplane.errors import InvalidValueError
+from runplane.errors import InvalidValueError, MalformedNameError
 
 _NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -71,6 +71,37 @@ def check_dns_subdomain(field: str, name: object, example: str = "'training'") -
 def check_dns_label(field: str, name: object, example: str = "'training'") -> str:
     """A name that is also one part of a host name (a function, a project, a volume)."""
     return _check_name(field, name, example, _DNS_LABEL, 63, "digits and '-'")
+
+
+def check_run_name(field: str, name: str) -> str:
+    """A run's name: refused in MLRun's words (``Field 'run.metadata.name' is malformed``)
+    when it can not be a name, as ``asd/asd`` can not."""
+    if 0 < len(name) <= 63 and _DNS_LABEL.match(name):
+        return name
+    raise MalformedNameError(
+        field,
+        name,
+        f"Field 'run.metadata.name' is malformed. {name!r} does not match required pattern: "
+        "lower-case letters, digits and '-', starting and ending with a letter or digit, at "
+        "most 63 characters",
+        "run(name='train-1')",
+    )
+
+
+def check_secret_name(field: str, name: object) -> str:
+    """A Secret's name (an image pull secret): no Secret can have another name, so a run
+    given one could never pull its image; MLRun accepts it, and the error says so."""
+    if isinstance(name, str) and 0 < len(name) <= 253 and _DNS_SUBDOMAIN.match(name):
+        return name
+    raise InvalidValueError(
+        field,
+        name,
+        "a Secret's name is lower-case letters, digits, '-' and '.', starting and ending with a "
+        "letter or digit, at most 253 characters (MLRun accepts other names, but no Secret "
+        "can have one, so the image could never be pulled with it; name the Secret as "
+        "Kubernetes knows it, with '-' for '_')",
+        "'registry-credentials'",
+    )
 
 
 def _check_name(

@@ -8,10 +8,13 @@ from __future__ import annotations
 import base64
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from runplane import hooks
 from runplane.errors import InvalidValueError, NotFoundError
+from runplane.spec import mlrun_layout
 from runplane.spec.annotations import definitions, has_markers, kept_cells, select_code
 from runplane.spec.function import BuildSpec, Function, FunctionSpec, Metadata, check_kind
 from runplane.spec.handler import defined_functions, read_signature
@@ -24,21 +27,37 @@ def new_function(
     kind: str = "job",
     command: str = "",
     image: str = "",
-    handler: str = "",
     args: list[str] | None = None,
-    description: str = "",
-    labels: dict[str, str] | None = None,
+    runtime: Mapping[str, Any] | Function | None = None,
+    mode: str | None = None,
+    handler: str = "",
     source: str = "",
     requirements: list[str] | str | None = None,
-    requirements_file: str = "",
     kfp: object = None,
-    mode: str | None = None,
+    requirements_file: str = "",
+    description: str = "",
+    labels: dict[str, str] | None = None,
 ) -> Function:
     """A function from arguments; ``command`` is a file run where the function runs.
+
+    ``runtime`` is a whole function to start from: a :class:`Function` (copied) or MLRun's
+    dict form (``to_dict()`` of an MLRun function), whose layout its ``to_dict()`` keeps;
+    the arguments given change it.
 
     Without a name (and no command to name it after) the function is named when it runs,
     after its handler (``new_function().run(handler=train)`` runs ``train``).
     """
+    if runtime is not None:
+        return _from_runtime(
+            runtime,
+            name=name,
+            project=project,
+            tag=tag,
+            command=command,
+            image=image,
+            handler=handler,
+            args=args,
+        )
     if not name and command:
         name = _name_from_path(command)
     if command and not Path(command).suffix and " " in command:
@@ -58,6 +77,29 @@ def new_function(
     return function
 
 
+def _from_runtime(runtime: Mapping[str, Any] | Function, **given: Any) -> Function:
+    """``new_function(runtime=...)``: the runtime's function, with the default image pull
+    secret ``mlconf`` was given filled in as MLRun fills it, then the arguments given. The
+    resources it leaves out are completed when it renders, from runplane's function defaults,
+    so a default nothing uses is never checked."""
+    if isinstance(runtime, Function):
+        function = Function.from_dict(runtime.to_dict())
+    else:
+        ours, layout = mlrun_layout.read(runtime)
+        defaults = hooks.client().mlrun_defaults()
+        spec = ours["spec"]
+        if defaults["image_pull_secret"] and not spec.get("image_pull_secret"):
+            spec["image_pull_secret"] = defaults["image_pull_secret"]
+            layout.setdefault("spec", {}).setdefault("image_pull_secret", None)
+        function = Function.from_dict(ours).keep_layout(layout)
+    metadata = {key: given.pop(key) for key in ("name", "project", "tag")}
+    metadata = {key: value for key, value in metadata.items() if value}
+    if metadata:
+        function._replace_metadata(**metadata)
+    changes = {k: v for k, v in given.items() if v}
+    return function._replace("spec", **changes) if changes else function
+
+
 def code_to_function(
     name: str = "",
     project: str = "",
@@ -66,12 +108,14 @@ def code_to_function(
     handler: str = "",
     kind: str = "job",
     image: str = "",
-    description: str = "",
-    labels: dict[str, str] | None = None,
-    embed_code: bool = True,
     code_output: str = "",
-    with_doc: bool = True,
+    embed_code: bool = True,
+    description: str = "",
     requirements: list[str] | str | None = None,
+    categories: list[str] | None = None,
+    labels: dict[str, str] | None = None,
+    with_doc: bool = True,
+    ignored_tags: str | None = None,
     requirements_file: str = "",
 ) -> Function:
     """A function whose code is a Python file or notebook, embedded so it runs anywhere.

@@ -75,7 +75,9 @@ def _allowed(kind: str) -> str:
         f"a {kind} quantity must be a non-negative number in ASCII digits with an optional "
         "Kubernetes suffix "
         "(m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei or an exponent such as e9), at most "
-        f"{MAX_VALUE} ({MAX_LENGTH} characters)"
+        f"{MAX_VALUE} ({MAX_LENGTH} characters); MLRun accepts other text and Kubernetes "
+        "then refuses the pod when the run starts, so runplane refuses it here ('50mi' is no "
+        "quantity: '50m' is 50 millicores, '50Mi' 50 mebibytes)"
     )
 
 

@@ -161,6 +161,15 @@ class Resources(SpecModel):
     def __contains__(self, part: object) -> bool:
         return part in ("requests", "limits")
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to the dict MLRun code compares resources with
+        (``{"requests": {...}, "limits": {...}}``), as to another :class:`Resources`."""
+        if isinstance(other, Mapping):
+            return {"requests": dict(self.requests), "limits": dict(self.limits)} == dict(other)
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic models are
+
 
 class Entries(MutableMapping[str, Any]):
     """``resources["requests"]`` or ``resources["limits"]``: a dict whose writes are checked

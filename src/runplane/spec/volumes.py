@@ -58,7 +58,12 @@ def check_mount_path(field: str, path: object) -> str:
         or len(path) > MAX_PATH_LENGTH
     ):
         raise InvalidValueError(
-            field, path, "a mount path is absolute, with no ':' and no '..' element", "'/data'"
+            field,
+            path,
+            "a mount path is absolute, with no ':' and no '..' element (MLRun passes a relative "
+            "one on to the cluster unchecked; runplane refuses it so that the volume is where "
+            "the code looks: give the absolute path the container sees)",
+            "'/data'",
         )
     return path.rstrip("/") or "/"
 

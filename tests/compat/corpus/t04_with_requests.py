@@ -1,0 +1,52 @@
+"""with_requests replaces the requests, keeping the limits.
+
+From MLRun's repository (github.com/mlrun/mlrun, commit c43870ff8eb19f3b35e16d48b956a6fd9caed427), tests/runtimes/test_run.py::test_with_requests; the same calls and asserted values, DeepDiff(a, b) == {}
+written as a == b and pytest.raises as try/except.
+"""
+
+import mlrun
+
+def get_runtime():
+    return {
+        "kind": "job",
+        "metadata": {
+            "name": "spark-submit",
+            "project": "default",
+            "hash": "7b3064c6b334535a5d949ebe9cfc61a094f98c78",
+            "updated": "2020-10-21T22:40:35.042132+00:00",
+            "credentials": {"access_key": "some-access-key"},
+        },
+        "spec": {
+            "command": "spark-submit",
+            "args": [
+                "--class",
+                "org.apache.spark.examples.SparkPi",
+                "/spark/examples/jars/spark-examples_2.11-2.4.4.jar",
+            ],
+            "image": "iguazio/shell:3.0_b5533_20201020062229",
+            "mode": "pass",
+            "description": "",
+            "affinity": None,
+            "disable_auto_mount": False,
+            "priority_class_name": "",
+            "tolerations": None,
+            "node_selector": "",
+            "state_thresholds": mlrun.mlconf.function.spec.state_thresholds.default.to_dict(),
+        },
+        "verbose": False,
+    }
+
+
+runtime = get_runtime()
+runtime["spec"]["resources"] = {"limits": {"cpu": "20", "memory": "10G"}}
+mlrun.mlconf.default_function_pod_resources = {
+    "requests": {"cpu": "25mi", "memory": "1M", "gpu": None},
+    "limits": {"cpu": "1", "memory": "1G", "gpu": None},
+}
+function = mlrun.new_function(runtime=runtime)
+function.with_requests(mem="9G", cpu="15")
+expected = {
+    "requests": {"cpu": "15", "memory": "9G"},
+    "limits": {"cpu": "20", "memory": "10G"},
+}
+assert function.spec.resources == expected, function.spec.resources
