@@ -149,6 +149,31 @@ def test_watching_a_run_that_cannot_start_says_why(tmp_path):
     )
 
 
+def test_a_session_without_a_script_runs_code_that_imports_its_neighbours(tmp_path):
+    """A notebook or ``python -c`` has no script file: its code is the working directory's,
+    and a handler imports modules beside it from there, as the session itself does."""
+    (tmp_path / "helper.py").write_text("VALUE = 41\n")
+    (tmp_path / "job.py").write_text(
+        "import helper\n\ndef handler(context):\n    return helper.VALUE + 1\n"
+    )
+    program = textwrap.dedent("""
+        import runplane
+        fn = runplane.code_to_function("neighbours", filename="job.py", handler="handler")
+        record = fn.run(watch=False).wait()
+        print(record.state, record.results, record.status_text)
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "completed {'return': 42}"
+
+
 def _follow(uid: str) -> tuple[str, int]:
     """What ``runplane logs -f`` prints of the run, and the most memory it held (KiB)."""
     probe = textwrap.dedent(f"""

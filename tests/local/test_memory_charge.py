@@ -47,8 +47,13 @@ def test_a_warm_no_op_is_charged_what_a_fresh_interpreter_is(
 ) -> None:
     fn = make_function(HOLD)
     with launched(monkeypatch, "fresh") as service:  # the kernel charges the whole interpreter
-        state, _, fresh = held(service, fn, 0)
-    assert state == RunState.COMPLETED
+        # The kernel charges a group the file pages its process is first to read: a fresh
+        # interpreter whose files were pushed out of the page cache reads them again and is
+        # charged several MiB more. The second of two runs finds them cached, as the
+        # footprint's measurement and a warm run's interpreter do.
+        tries = [held(service, fn, 0) for _ in range(2)]
+    assert [state for state, _, _ in tries] == [RunState.COMPLETED] * 2
+    fresh = min(peak for _, _, peak in tries)
     with launched(monkeypatch, "warm") as service:
         state, _, warm = held(service, fn, 0)
         cached = service.settings.local.home / "footprints.json"

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,20 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
         return clean_env(**home)
     url = request.getfixturevalue("service_url")
     return clean_env(RUNPLANE_API=url, RUNPLANE_TOKEN=USER, **home)
+
+
+@pytest.fixture(autouse=True)
+def interruptible_children() -> Iterator[None]:
+    """Ctrl-C reaches the commands these tests start. A shell that starts the suite in the
+    background without job control (``nohup pytest &``) ignores SIGINT in it, and an ignored
+    signal stays ignored across exec: the commands would never see the Ctrl-C the tests send. A
+    handler of this process's own is reset to the default by exec, which Python turns into
+    KeyboardInterrupt."""
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 def lines_of(process: subprocess.Popen[str]) -> queue.Queue[str]:

@@ -68,11 +68,10 @@ def prepare(fn: Function, given: RunArguments) -> Call:
         params = {**given.runspec, **(params or {})}
     task = task or RunTemplate()
     fn = fn.model_copy(deep=True)
-    work_dir = Path(given.workdir or ".").resolve()
     handler = given.handler
-    _set_handler(fn, handler if handler is not None else task.spec.handler, work_dir)
+    _set_handler(fn, handler if handler is not None else task.spec.handler, given.workdir)
     if not fn.spec.build.source and not fn.spec.command:  # module.function of the source
-        _set_handler(fn, fn.spec.handler, work_dir)
+        _set_handler(fn, fn.spec.handler, given.workdir)
     name = given.name or task.metadata.name
     if name:
         fn.metadata.name = check_run_name(
@@ -105,13 +104,14 @@ def prepare(fn: Function, given: RunArguments) -> Call:
             check_hyperparams(given.hyperparams) if given.hyperparams else task.spec.hyperparams
         ),
         search=search,
-        source_dir=str(work_dir) if given.workdir else "",
+        source_dir=str(Path(given.workdir).resolve()) if given.workdir else "",
     )
 
 
-def _set_handler(fn: Function, handler: Any, work_dir: Path) -> None:
+def _set_handler(fn: Function, handler: Any, workdir: str) -> None:
     """A Python function's module code is embedded; ``module.function`` (or
-    ``module:function``) embeds that module's file when the function has no code."""
+    ``module:function``) embeds that module's file, found under ``workdir`` (default: the
+    current directory), when the function has no code."""
     if handler is None or handler == "":
         return
     if callable(handler):
@@ -132,7 +132,8 @@ def _set_handler(fn: Function, handler: Any, work_dir: Path) -> None:
         and ("." in handler or ":" in handler)
     ):
         module, _, handler = handler.replace(":", ".").rpartition(".")
-        base = Path(fn.spec.build.source_archive) if fn.spec.build.source_archive else work_dir
+        archive = fn.spec.build.source_archive
+        base = Path(archive) if archive else Path(workdir or ".").resolve()
         path = base / (module.replace(".", os.sep) + ".py")
         if not path.is_file() and _installed(module, handler):
             # A function of an installed module (``json.dumps``): the run imports it there.
