@@ -3,6 +3,8 @@ the run DB; and the modules whose features runplane does not provide."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import runplane as mlrun
@@ -39,14 +41,18 @@ def test_mlconf_reads_runplane_settings(monkeypatch):
         _ = mlrun.mlconf.feature_store
 
 
-def test_mlconf_dbpath_points_runs_at_a_service(monkeypatch):
-    monkeypatch.delenv("RUNPLANE_API", raising=False)
-    mlrun.mlconf.dbpath = "http://127.0.0.1:8470"
+def test_mlconf_dbpath_points_runs_at_a_service():
+    before = os.environ.pop("RUNPLANE_API", None)
+    mlrun.mlconf.dbpath = "http://127.0.0.1:8470"  # mlconf writes RUNPLANE_API itself
     try:
         assert mlrun.config.current().api == "http://127.0.0.1:8470"
-    finally:
-        monkeypatch.delenv("RUNPLANE_API")
+    finally:  # as it was, or every later test of the process would send its runs there
+        if before is None:
+            os.environ.pop("RUNPLANE_API", None)
+        else:
+            os.environ["RUNPLANE_API"] = before
         mlrun.mlconf.reload()
+    assert mlrun.config.current().api != "http://127.0.0.1:8470"
 
 
 def test_error_names_catch_runplane_errors():

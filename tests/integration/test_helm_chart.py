@@ -297,6 +297,8 @@ def test_the_configuration_file_is_valid_runplane_settings(
     for name in [name for name in os.environ if name.startswith("RUNPLANE_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)  # only what the chart wrote
+    # The database's URL comes from its Secret, as the Deployment's environment has it.
+    monkeypatch.setenv("RUNPLANE_SERVICE__DATABASE_URL", "postgresql+psycopg://runplane@db/rp")
     config = service_config(render(helm, helm_env, COMBINATIONS[combination]))
     settings = Settings(**config)
     assert settings.service.runtime == "kubernetes"

@@ -3,6 +3,8 @@ nested sections, KubeResourceSpec's filled resources, method handlers, and MLRun
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,6 +15,8 @@ from runplane.errors import InvalidValueError
 from runplane.runtimes.pod import KubeResourceSpec
 from runplane.spec.handler import read_signature
 from runplane.spec.labels import check_run_name
+
+VALID_CLASSES = "RUNPLANE_PRIORITY_CLASSES__VALID"
 
 
 def mlrun_dict() -> dict[str, Any]:
@@ -69,15 +73,27 @@ def test_mlconf_sections_read_as_attributes_and_keep_what_is_set(kept):
     assert fn.spec.image_pull_secret == "registry"
 
 
-def test_valid_priority_classes_are_set_comma_separated(monkeypatch):
-    monkeypatch.delenv("RUNPLANE_PRIORITY_CLASSES__VALID", raising=False)
-    runplane.mlconf.valid_function_priority_class_names = "low, urgent"
+@pytest.fixture
+def valid_classes_restored() -> Iterator[None]:
+    """mlconf writes the variable itself: it is put back as it was, and the settings read
+    again, after the test, or every later test of the process would see its classes."""
+    before = os.environ.get(VALID_CLASSES)
     try:
-        assert runplane.mlconf.valid_function_priority_class_names == "low,urgent"
-        assert runplane.new_function("f").list_valid_priority_class_names() == ["low", "urgent"]
+        yield
     finally:
-        monkeypatch.delenv("RUNPLANE_PRIORITY_CLASSES__VALID", raising=False)
+        if before is None:
+            os.environ.pop(VALID_CLASSES, None)
+        else:
+            os.environ[VALID_CLASSES] = before
         runplane.mlconf.reload()
+
+
+def test_valid_priority_classes_are_set_comma_separated(valid_classes_restored):
+    os.environ.pop(VALID_CLASSES, None)
+    runplane.mlconf.valid_function_priority_class_names = "low, urgent"
+    assert os.environ[VALID_CLASSES] == '["low", "urgent"]'
+    assert runplane.mlconf.valid_function_priority_class_names == "low,urgent"
+    assert runplane.new_function("f").list_valid_priority_class_names() == ["low", "urgent"]
 
 
 def test_kube_resource_spec_is_filled_from_the_pod_defaults_and_checked(kept):
