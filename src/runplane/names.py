@@ -18,6 +18,7 @@ ENV_CONTEXT_ONLY = bootstrap.ENV_CONTEXT_ONLY
 ENV_FILENAME = bootstrap.ENV_FILENAME
 ENV_FUNCTION = bootstrap.ENV_FUNCTION
 ENV_HINTS = bootstrap.ENV_HINTS
+ENV_LABELS = bootstrap.ENV_LABELS
 ENV_HANDLER = bootstrap.ENV_HANDLER
 ENV_INPUTS = bootstrap.ENV_INPUTS
 ENV_MOUNTS = bootstrap.ENV_MOUNTS
@@ -89,6 +90,7 @@ RESERVED_ENV = frozenset(
         ENV_RETURNS,
         ENV_HINTS,
         ENV_CHECKPOINT_PATH,
+        ENV_LABELS,
     }
 )
 

@@ -41,8 +41,6 @@ NOT_RUNPLANE = {
     "t14_to_dict_strip_exclude": "'some-path' is not valid; a mount path is absolute",
     "t15_volume_mounts_addition": "'some-path' is not valid; a mount path is absolute",
     "t20_image_pull_configuration": "'some_secret' is not valid",
-    # Not yet: a run's context does not carry its run's labels (MLRun's "kind": "local").
-    "t31_ctx_run_kind_from_function": "AssertionError: None",
 }
 
 

@@ -70,6 +70,31 @@ def test_module_handler_from_the_project_source(project_dir):
     assert run.outputs["accuracy"] == 8
 
 
+def test_a_project_s_default_node_selector_is_under_its_functions_own(project_dir):
+    """MLRun's ``default_function_node_selector``: every function of the project runs with it;
+    a key the function sets wins, and one it sets to "" is left out."""
+    from runplane.runtimes.local.node import NODE_NAME
+
+    project = mlrun.new_project(
+        "placed",
+        context=str(project_dir),
+        default_function_node_selector={"kubernetes.io/hostname": NODE_NAME, "zone": "a"},
+    )
+    fn = project.set_function("src/train_code.py", name="trainer", kind="job", handler="train")
+    fn.with_node_selection(node_selector={"zone": ""})  # not zone a: anywhere
+    run = project.run_function("trainer", params={"p1": 1})
+    assert run.state() == "completed", run.status.status_text
+    assert run.record.function["spec"]["node_selector"] == {"kubernetes.io/hostname": NODE_NAME}
+    project.save()
+    again = mlrun.load_project(str(project_dir))
+    assert again.default_function_node_selector == {
+        "kubernetes.io/hostname": NODE_NAME,
+        "zone": "a",
+    }
+    with pytest.raises(mlrun.errors.MLRunInvalidArgumentError, match="default_function_node"):
+        again.default_function_node_selector = {"zone": "not a value!"}
+
+
 def test_user_project_adds_the_user_name(project_dir):
     project = mlrun.new_project("myproj", context=str(project_dir), user_project=True)
     assert project.name == f"myproj-{getpass.getuser().lower()}"

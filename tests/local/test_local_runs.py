@@ -80,6 +80,17 @@ def test_handler_exception_is_an_error_with_its_message(service, make_function):
     assert record.attempts[0].exit_code == 1
 
 
+def test_a_run_s_context_has_its_labels_and_kind_local(service, make_function):
+    """As MLRun's local run: the function's and the call's labels, ``kind`` where it ran."""
+    fn = make_function("""
+        def handler(context):
+            return dict(context.labels)
+    """).set_labels({"team": "vision"})
+    record = service.wait(service.submit(fn).uid, timeout=30)
+    assert record.state == "completed", record.status_text
+    assert record.results["return"] == {"team": "vision", "kind": "local"}
+
+
 @BOTH
 def test_memory_limit_kills_and_records_oomkilled(isolation, service, make_function):
     fn = make_function("""

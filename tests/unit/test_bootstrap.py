@@ -97,6 +97,16 @@ def test_a_failing_handler_says_why(tmp_path):
     )
 
 
+def test_a_pod_run_s_context_has_its_run_s_labels(tmp_path):
+    """MLRun code reads where it runs from its context's ``kind`` label (``job`` in a pod)."""
+    code = "def train(context):\n    return dict(context.labels)\n"
+    labels = {"team": "vision", "kind": "job"}
+    invocation = Invocation("u6", "p", "f", "train", code, "train.py", labels=labels)
+    done = pod(invocation, tmp_path, "-I", "-S")
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "termination-log").read_text())["results"]["return"] == labels
+
+
 def test_results_too_large_for_the_termination_message_end_the_log(tmp_path):
     code = "def train(context):\n    return {'weights': list(range(2000))}\n"
     done = pod(Invocation("u3", "p", "f", "train", code, "train.py"), tmp_path, "-I", "-S")
@@ -133,6 +143,7 @@ def test_both_encodings_carry_the_same_call():
         params={"x": [1, 2]},
         inputs={"data": "/tmp/d"},
         attempt=2,
+        labels={"team": "vision", "kind": "job"},
     )
     assert Invocation.from_env(invocation.to_env()) == invocation
     assert Invocation.from_json(json.loads(json.dumps(invocation.to_json()))) == invocation

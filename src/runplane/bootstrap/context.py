@@ -68,7 +68,7 @@ class Context(ArtifactLogging):
         self.inputs: dict[str, DataItem] = {
             key: DataItem(url, key) for key, url in invocation.inputs.items()
         }
-        self.labels: dict[str, str] = {}
+        self.labels: dict[str, str] = dict(invocation.labels)
         self.annotations: dict[str, str] = {}
         self._mounts = mounts
         self._run_dir = run_dir
@@ -295,6 +295,7 @@ class Context(ArtifactLogging):
             "",
             "",
             params={**(self.parameters if with_parent_params else {}), **params},
+            labels=self.labels,
         )
         child = Context(
             invocation, self._run_dir, self._mounts, len(self.iterations) + 1, parent=self

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 #: Changes when what the service writes (the invocation) or reads (the report) changes; an
 #: installed runplane of another protocol is not used in its place.
-PROTOCOL = 4
+PROTOCOL = 5
 #: The container's variables that carry the invocation (``runplane.names`` has the same).
 #: The parameter of a ``Class::method`` handler (MLRun's form) that holds the class's own
 #: arguments: the instance is made with them, the method called with the others.
@@ -37,6 +37,7 @@ ENV_ARTIFACT_PATH = "RUNPLANE_ARTIFACT_PATH"
 ENV_CONTEXT_ONLY = "RUNPLANE_CONTEXT_ONLY"
 ENV_RETURNS = "RUNPLANE_RETURNS"
 ENV_HINTS = "RUNPLANE_INPUT_HINTS"
+ENV_LABELS = "RUNPLANE_LABELS"
 #: A secret the run may read with ``context.get_secret(KEY)`` arrives as this prefix + KEY.
 ENV_SECRET_PREFIX = "RUNPLANE_SECRET_"
 #: The project's parameters (JSON), for ``context.get_project_param``.
@@ -69,6 +70,7 @@ _FIELDS = (
     "returns",
     "hints",
     "checkpoint_path",
+    "labels",
 )
 _ENV = {
     "uid": ENV_RUN_UID,
@@ -86,6 +88,7 @@ _ENV = {
     "returns": ENV_RETURNS,
     "hints": ENV_HINTS,
     "checkpoint_path": ENV_CHECKPOINT_PATH,
+    "labels": ENV_LABELS,
 }
 
 
@@ -117,6 +120,7 @@ class Invocation:
         returns: list[str] | None = None,
         hints: dict[str, str] | None = None,
         checkpoint_path: str = "",
+        labels: dict[str, str] | None = None,
     ) -> None:
         self.uid = uid
         self.project = project
@@ -139,6 +143,9 @@ class Invocation:
         self.hints: dict[str, str] = dict(hints or {})
         #: Where checkpoints go, kept across attempts; the run's own directory (here) when empty.
         self.checkpoint_path = checkpoint_path
+        #: The run's labels (its function's and the call's), and ``kind``: where it runs
+        #: (``local`` here, the function's kind in a pod), as MLRun's context has them.
+        self.labels: dict[str, str] = dict(labels or {})
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Invocation) and self.to_json() == other.to_json()
@@ -186,6 +193,7 @@ class Invocation:
             ENV_RETURNS: json.dumps(self.returns),
             ENV_HINTS: json.dumps(self.hints),
             ENV_CHECKPOINT_PATH: self.checkpoint_path,
+            ENV_LABELS: json.dumps(self.labels),
         }
 
     @classmethod
@@ -209,4 +217,5 @@ class Invocation:
             returns=json.loads(get("returns", "[]")),
             hints=json.loads(get("hints", "{}")),
             checkpoint_path=get("checkpoint_path"),
+            labels=json.loads(get("labels", "{}")),
         )

@@ -78,6 +78,7 @@ def new_project(
         description or "",
     )
     project.spec.params.update(dict(parameters or {}))
+    project.default_function_node_selector = default_function_node_selector
     if secrets:
         project.set_secrets(secrets)
     if save:

@@ -25,6 +25,7 @@ from runplane.errors import InvalidValueError, NotFoundError, OutOfScopeError
 from runplane.spec.function import Function
 from runplane.spec.labels import check_dns_label
 from runplane.spec.loaders import code_to_function, new_function
+from runplane.spec.scheduling import check_node_selector
 from runplane.spec.volumes import check_key
 
 PROJECT_FILE = "project.yaml"
@@ -55,6 +56,9 @@ class ProjectSpec:
     source: str = ""
     workdir: str = ""
     default_image: str = ""
+    #: Labels every function of the project runs on nodes with, unless the function's own
+    #: selector says otherwise (MLRun's ``default_function_node_selector``).
+    default_function_node_selector: dict[str, str] = field(default_factory=dict)
     functions: list[dict[str, Any]] = field(default_factory=list)
     secret_keys: list[str] = field(default_factory=list)
     builds: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -112,6 +116,16 @@ class Project:
     @property
     def default_image(self) -> str:
         return self.spec.default_image
+
+    @property
+    def default_function_node_selector(self) -> dict[str, str]:
+        return self.spec.default_function_node_selector
+
+    @default_function_node_selector.setter
+    def default_function_node_selector(self, selector: Mapping[str, str] | None) -> None:
+        self.spec.default_function_node_selector = check_node_selector(
+            "default_function_node_selector", dict(selector or {})
+        )
 
     @property
     def artifact_path(self) -> str:
@@ -246,11 +260,19 @@ class Project:
         fn.metadata.project = self.name
         if not fn.spec.image and self.spec.default_image:
             fn.spec.image = self.spec.default_image
+        if self.spec.default_function_node_selector:
+            fn.with_node_selection(node_selector=self._node_selector_of(fn))
         if self.spec.params:
             fn.set_env(ENV_PROJECT_PARAMS, json.dumps(self.spec.params, default=str))
         for key in self.spec.secret_keys:
             fn.set_env_from_secret(ENV_SECRET_PREFIX + key, secret_name(self.name), key)
         return fn
+
+    def _node_selector_of(self, fn: Function) -> dict[str, str]:
+        """The project's default selector under the function's own: a key the function sets
+        wins, and one it sets to ``""`` is left out."""
+        merged = {**self.spec.default_function_node_selector, **fn.spec.node_selector}
+        return {key: value for key, value in merged.items() if value != ""}
 
     def run_function(
         self,
@@ -549,6 +571,7 @@ class Project:
         for key, value in spec.items():
             if key in known:
                 setattr(project.spec, key, copy.deepcopy(value))
+        project.default_function_node_selector = project.spec.default_function_node_selector
         return project
 
 

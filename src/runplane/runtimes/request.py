@@ -86,6 +86,7 @@ def build_request(
         context_only=context_only,
         returns=list(fn.spec.returns),
         hints=hints,
+        labels={**fn.metadata.labels, "kind": fn.kind.value},
     )
     rendered = render(fn, settings, run=RunRef(uid, attempt), role=role)
     manifests = rendered.manifests

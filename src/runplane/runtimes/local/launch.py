@@ -395,8 +395,10 @@ def spawn(
     private_dir(run.run_dir)
     own = [_own_dir(run.run_dir / name) for name in ("work", "home", "tmp")]
     work = own[0]
+    invocation = request.invocation.to_json()
     spec = {
-        "invocation": request.invocation.to_json(),
+        # MLRun's ``kind`` label says where a run ran: here, ``local``.
+        "invocation": {**invocation, "labels": {**invocation["labels"], "kind": "local"}},
         "mounts": run.mounts,
         "source_dir": request.source_dir,
         "cpu_ids": list(grant.cpu_ids) if pin and run.cores else [],
