@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 # The testbed package lives at the repository root, next to src/; pytest does not put the root
 # on sys.path when invoked as `pytest`, only as `python -m pytest`.
@@ -30,3 +33,15 @@ __all__ = [
     "real_node",
     "testbed_cluster",
 ]
+
+
+@pytest.fixture(scope="module")
+def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """helm's caches and configuration in a directory of the tests, not the user's home."""
+    home = tmp_path_factory.mktemp("helm-home")
+    return {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }

@@ -62,18 +62,6 @@ def helm() -> Path:
     return build.build_helm()
 
 
-@pytest.fixture(scope="module")
-def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """helm's caches and configuration in a directory of the tests, not the user's home."""
-    home = tmp_path_factory.mktemp("helm-home")
-    return {
-        **os.environ,
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-
-
 def run_helm(helm: Path, env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
         [str(helm), *args], env=env, capture_output=True, text=True, timeout=300, check=False

@@ -70,17 +70,6 @@ def image(real_node: RealNode, pytestconfig: pytest.Config) -> str:
     return str(built.name)
 
 
-@pytest.fixture(scope="module")
-def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("helm-home")
-    return {
-        **os.environ,
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
-
-
 def helm(env: dict[str, str], kubeconfig: Path, *args: str, timeout: float = 600) -> str:
     done = subprocess.run(
         [str(build.build_helm()), *args, "--kubeconfig", str(kubeconfig)],
