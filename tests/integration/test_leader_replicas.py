@@ -21,7 +21,6 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes import client
-from sqlalchemy import create_engine, text
 
 import runplane
 from runplane import names
@@ -29,6 +28,7 @@ from runplane.cli.exits import ExitCode
 from runplane.service.schedules import fire_uid, latest_due
 from testbed import serve
 from testbed.pytest_plugin import TestbedCluster
+from tests.databases import fresh_postgres_database as new_database
 
 TOKEN = "replicas-token-for-the-tests"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -48,12 +48,7 @@ def fresh_postgres_database() -> str:
             '`eval "$(bash scripts/postgres.sh start)"` (scripts/test.sh does); replicas '
             "share a PostgreSQL database"
         )
-    name = f"runplane_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return url.rsplit("/", 1)[0] + f"/{name}"
+    return new_database(url)
 
 
 @dataclass

@@ -15,6 +15,7 @@ import runplane
 from runplane.config import load_settings
 from runplane.service.api import create_app
 from runplane.service.server import Server
+from tests.databases import fresh_postgres_database
 
 ADMIN = {"Authorization": "Bearer admin-token-for-the-tests"}
 USER = {"Authorization": "Bearer user-token-for-the-tests"}
@@ -46,21 +47,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
             '`eval "$(bash scripts/postgres.sh start)"` (scripts/test.sh does), or set '
             "RUNPLANE_TEST_POSTGRES=skip to run the service tests on SQLite only"
         )
-    return _fresh_postgres_database(url)
-
-
-def _fresh_postgres_database(url: str) -> str:
-    """A new, empty database on the test PostgreSQL server for each test."""
-    import uuid
-
-    from sqlalchemy import create_engine, text
-
-    name = f"runplane_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return url.rsplit("/", 1)[0] + f"/{name}"
+    return fresh_postgres_database(url)
 
 
 @pytest.fixture
