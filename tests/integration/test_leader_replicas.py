@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,9 +124,12 @@ def replicas(
     }
     outside = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
     made = []
-    for name in ("a", "b"):  # one home: a release's replicas share the runs' volume
-        identity = {"RUNPLANE_SERVICE__LEADER_ELECTION__IDENTITY": f"replica-{name}"}
-        env = outside | common | identity
+    for name in ("a", "b"):  # a home each, as the chart gives its replicas (emptyDir)
+        own = {
+            "RUNPLANE_SERVICE__LEADER_ELECTION__IDENTITY": f"replica-{name}",
+            "RUNPLANE_LOCAL__HOME": str(root / name),
+        }
+        env = outside | common | own
         made.append(Replica(name, env, root / f"{name}.log"))
     first, second = made
     try:
@@ -188,9 +192,39 @@ def test_what_a_follower_is_asked_the_leader_does(replicas, code_file, testbed_c
     assert answer.status_code == 200, answer.text
     until("aborted", lambda: follower.run(long)["state"] == "aborted", 30)
     assert follower.run(long)["reason"] == "Aborted"
-    # Only the leader watches the cluster: a follower's copy of the runs' output, or a second
-    # recorder of their events, would race the leader's.
+    # Only the leader watches the cluster: a second recorder of the runs' events would race
+    # the leader's.
     assert 'method="WATCH"' in watches(leader)
+    assert 'method="WATCH"' not in watches(follower)
+
+
+def test_a_follower_answers_readiness_and_runs_output_as_the_leader_does(
+    replicas, code_file, testbed_cluster
+):
+    """A follower watches nothing and is ready while the database answers; asked for a run's
+    output, it reads the run's pods' logs from the API server itself (kwok's pods serve none:
+    the real node's test shows the bytes) and answers what the leader answers."""
+    leader, follower = replicas
+    for replica in replicas:
+        ready = httpx.get(f"{replica.url}/ready", timeout=30)
+        assert ready.status_code == 200, ready.text
+        assert ready.json() == {"status": "ready", "problems": []}
+    uid = follower.submit(job(code_file, "output", "1s"))
+    until("completed", lambda: follower.run(uid)["state"] == "completed", 60, every=0.2)
+    before = requests_of(follower)
+    answers = [
+        httpx.get(f"{replica.url}/runs/{uid}/logs", headers=HEADERS, timeout=30)
+        for replica in (leader, follower)
+    ]
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+    assert answers[0].content == answers[1].content
+    assert (
+        answers[0].headers["x-runplane-next-offset"] == answers[1].headers["x-runplane-next-offset"]
+    )
+    asked = requests_of(follower) - before
+    assert asked["GET pods"] >= 1, asked  # the run's pods, listed
+    assert asked["GET pods/log"] >= 1, asked  # and their logs asked for
     assert 'method="WATCH"' not in watches(follower)
 
 
@@ -199,6 +233,19 @@ def watches(replica: Replica) -> str:
     answer = httpx.get(f"{replica.url}/metrics", headers=ADMIN, timeout=30)
     assert answer.status_code == 200, answer.text
     return "\n".join(line for line in answer.text.splitlines() if "kube_requests" in line)
+
+
+def requests_of(replica: Replica) -> Counter[str]:
+    """The replica's requests to the API server so far, by method and resource
+    (``GET pods/log``)."""
+    counts: Counter[str] = Counter()
+    for line in watches(replica).splitlines():
+        if line.startswith("#") or 'resource="' not in line:
+            continue
+        method = line.split('method="', 1)[1].split('"', 1)[0]
+        resource = line.split('resource="', 1)[1].split('"', 1)[0]
+        counts[f"{method} {resource}"] += int(float(line.rsplit(" ", 1)[1]))
+    return counts
 
 
 def seconds_into_minute() -> float:

@@ -33,6 +33,13 @@ def test_ready_needs_no_token_and_says_why_not(server, client, monkeypatch):
         "problems": ["the database does not answer (OperationalError)"],
     }
     monkeypatch.setattr(server, "_engine", engine)
+    # A runtime whose watch fails (a leader's, or a service's alone) takes it out of service.
+    failing = "the pod watch is refused: HTTP 403"
+    with monkeypatch.context() as patch:
+        patch.setattr(server.runs.runtime, "watching", lambda: failing)
+        blind = client.get("/api/v1/ready")
+    assert blind.status_code == 503
+    assert blind.json()["problems"] == [failing]
     with server._checking:  # a check still waiting for the database: no second one
         waiting = client.get("/api/v1/ready")
     assert waiting.status_code == 503

@@ -38,6 +38,8 @@ class Cluster:
         self.aborted: list[str] = []
         self.asked = threading.Condition()
         self._events = EventChannel()
+        #: What keeps the watch of pods from reporting, as the runtime says it (``None``: none).
+        self.trouble: str | None = None
 
     def check(self, request: RunRequest) -> None:
         pass
@@ -62,6 +64,9 @@ class Cluster:
 
     def existing(self) -> dict[str, list[str]]:
         return {}
+
+    def watching(self) -> str | None:
+        return self.trouble
 
     def close(self, grace: float = 0.0) -> None:
         self._events.close()
@@ -159,6 +164,23 @@ def test_a_followers_live_pages_learn_of_the_leaders_changes(services, fn):
 
     assert uid in asyncio.run(changes_until_told())  # the launch's or the abort's change
     assert follower.wait(uid, timeout=30).state is RunState.ABORTED
+
+
+def test_readiness_asks_the_watch_of_the_leader_only(services, fn):
+    """A follower watches nothing: it is ready while its database answers (the server checks
+    that on its own). The leader is not ready while its watch of pods fails, as a replica
+    alone is not."""
+    follower, leader, follower_cluster, cluster = services
+    follower_cluster.trouble = cluster.trouble = "the pod watch is refused: HTTP 403"
+    assert follower.watching() is None
+    assert leader.watching() == "the run service has not started"
+    leader.start()
+    assert leader.watching() == "the pod watch is refused: HTTP 403"
+    cluster.trouble = None
+    assert leader.watching() is None
+    leader.step_down()
+    cluster.trouble = "the pod watch is refused: HTTP 403"
+    assert leader.watching() is None  # stepped down: it serves as a follower until it stops
 
 
 def test_a_leader_that_steps_down_records_for_the_next(services, fn):

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 import yaml
 from playwright.sync_api import Page, expect
 
 import runplane
+from runplane.config import load_settings
 from runplane.errors import InvalidValueError
+from runplane.runtimes.kubernetes.api.calls import ClusterError
+from runplane.service.api import create_app
+from runplane.service.server import Server
+from runplane.ui import mount
+from testbed import serve
 
-from .conftest import USER_TOKEN, code_function, login, shot
+from .conftest import ADMIN_TOKEN, TOKENS, USER_TOKEN, code_function, login, shot
 
 TRAIN = """\
 import os
@@ -148,6 +160,70 @@ def test_a_run_that_cannot_fit_is_flagged_before_submission(
     page.get_by_role("button", name="Run now").click()
     expect(page.locator("#form-errors")).to_contain_text("This run cannot start on any node")
     assert api.get("/runs", params={"project": "placement"}).json() == []  # nothing submitted
+
+
+FORBIDDEN = (
+    "kubernetes: listing nodes in ml-runs: HTTP 403: nodes is forbidden: User "
+    '"system:serviceaccount:runplane:runplane" cannot list resource "nodes" in API group "" '
+    "at the cluster scope"
+)
+
+
+@pytest.fixture
+def nodes_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A service the cluster does not let read its nodes, as the chart installs it without
+    ``rbac.nodes.enabled`` (here in this process: its runtime's read of the nodes refused)."""
+    for name in list(os.environ):
+        if name.startswith("RUNPLANE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("RUNPLANE_CONFIG", os.devnull)
+    monkeypatch.setenv("RUNPLANE_LOCAL__HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RUNPLANE_LOCAL__RUN_USERS", "same")
+    monkeypatch.setenv("RUNPLANE_SERVICE__TOKENS", TOKENS)
+    server = Server(load_settings())
+
+    def refused() -> list[Any]:
+        raise ClusterError(FORBIDDEN, 403)
+
+    monkeypatch.setattr(server.runs.runtime, "nodes", refused)
+    app = create_app(server)
+    port = serve.free_port()
+    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    mount(app, server, stopping=lambda: web.should_exit)
+    thread = threading.Thread(target=web.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    while not web.started:
+        assert thread.is_alive(), "the service did not start"
+        time.sleep(0.05)
+    yield url
+    web.should_exit = True
+    thread.join(timeout=30)
+    server.close()
+
+
+def test_a_run_is_submitted_with_placement_unchecked_where_nodes_may_not_be_read(
+    page: Page, train_file: Path, nodes_refused: str
+) -> None:
+    page.goto(f"{nodes_refused}/ui/login")
+    page.get_by_label("Token").fill(ADMIN_TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.locator(".who")).to_be_visible()
+    page.goto(f"{nodes_refused}/ui/projects/unplaced/jobs/new")
+    page.get_by_label("Code file (.py)").set_input_files(str(train_file))
+    expect(page.get_by_label("Handler")).to_have_value("train")
+    page.get_by_label("Memory request").fill("64Mi")
+    page.get_by_label("CPU request").click()
+    placement = page.locator("#placement")
+    expect(placement).to_contain_text(
+        "Placement not checked: this service may not read the cluster's nodes (no rights to "
+        "list them: an admin grants them with the chart's rbac.nodes.enabled)"
+    )
+    expect(placement).to_contain_text('cannot list resource "nodes"')
+    expect(placement).to_have_class(re.compile(r"\bwarning\b"))
+    expect(page.locator("#form-errors")).to_have_count(0)
+    page.get_by_role("button", name="Run now").click()
+    expect(page).to_have_url(re.compile(r"/ui/runs/[0-9a-f]{32}$"))
 
 
 def test_a_forbidden_priority_class_is_refused_at_the_field(page: Page, train_file: Path) -> None:

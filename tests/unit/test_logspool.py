@@ -19,7 +19,14 @@ import pytest
 from kubernetes import client
 
 from runplane.runtimes.kubernetes.api.rest import RestApi
-from runplane.runtimes.kubernetes.logspool import RESULTS, Cursor, LogSpool, _Appender, stamp_ns
+from runplane.runtimes.kubernetes.logspool import (
+    RESULTS,
+    Cursor,
+    LogSpool,
+    PodLog,
+    _Appender,
+    stamp_ns,
+)
 from runplane.runtimes.output import (
     COMPRESSED,
     DROPPED,
@@ -308,3 +315,60 @@ def test_an_earlier_attempts_pod_seen_late_leaves_the_later_attempts_output_alon
     assert PodLogs.asked == []
     assert (directory / OUTPUT).read_bytes() == before  # still open, nothing added
     assert not os.path.exists(directory / COMPRESSED)
+
+
+def test_a_replica_that_does_not_lead_catches_up_to_the_bytes_the_leaders_copy_holds(tmp_path):
+    """A replica that watches no pods copies a run's output when asked for it, one read of
+    each pod's log from its own cursor on: a running pod's lines so far (a cut last line
+    waits for the next read), then, the pod ended, the rest, its results line apart and the
+    output closed; the leader's spool, told of the same pod, holds the same bytes."""
+    PodLogs.pods = {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), PodLogs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    configuration = client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+
+    def spool_in(home: str) -> LogSpool:
+        return LogSpool(RestApi(client.ApiClient(configuration)), "ns", tmp_path / home, cap=CAP)
+
+    follower, leader = spool_in("follower"), spool_in("leader")
+    try:
+        lines = numbered(0, 9_000)
+        cut = [*lines[:100], (100 * SECOND, b"half a li")]
+        PodLogs.pods["run-1"] = cut
+        follower.catch_up(UID, [PodLog("run-1")])
+        assert read_all(tmp_path / "follower" / UID) == b"".join(t for _, t in lines[:100])
+
+        marker = b'runplane-results: {"results": {"x": 1}}\n'
+        PodLogs.pods["run-1"] = [*lines, (9_000 * SECOND, marker)]
+        PodLogs.asked.clear()
+        follower.catch_up_every = 3600.0
+        follower.catch_up(UID, [PodLog("run-1", ended=True)])
+        assert PodLogs.asked == []  # caught up lately: the copy made then is answered
+        follower.catch_up_every = 0.0
+        follower.catch_up(UID, [PodLog("run-1", ended=True)])
+        leader.finish(UID, "run-1")
+        copied = read_all(tmp_path / "follower" / UID)
+        assert copied == read_all(tmp_path / "leader" / UID)
+        assert copied.count(MARKER) == 1
+        assert copied.endswith(b"line 008999\n")
+        assert json.loads((tmp_path / "follower" / UID / RESULTS).read_bytes()) == {
+            "results": {"x": 1}
+        }
+        assert os.path.exists(tmp_path / "follower" / UID / COMPRESSED)
+
+        # The next attempt's pod appends after, as it does in the leader's copy; an earlier
+        # attempt's ended pod, listed again, changes nothing, and a pod gone keeps the copy.
+        PodLogs.pods["run-2"] = [(at, b"again " + text) for at, text in numbered(0, 50, 9_500)]
+        pods = [PodLog("run-2", attempt=2), PodLog("run-1", ended=True)]
+        follower.catch_up(UID, pods)
+        assert read_all(tmp_path / "follower" / UID) == copied + b"".join(
+            text for _, text in PodLogs.pods["run-2"]
+        )
+        del PodLogs.pods["run-2"]
+        follower.catch_up(UID, pods)
+        assert read_all(tmp_path / "follower" / UID).endswith(b"again line 000049\n")
+    finally:
+        follower.close()
+        leader.close()
+        server.shutdown()
+        server.server_close()

@@ -17,16 +17,23 @@ from runplane.placement import Node, NodeSummary, Taint, evaluate
 @dataclass(frozen=True, slots=True)
 class Placement:
     """Nodes the pod fits when empty (``ever``) and as they are now (``now``), with the
-    scheduler's summary of each verdict."""
+    scheduler's summary of each verdict; or, where the nodes could not be read, why not
+    (``unchecked``): nothing is then known against the run, and it may be submitted."""
 
     ever: list[str]
     now: list[str]
     ever_message: str
     now_message: str
+    unchecked: str = ""
 
     @property
     def possible(self) -> bool:
-        return bool(self.ever)
+        return bool(self.ever) or bool(self.unchecked)
+
+
+def unchecked(why: str) -> Placement:
+    """The placement of a run on nodes that could not be read, and why."""
+    return Placement([], [], "", "", unchecked=why)
 
 
 def _node(summary: NodeSummary, empty: bool) -> Node:

@@ -15,6 +15,7 @@ from runplane.placement import NodeSummary
 from runplane.rendering import render
 from runplane.runs import RunRecord
 from runplane.runtimes.contract import Answer, Call
+from runplane.runtimes.kubernetes.api.calls import ClusterError
 from runplane.runtimes.registry import create_runtime
 from runplane.runtimes.request import build_request
 from runplane.service.access import check_owner
@@ -33,7 +34,7 @@ from runplane.service.deployments import (
 from runplane.service.launcher import Reconciliation
 from runplane.service.leadership import Leadership
 from runplane.service.nodes import label_node
-from runplane.service.preflight import Placement, check_placement
+from runplane.service.preflight import Placement, check_placement, unchecked
 from runplane.service.projects import ProjectStore
 from runplane.service.records import RunStore
 from runplane.service.retention import Retention, Swept
@@ -198,8 +199,24 @@ class Server:
 
     def placement(self, fn: Function, role: str | None = None) -> Placement:
         """Where ``fn`` could run on this runtime's nodes, and why not elsewhere (before it is
-        submitted)."""
-        return check_placement(render(fn, self.settings, role=role).pod_spec, self.nodes())
+        submitted). Nodes the cluster does not let this service read (a chart installed
+        without ``rbac.nodes.enabled``), or does not list now, leave it unchecked, saying why:
+        the scheduler still places the run, so that is no reason to refuse it."""
+        pod_spec = render(fn, self.settings, role=role).pod_spec
+        try:
+            nodes = self.nodes()
+        except ClusterError as error:
+            if error.status == 403:
+                return unchecked(
+                    "this service may not read the cluster's nodes (no rights to list them: "
+                    "an admin grants them with the chart's rbac.nodes.enabled); the scheduler "
+                    f"places the run, or it waits pending. The cluster said: {error}"
+                )
+            return unchecked(
+                f"the cluster did not list its nodes ({error}); the scheduler places the "
+                "run, or it waits pending"
+            )
+        return check_placement(pod_spec, nodes)
 
     def update_defaults(self, patch: dict[str, Any], user: str) -> Settings:
         """Merge ``patch`` into the stored overrides (``None`` removes a key, back to the

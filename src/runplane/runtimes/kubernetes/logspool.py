@@ -23,6 +23,11 @@ whether it was being followed or not. A node whose kubelet refuses to serve logs
 or a node without a kubelet) is asked again by one pod at a time, after a pause that grows to
 minutes; its other pods wait for that answer instead of each asking.
 
+A replica that does not lead watches no pods, so nothing tells its spool what to follow; asked
+for a run's output, it catches up instead (:meth:`LogSpool.catch_up`): one read of each of the
+run's pods' logs from its own cursor on, through the same appender, so it answers the very
+bytes the leader's copy holds, and a replica that takes the lead later resumes from there.
+
 The last line a pod prints may be the results the bootstrap could not fit in the termination
 message (:data:`runplane.bootstrap.RESULTS_MARKER`); it goes to ``results.json`` instead of
 the output.
@@ -71,7 +76,20 @@ _MARKER = RESULTS_MARKER.encode()
 _LAST_TRIES = 3
 #: How often (seconds) a copy that goes on records how far it got.
 _SAVE_EVERY = 1.0
+#: How often (seconds) a replica that does not lead asks the API for one run's new output.
+CATCH_UP_EVERY = 1.0
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
+
+
+@dataclass(frozen=True)
+class PodLog:
+    """One of a run's pods, as a catch-up reads it (:meth:`LogSpool.catch_up`)."""
+
+    name: str
+    container: str = "main"
+    node: str = ""
+    attempt: int = 1
+    ended: bool = False  # the pod has ended: its read is the last, and closes the output
 
 
 @dataclass
@@ -130,6 +148,8 @@ class LogSpool:
         self._copiers: list[threading.Thread] = []
         self._idle = 0  # copiers waiting for work
         self._closed = False
+        self.catch_up_every = CATCH_UP_EVERY
+        self._caught_up: dict[str, tuple[threading.Lock, list[float]]] = {}  # uid: lock, when
 
     def follow(
         self, uid: str, pod: str, container: str = "main", node: str = "", attempt: int = 1
@@ -172,6 +192,32 @@ class LogSpool:
         if inline:
             self._step(copy)
         copy.done.wait(self._drain_timeout)
+
+    def catch_up(self, uid: str, pods: list[PodLog]) -> None:
+        """Bring the copy of ``uid``'s output up to what its ``pods`` logged, in one read of
+        each (a replica that does not lead, and so follows no log, asked for the output). An
+        ended pod's read is its last, as :meth:`finish` makes it; a running pod's stops at the
+        end of what it wrote, a cut line left for the next catch-up. Readers of one run share
+        a catch-up, at most one every ``catch_up_every`` seconds; a pod that cannot be
+        read (gone, its node refusing) leaves what was copied as it was."""
+        with self._lock:
+            lock, last = self._caught_up.setdefault(uid, (threading.Lock(), [0.0]))
+        with lock:
+            if time.monotonic() - last[0] < self.catch_up_every:
+                return
+            for pod in sorted(pods, key=lambda pod: pod.attempt):
+                if pod.ended:
+                    self.finish(uid, pod.name, pod.container, pod.node, pod.attempt)
+                    continue
+                with self._lock:
+                    if self._closed or self._earlier(uid, pod.attempt):
+                        continue
+                directory = self._runs / uid
+                cursor = _read_cursor(directory)
+                if pod.attempt < cursor.attempt or (cursor.pod == pod.name and cursor.complete):
+                    continue
+                _Copy(self, uid, pod.name, pod.container, pod.node, directory, pod.attempt).once()
+            last[0] = time.monotonic()
 
     def _earlier(self, uid: str, attempt: int) -> bool:
         """Whether ``attempt`` is earlier than the one whose pod is copied now (lock held)."""
@@ -407,13 +453,20 @@ class _Copy:
             _close_output(self._directory, self.spool.cap)  # none there: nothing to do
         return outcome
 
+    def once(self) -> None:
+        """One read of a running pod's log to its present end, without following it."""
+        try:
+            self._copy(self._start(), follow=False, final=False)
+        except (ApiException, *CONNECTION_ENDED) as error:
+            log.debug("output of pod %s: %s", self.pod, error)
+
     def _read(self) -> _Outcome:
         if self.stopped or (self.ended and self.spool.refusing(self.node)):
             return _Outcome.DONE
         last = self.ended
         cursor = self._cursor or self._start()
         try:
-            copied = self._copy(cursor, follow=not last)
+            copied = self._copy(cursor, follow=not last, final=last)
         except ApiException as error:
             # Gone: nothing more to copy. Refused by the node (unreachable, or a node that
             # serves no logs): its other pods wait for it to answer again.
@@ -446,8 +499,9 @@ class _Copy:
         self._cursor = cursor
         return cursor
 
-    def _copy(self, cursor: Cursor, follow: bool) -> bool:
-        """One read of the pod log from the cursor on; whether it brought anything new."""
+    def _copy(self, cursor: Cursor, follow: bool, final: bool) -> bool:
+        """One read of the pod log from the cursor on; whether it brought anything new.
+        ``final``: the pod has ended and this read brings the last of its output."""
         query: dict[str, Any] = {"container": self.container, "timestamps": "true"}
         if follow:
             query["follow"] = "true"
@@ -468,12 +522,12 @@ class _Copy:
                         at, text = _stamped(line, out.at)
                         if not out.fresh(at):
                             continue
-                        if not whole and follow:
+                        if not whole and not final:
                             break  # a line cut by a broken stream: read again, whole, on resume
                         out.write(at, text + (b"\n" if whole else b""))
                         copied = True
                     out.flush()  # what one network read brought, in one append
-                out.finish(final=not follow)
+                out.finish(final=final)
         finally:
             self.response = None
             response.release_conn()

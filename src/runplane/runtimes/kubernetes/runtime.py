@@ -45,7 +45,7 @@ from runplane.runtimes.kubernetes.api.rest import (
 )
 from runplane.runtimes.kubernetes.api.watch import DELETED, MODIFIED, VANISHED, PodWatch
 from runplane.runtimes.kubernetes.gang import GangGate
-from runplane.runtimes.kubernetes.logspool import LogSpool
+from runplane.runtimes.kubernetes.logspool import LogSpool, PodLog
 from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
 from runplane.runtimes.kubernetes.pod_events import (
     attempt_of,
@@ -392,8 +392,34 @@ class KubernetesRuntime:
         return self._events.read()
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
-        """The run's output as copied from its pods so far (:mod:`.logspool`)."""
+        """The run's output as copied from its pods so far (:mod:`.logspool`). A replica that
+        does not watch (it does not lead) copies it from the pods' logs now, as the leader's
+        spool does as they are written: it answers the same bytes, for ended runs too while
+        their pods exist."""
+        if not self._watching:
+            self._spool.catch_up(uid, self._pod_logs(uid))
         return self._spool.read(uid, offset)
+
+    def _pod_logs(self, uid: str) -> list[PodLog]:
+        """The run's pods whose container started, as a catch-up reads them; none when the
+        API cannot list them (the copy made so far is answered)."""
+        try:
+            pods = self._pods(uid)
+        except ClusterError as error:
+            log.debug("listing the pods of run %s: %s", uid, error)
+            return []
+        return [
+            PodLog(
+                pod["metadata"]["name"],
+                main_container(pod),
+                pod["spec"].get("nodeName") or "",
+                attempt_of(pod["metadata"].get("labels") or {}),
+                _finished(pod),
+            )
+            for pod in pods
+            if _started(pod)
+            and (pod["metadata"].get("labels") or {}).get(names.ROLE) not in names.HELPER_ROLES
+        ]
 
     def _results_from_log(self, pod: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """A finished pod's results from the last line of its output, where the bootstrap puts

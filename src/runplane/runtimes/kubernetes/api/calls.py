@@ -26,9 +26,14 @@ DISCOVERY_TTL = 60.0
 
 
 class ClusterError(RunplaneError):
-    """The cluster refused or failed a request (RBAC, quota, admission, unreachable)."""
+    """The cluster refused or failed a request (RBAC, quota, admission, unreachable);
+    ``status`` is the API server's answer (403: this service may not), ``None`` if none came."""
 
     http_status = 502
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def api_message(error: ApiException) -> str:
@@ -87,7 +92,8 @@ class Calls:
 
     def refused(self, what: str, error: ApiException) -> ClusterError:
         return ClusterError(
-            f"kubernetes: {what} in {self.namespace}: HTTP {error.status}: {api_message(error)}"
+            f"kubernetes: {what} in {self.namespace}: HTTP {error.status}: {api_message(error)}",
+            error.status,
         )
 
     def json(
