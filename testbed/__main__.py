@@ -142,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
         from testbed import service_image
 
         return service_image.main(args[1:])
+    if args[:1] == ["postgresql-image"]:
+        from testbed import postgres_image
+
+        return postgres_image.main(args[1:])
     parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("build", help="build/cache the Go binaries (no-op when cached)")
@@ -168,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--run-dir", help="defaults to the latest run")
         p.set_defaults(func=func)
     sub.add_parser("image", help="build the runplane image (python -m testbed image --help)")
+    sub.add_parser("postgresql-image", help="build the chart's PostgreSQL image (--help)")
     parsed = parser.parse_args(args)
     return int(parsed.func(parsed))
 

@@ -25,6 +25,10 @@ bash scripts/testbed-deps.sh
 image_log="$(mktemp)"
 "$PYTHON" -m testbed image >"$image_log" 2>&1 &
 image_pid=$!
+# The chart's PostgreSQL for the real node (testbed/postgres_image.py), likewise.
+postgres_log="$(mktemp)"
+"$PYTHON" -m testbed postgresql-image >"$postgres_log" 2>&1 &
+postgres_pid=$!
 # The build needs only the standard library, so no Python dependency is installed first.
 "$PYTHON" -m testbed build
 if ! wait "$image_pid"; then
@@ -33,6 +37,14 @@ if ! wait "$image_pid"; then
     echo "the runplane image did not build" >&2
     exit 1
 fi
+if ! wait "$postgres_pid"; then
+    cat "$postgres_log" >&2
+    rm -f "$postgres_log"
+    echo "the PostgreSQL image did not build" >&2
+    exit 1
+fi
+grep -v '^[+#]' "$postgres_log" || true
+rm -f "$postgres_log"
 grep -v '^[+#]' "$image_log" | grep -v -P '^(debian|wheel)\t' || true
 grep -c -P '^debian\t' "$image_log" | sed 's/^/runplane image: Debian packages: /'
 grep -c -P '^wheel\t' "$image_log" | sed 's/^/runplane image: wheels: /'

@@ -66,6 +66,8 @@ class ImageConfig:
     #: Ports the image listens on (``8470/tcp``): documentation for whoever runs it.
     exposed_ports: tuple[str, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
+    #: The signal that stops the container (the runtime's default: SIGTERM).
+    stop_signal: str = ""
 
     def as_oci(self) -> dict[str, object]:
         config: dict[str, object] = {"Env": list(self.env)}
@@ -81,6 +83,8 @@ class ImageConfig:
             config["ExposedPorts"] = {port: {} for port in self.exposed_ports}
         if self.labels:
             config["Labels"] = dict(self.labels)
+        if self.stop_signal:
+            config["StopSignal"] = self.stop_signal
         return config
 
 

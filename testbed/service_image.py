@@ -394,20 +394,23 @@ def _cached(directory: Path, name: str) -> Built | None:
     return Built(name, archive, directory / "packages.txt", size, record["total_s"], True)
 
 
-def build(force: bool = False, arch: str | None = None, mirror: str | None = None) -> Built:
+def build(
+    force: bool = False, arch: str | None = None, mirror: str | None = None, root: Path = ROOT
+) -> Built:
     """The image archive for this checkout, built if the cache has none for its inputs.
 
     Two layers, cached apart: Debian and runplane's dependencies (keyed by the lock and the
     Debian inputs: a cold build's two minutes, paid again only when they change), and runplane
     itself (keyed by its source too: seconds). A registry stores the first layer once for every
-    runplane version built on it.
+    runplane version built on it. ``root`` is the source tree runplane's layer is built from
+    (another checkout of the same lock: a test's newer version).
     """
     began = time.monotonic()
     arch = arch or tb_build.go_arch()
     if arch not in _ARCHES:
         raise RuntimeError(f"the image is built for {sorted(_ARCHES)}, not {arch!r}")
-    name = image_name(version())
-    target = image_dir(arch)
+    name = image_name(version(root))
+    target = image_dir(arch, root)
     if not force and (found := _cached(target, name)):
         return found
     with _locked(target):
@@ -417,7 +420,7 @@ def build(force: bool = False, arch: str | None = None, mirror: str | None = Non
             raise RuntimeError("the image build needs root (mmdebstrap's root mode, chroot)")
         mirror = mirror or os.environ.get("RUNPLANE_TESTBED_DEBIAN_MIRROR") or None
         base = _base(arch, mirror, force)
-        built = _image(target, base, name, arch)
+        built = _image(target, base, name, arch, root)
     _prune(CACHE_PREFIX, keep=target)
     _prune(BASE_PREFIX, keep=base.parent)
     return dataclasses.replace(built, seconds=round(time.monotonic() - began, 1))
@@ -466,7 +469,7 @@ def _base(arch: str, mirror: str | None, force: bool) -> Path:
         return layer
 
 
-def _image(target: Path, base: Path, name: str, arch: str) -> Built:
+def _image(target: Path, base: Path, name: str, arch: str, root: Path) -> Built:
     """The top layer: runplane's wheel installed over the base, in a copy of it; only the files
     the install added become the layer."""
     print(f"{name}: installing runplane over the base layer", flush=True)
@@ -476,7 +479,7 @@ def _image(target: Path, base: Path, name: str, arch: str) -> Built:
     base_record = json.loads((base.parent / BASE_FILE).read_text())
     steps = _Steps()
     with steps.step("runplane wheel"):
-        _run([*_pip(), "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)], "the wheel")
+        _run([*_pip(), "wheel", "--no-deps", "-q", "-w", str(wheels), str(root)], "the wheel")
     with steps.step("runplane layer"):
         rootfs.mkdir(parents=True)
         _run(["tar", "--numeric-owner", "-C", str(rootfs), "-xf", str(base)], "unpacking")
@@ -485,7 +488,7 @@ def _image(target: Path, base: Path, name: str, arch: str) -> Built:
         shutil.copytree(wheels, inside)
         pip_wheel = base.parent / base_record["pip"]
         shutil.copy(pip_wheel, inside)
-        requirement = f"runplane[{','.join(EXTRAS)}]=={version()}"
+        requirement = f"runplane[{','.join(EXTRAS)}]=={version(root)}"
         # its dependencies must already be in the base: offline, only runplane's wheel is
         # offered, so a dependency missing from the lock fails here, by name
         _run(
@@ -507,7 +510,7 @@ def _image(target: Path, base: Path, name: str, arch: str) -> Built:
         shutil.rmtree(inside)
         (runplane_wheel,) = wheels.glob("runplane-*.whl")
         installed = [(str(n), str(v), str(h)) for n, v, h in base_record["wheels"]]
-        installed.append(("runplane", version(), sha256(runplane_wheel)))
+        installed.append(("runplane", version(root), sha256(runplane_wheel)))
         debian = [(str(n), str(v), str(a)) for n, v, a in base_record["debian"]]
         record = packages_record(name, arch, debian, sorted(installed))
         packages = rootfs / PACKAGES_FILE.lstrip("/")
@@ -518,8 +521,8 @@ def _image(target: Path, base: Path, name: str, arch: str) -> Built:
         _tar(rootfs, top, added)
         shutil.rmtree(rootfs)
     with steps.step("archive"):
-        archive = target / archive_name(version())
-        images.oci_archive(name, [base, top], archive, image_config(version()), arch)
+        archive = target / archive_name(version(root))
+        images.oci_archive(name, [base, top], archive, image_config(version(root)), arch)
         (target / "packages.txt").write_text(record)
     layers_bytes = [base.stat().st_size, top.stat().st_size]
     shutil.rmtree(work)

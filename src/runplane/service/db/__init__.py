@@ -155,7 +155,9 @@ def connect(url: str) -> Engine:
         event.listen(engine, "before_cursor_execute", _count_statement)
         if current_revision(engine) != HEAD:
             with _migration_lock(engine):
-                if current_revision(engine) != HEAD:  # another process may have just migrated
+                found = current_revision(engine)
+                if found != HEAD:  # another process may have just migrated
+                    _refuse_unknown(url, found)
                     upgrade(engine)
     except (ArgumentError, NoSuchModuleError, ModuleNotFoundError, ValueError) as error:
         # SQLAlchemy raises ValueError for parts that do not parse (a port that is no number).
@@ -250,6 +252,26 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
             yield
         finally:
             connection.execute(text("SELECT pg_advisory_unlock(7254000001)"))
+
+
+def _refuse_unknown(url: str, revision: str | None) -> None:
+    """A database a newer runplane migrated (an older replica restarted during a rolling
+    upgrade, a rollback of the image) is refused in words, not with Alembic's traceback: its
+    schema may hold what this version cannot write correctly."""
+    from alembic.script import ScriptDirectory
+
+    if revision is None:
+        return
+    if revision in {
+        script.revision for script in ScriptDirectory(str(MIGRATIONS)).walk_revisions()
+    }:
+        return
+    raise ConfigError(
+        f"service.database_url: the database at {_hidden(url)} is at schema revision "
+        f"{revision}, which this runplane does not know (its newest is {HEAD}): a newer "
+        "runplane migrated it. Run that version (or newer); going back needs the database "
+        "as it was before that upgrade (docs/install.md, Upgrade)"
+    )
 
 
 def current_revision(engine: Engine) -> str | None:

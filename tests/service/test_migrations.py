@@ -1,0 +1,62 @@
+"""Replicas that start together on one database migrate it once; a database a newer runplane
+migrated is refused in words (an older replica restarted during a rolling upgrade, an image
+rolled back)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import Engine, text
+
+from runplane.errors import ConfigError
+from runplane.service import db
+
+
+def test_replicas_starting_together_migrate_once(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upgrades: list[str] = []
+    real_upgrade = db.upgrade
+
+    def counted(engine: Engine) -> None:
+        upgrades.append(threading.current_thread().name)
+        real_upgrade(engine)
+
+    monkeypatch.setattr(db, "upgrade", counted)
+    start = threading.Barrier(4)
+    engines: list[Engine] = []
+    errors: list[BaseException] = []
+
+    def replica() -> None:
+        start.wait()
+        try:
+            engines.append(db.connect(database))
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=replica, name=f"replica-{i}") for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert len(upgrades) == 1, upgrades
+    with engines[0].connect() as connection:
+        versions = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+    assert versions == [(db.HEAD,)]
+    for engine in engines:
+        engine.dispose()
+
+
+def test_a_database_a_newer_runplane_migrated_is_refused_in_words(database: str) -> None:
+    engine = db.connect(database)
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '9999_newer'"))
+    engine.dispose()
+    with pytest.raises(ConfigError) as refused:
+        db.connect(database)
+    message = str(refused.value)
+    assert "schema revision 9999_newer" in message
+    assert "a newer runplane migrated it" in message
+    assert "password" not in message
