@@ -4,6 +4,7 @@ objects runs go with, where runs go (see :func:`runplane.client.backend`), each 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,16 +40,29 @@ def _function_labels(item: dict[str, Any]) -> dict[str, str]:
     return dict(metadata.get("labels") or {})
 
 
-def _filters(what: str, owner: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``--name``, ``--owner`` (``owner`` says whose), ``--since`` and ``-l``."""
+def _filters(what: str, whose: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--name``, ``--owner`` (``whose`` says whose), ``--since`` and ``-l``, given to the
+    command as one ``wanted``."""
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        command = selector_option(f"Only {what} with this label, KEY=VALUE (repeatable: all).")(
-            command
+        @functools.wraps(command)
+        def with_wanted(
+            *,
+            name: str | None,
+            owner: str | None,
+            since: float | None,
+            selector: tuple[tuple[str, str], ...],
+            **rest: Any,
+        ) -> Any:
+            return command(wanted=Wanted(name, owner, since, dict(selector)), **rest)
+
+        wrapped: Callable[..., Any] = with_wanted
+        wrapped = selector_option(f"Only {what} with this label, KEY=VALUE (repeatable: all).")(
+            wrapped
         )
-        command = since_option(f"Only {what} created since then: 2h, '1 day', ISO 8601.")(command)
-        command = owner_option(f"Only {what} {owner} this user.")(command)
-        return name_option(f"Only {what} of this name (the whole name).")(command)
+        wrapped = since_option(f"Only {what} created since then: 2h, '1 day', ISO 8601.")(wrapped)
+        wrapped = owner_option(f"Only {what} {whose} this user.")(wrapped)
+        return name_option(f"Only {what} of this name (the whole name).")(wrapped)
 
     return decorate
 
@@ -75,18 +89,14 @@ def get_functions_command(group: click.Group) -> None:
     def get_functions(
         project: str | None,
         output: str,
-        name: str | None,
-        owner: str | None,
-        since: float | None,
-        selector: tuple[tuple[str, str], ...],
+        wanted: Wanted,
     ) -> None:
         """List stored functions (fn.save()), the latest version of each."""
         from runplane.client import backend
 
         service = backend()
         projects = [project] if project else [p["name"] for p in service.list_projects()]
-        found = [item for name_ in projects for item in service.list_functions(name_)]
-        wanted = Wanted(name, owner, since, dict(selector))
+        found = [item for name in projects for item in service.list_functions(name)]
         kept = wanted.keep(found, owner="created_by", labels=_function_labels)
         emit(kept, FUNCTION_COLUMNS, output)
 
@@ -111,10 +121,7 @@ def get_schedules_command(group: click.Group) -> None:
     def get_schedules(
         project: str | None,
         output: str,
-        name: str | None,
-        owner: str | None,
-        since: float | None,
-        selector: tuple[tuple[str, str], ...],
+        wanted: Wanted,
     ) -> None:
         """List cron schedules (the service's: needs RUNPLANE_API)."""
         from runplane.client import api_backend
@@ -122,7 +129,6 @@ def get_schedules_command(group: click.Group) -> None:
         found = api_backend("listing schedules").schedules()
         if project:
             found = [item for item in found if item["project"] == project]
-        wanted = Wanted(name, owner, since, dict(selector))
         emit(
             wanted.keep(found, owner="created_by", labels=_function_labels),
             SCHEDULE_COLUMNS,
@@ -145,18 +151,11 @@ def get_projects_command(group: click.Group) -> None:
     @group.command("projects", epilog=example("runplane get projects -l team=vision -o wide"))
     @output_option
     @_filters("projects", "owned by")
-    def get_projects(
-        output: str,
-        name: str | None,
-        owner: str | None,
-        since: float | None,
-        selector: tuple[tuple[str, str], ...],
-    ) -> None:
+    def get_projects(output: str, wanted: Wanted) -> None:
         """List projects: those with a record, and those known from their runs, functions or
         schedules."""
         from runplane.client import backend
 
-        wanted = Wanted(name, owner, since, dict(selector))
         found = backend().list_projects()
         emit(wanted.keep(found, labels=lambda p: p.get("labels") or {}), PROJECT_COLUMNS, output)
 
