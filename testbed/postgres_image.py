@@ -23,11 +23,11 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from testbed import build as tb_build
 from testbed import images, service_image
+from testbed.service_image import Built
 
 #: Debian 12's PostgreSQL; its binaries' directory goes first on the image's PATH.
 MAJOR = 15
@@ -79,19 +79,6 @@ fi
 exec {BIN_DIR}/postgres -D "$PGDATA" -c listen_addresses='*' -c jit=off \\
     -c unix_socket_directories=/var/run/postgresql "$@"
 """
-
-
-@dataclass(frozen=True)
-class Built:
-    name: str
-    archive: Path
-    size: int
-    seconds: float
-    cached: bool
-
-    def summary(self) -> str:
-        how = "reused from the cache" if self.cached else f"built in {self.seconds:.1f}s"
-        return f"{self.name}: {self.archive} ({self.size / 1e6:.0f} MB, {how})"
 
 
 def inputs_key(arch: str) -> str:
@@ -220,12 +207,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as error:
         print(f"postgresql image: {error}", file=sys.stderr)
         return 1
-    if args.print_archive:
-        print(built.archive)
-        return 0
-    print(built.summary())
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(built.archive, args.out / ARCHIVE)
-        print(f"copied to {args.out / ARCHIVE}")
-    return 0
+    return service_image.shown(built, args.out, args.print_archive)

@@ -94,10 +94,11 @@ class Built:
 
     name: str
     archive: Path
-    packages: Path
     size: int
     seconds: float
     cached: bool
+    #: The image's package list, where its build records one.
+    packages: Path | None = None
 
     def summary(self) -> str:
         how = "reused from the cache" if self.cached else f"built in {self.seconds:.1f}s"
@@ -391,7 +392,7 @@ def _cached(directory: Path, name: str) -> Built | None:
     if not archive.is_file():
         return None
     size = archive.stat().st_size
-    return Built(name, archive, directory / "packages.txt", size, record["total_s"], True)
+    return Built(name, archive, size, record["total_s"], True, directory / "packages.txt")
 
 
 def build(
@@ -539,7 +540,7 @@ def _image(target: Path, base: Path, name: str, arch: str, root: Path) -> Built:
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (target / BUILD_FILE).write_text(json.dumps(built, indent=2) + "\n")
-    return Built(name, archive, target / "packages.txt", size, total, False)
+    return Built(name, archive, size, total, False, target / "packages.txt")
 
 
 def _tree(root: Path) -> dict[str, tuple[int, int]]:
@@ -710,6 +711,22 @@ def write_lock(arches: Sequence[str] = tuple(_ARCHES)) -> Path:
     return LOCK_FILE
 
 
+def shown(built: Built, out: Path | None, archive_only: bool) -> int:
+    """What an image command prints once its archive is ready, and the copy into ``out``."""
+    if archive_only:
+        print(built.archive)
+        return 0
+    if built.packages is not None:
+        print(built.packages.read_text(), end="")
+    print(built.summary())
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        copy = out / built.archive.name
+        shutil.copyfile(built.archive, copy)
+        print(f"copied to {copy}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 -m testbed image",
@@ -732,14 +749,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RuntimeError as error:  # a missing tool, root, a stale lock: said, not traced
         print(f"runplane image: {error}", file=sys.stderr)
         return 1
-    if args.print_archive:
-        print(built.archive)
-        return 0
-    print(built.packages.read_text(), end="")
-    print(built.summary())
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        copy = args.out / built.archive.name
-        shutil.copyfile(built.archive, copy)
-        print(f"copied to {copy}")
-    return 0
+    return shown(built, args.out, args.print_archive)

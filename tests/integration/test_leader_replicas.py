@@ -14,6 +14,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -103,6 +104,34 @@ def until(what: str, check: Any, timeout: float, every: float = 0.05) -> float:
     return time.monotonic() - start
 
 
+@contextmanager
+def leading_pair(common: dict[str, str], root: Path) -> Iterator[tuple[Replica, Replica]]:
+    """Two replicas on ``common`` settings, a home each under ``root`` (as the chart gives its
+    replicas an ``emptyDir``), the first leading; their logs' ends printed when they stop."""
+    outside = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
+    made = []
+    for name in ("a", "b"):
+        own = {
+            "RUNPLANE_SERVICE__LEADER_ELECTION__IDENTITY": f"replica-{name}",
+            "RUNPLANE_LOCAL__HOME": str(root / name),
+        }
+        made.append(Replica(name, outside | common | own, root / f"{name}.log"))
+    first, second = made
+    try:
+        first.start()
+        until("the first replica leads", lambda: first.role() == "leader", 30)
+        second.start()
+        assert second.role() == "follower"
+        yield first, second
+    finally:
+        for replica in made:
+            replica.stop()
+        for replica in made:
+            if replica.log.exists():
+                tail = replica.log.read_text(errors="replace")[-3000:]
+                print(f"--- replica {replica.name} log (end) ---\n{tail}")  # noqa: T201
+
+
 @pytest.fixture(scope="module")
 def replicas(
     testbed_cluster: TestbedCluster, tmp_path_factory: pytest.TempPathFactory
@@ -122,29 +151,8 @@ def replicas(
             ]
         ),
     }
-    outside = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
-    made = []
-    for name in ("a", "b"):  # a home each, as the chart gives its replicas (emptyDir)
-        own = {
-            "RUNPLANE_SERVICE__LEADER_ELECTION__IDENTITY": f"replica-{name}",
-            "RUNPLANE_LOCAL__HOME": str(root / name),
-        }
-        env = outside | common | own
-        made.append(Replica(name, env, root / f"{name}.log"))
-    first, second = made
-    try:
-        first.start()
-        until("the first replica leads", lambda: first.role() == "leader", 30)
-        second.start()
-        assert second.role() == "follower"
-        yield first, second
-    finally:
-        for replica in made:
-            replica.stop()
-        for replica in made:
-            if replica.log.exists():
-                tail = replica.log.read_text(errors="replace")[-3000:]
-                print(f"--- replica {replica.name} log (end) ---\n{tail}")  # noqa: T201
+    with leading_pair(common, root) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")

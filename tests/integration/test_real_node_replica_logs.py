@@ -7,7 +7,6 @@ leader stops, the one that took over answers the same."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from tests.integration.test_leader_replicas import (
     TOKEN,
     Replica,
     fresh_postgres_database,
+    leading_pair,
     until,
 )
 
@@ -72,34 +72,10 @@ def replicas(
         "RUNPLANE_FUNCTION_DEFAULTS__NODE_SELECTOR": json.dumps(real_node.node_selector),
         "RUNPLANE_FUNCTION_DEFAULTS__TOLERATIONS": json.dumps([real_node.toleration]),
     }
-    outside = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
-    made = [
-        Replica(
-            name,
-            outside
-            | common
-            | {
-                "RUNPLANE_SERVICE__LEADER_ELECTION__IDENTITY": f"replica-{name}",
-                "RUNPLANE_LOCAL__HOME": str(tmp_path / name),
-            },
-            tmp_path / f"{name}.log",
-        )
-        for name in ("a", "b")
-    ]
-    first, second = made
     try:
-        first.start()
-        until("the first replica leads", lambda: first.role() == "leader", 30)
-        second.start()
-        assert second.role() == "follower"
-        yield first, second
+        with leading_pair(common, tmp_path) as pair:
+            yield pair
     finally:
-        for replica in made:
-            replica.stop()
-        for replica in made:
-            if replica.log.exists():
-                tail = replica.log.read_text(errors="replace")[-3000:]
-                print(f"--- replica {replica.name} log (end) ---\n{tail}")  # noqa: T201
         core.delete_namespace(namespace)
 
 
