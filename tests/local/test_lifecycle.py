@@ -94,16 +94,24 @@ def cli(*args: str, **kwargs) -> subprocess.Popen[str]:
 SLEEPER = "import time\n\ndef handler(context, seconds: float = 60):\n    time.sleep(seconds)\n"
 
 
-def running_uid(service) -> str:
-    return str(
-        wait_for(lambda: [r.uid for r in service.store.list_runs() if r.state == "running"])[0]
-    )
+def running_uid(service, command: subprocess.Popen[str]) -> str:
+    """The uid of the run ``command`` started, once it runs. A CLI's start (an interpreter,
+    imports, coverage) takes seconds on a loaded machine, so the bound is generous; a command
+    that exits first fails the wait at once with its words."""
+
+    def running() -> list[str]:
+        if command.poll() is not None:
+            _, err = command.communicate()
+            raise AssertionError(f"the command exited {command.returncode} first: {err}")
+        return [r.uid for r in service.store.list_runs() if r.state == "running"]
+
+    return str(wait_for(running, timeout=120)[0])
 
 
 def test_a_stopped_command_aborts_its_run(service, tmp_path):
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     runner = cli("run", str(tmp_path / "sleeper.py"), "--handler", "handler")
-    uid = running_uid(service)
+    uid = running_uid(service, runner)
     worker = service.store.get(uid).attempts[0].process_id
     runner.send_signal(signal.SIGTERM)
     _, err = runner.communicate(timeout=30)
@@ -116,7 +124,7 @@ def test_a_stopped_command_aborts_its_run(service, tmp_path):
 def test_following_a_run_whose_owner_died_ends(service, tmp_path):
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     owner = cli("run", str(tmp_path / "sleeper.py"), "--handler", "handler")
-    uid = running_uid(service)
+    uid = running_uid(service, owner)
     follower = cli("logs", "-f", uid)
     owner.send_signal(signal.SIGKILL)
     owner.wait(timeout=10)
