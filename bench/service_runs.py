@@ -188,6 +188,27 @@ def restarted(
     )
 
 
+def thread_names(profile: Path) -> dict[int, str]:
+    """The service's threads' names by their system id, as py-spy's raw samples give them
+    (``thread (TID): NAME;frame;...``)."""
+    names: dict[int, str] = {}
+    for line in profile.read_text().splitlines():
+        head = line.split(";", 1)[0]
+        if head.startswith("thread (") and "): " in head:
+            tid, name = head[len("thread (") :].split("): ", 1)
+            names[int(tid)] = name
+    return names
+
+
+def per_thread(cpu: dict[int, float], names: dict[int, str]) -> Counter[str]:
+    """CPU seconds by thread name (a pool's threads together; threads py-spy never saw
+    holding the GIL as "other")."""
+    spent: Counter[str] = Counter()
+    for tid, seconds in cpu.items():
+        spent[names.get(tid, "other").rstrip("0123456789").rstrip("- ")] += seconds
+    return spent
+
+
 def measure(
     api: Any,
     kubeconfig: Path,
@@ -247,11 +268,13 @@ def _measure(
         profiler = subprocess.Popen(
             [
                 *("py-spy", "record", "--pid", str(service.pid), "--threads", "--gil"),
-                *("--rate", "100", "--format", "raw", "--output", str(load.profile)),
+                *("--rate", "100", "--nonblocking"),
+                *("--format", "raw", "--output", str(load.profile)),
             ],
             stdout=subprocess.DEVNULL,
         )
     counted_before = meters.scrape(base, TOKEN)
+    threads_before = {t.id: t.user_time + t.system_time for t in served.threads()}
     cpu_before = sum(served.cpu_times()[:2])
     system_before = served.cpu_times().system
     plane_before = {p.pid: sum(p.cpu_times()[:2]) for p in plane}
@@ -262,6 +285,9 @@ def _measure(
     submit_s = time.monotonic() - start
     submitted = set(uids)
     service_cpu = sum(served.cpu_times()[:2]) - cpu_before
+    threads_cpu = {
+        t.id: t.user_time + t.system_time - threads_before.get(t.id, 0.0) for t in served.threads()
+    }
     service_system = served.cpu_times().system - system_before
     plane_cpu = sum(sum(p.cpu_times()[:2]) - plane_before[p.pid] for p in plane)
     machine_cpu = sum(psutil.cpu_times()[:3]) - machine_before
@@ -292,6 +318,11 @@ def _measure(
     if profiler is not None:
         profiler.send_signal(signal.SIGINT)
         profiler.wait(timeout=60)
+    if profiler is not None and load.profile:
+        by_thread = per_thread(threads_cpu, thread_names(load.profile))
+        print("service CPU while submitting, by thread (ms per run):")
+        for name, seconds in by_thread.most_common():
+            print(f"  {name}: {seconds / len(uids) * 1000:.2f}")
     latencies = [started(r) - r.created_at for r in done]
     print(
         f"{len(done)}/{load.runs} reached Running {all_running_s:.1f} s after the first "
