@@ -8,7 +8,9 @@ group, and ``runplane serve`` on the Kubernetes runtime as a separate process, t
   times in whole seconds, so these are accurate to about a second);
 * threshold-breach detection: ``--breaches`` runs that can never be scheduled, with a 2 s
   ``pending_not_scheduled`` threshold: how long after the deadline each was aborted (p99);
-* the service's resident memory at the end.
+* the service's resident memory at the end;
+* with ``--profile``, where its CPU went: per thread (the system's count of each thread's
+  CPU time, named by py-spy's samples), and py-spy's samples of the thread holding the GIL.
 
     python bench/service_runs.py [--nodes 200] [--runs 2000] [--clients 8] [--breaches 100]
                                  [--run-seconds 3600] [--restart] [--profile FILE]
@@ -426,7 +428,8 @@ def main() -> int:
         "--profile",
         type=Path,
         help="sample the service with py-spy (the thread holding the GIL, named) until every "
-        "run is Running; writes collapsed stacks to this file",
+        "run is Running; writes collapsed stacks to this file, and prints the service's CPU "
+        "per run by thread while the runs were submitted",
     )
     args = parser.parse_args()
     print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")
