@@ -60,6 +60,11 @@ from runplane.runtimes.labelling import check_label_change
 
 log = logging.getLogger(__name__)
 
+#: Connections kept open to the API server: its two watches hold one each, and the rest serve
+#: creations and aborts at once (a service aborts up to 32 runs together); a request beyond
+#: them would open a connection, a TLS handshake, and drop it after one use.
+_CONNECTIONS = 48
+
 #: How much longer than its grace period a retry waits for an earlier attempt's pod to stop,
 #: and how often it looks (at the watch, not the API).
 _STOP_MARGIN = 10.0
@@ -104,7 +109,7 @@ class KubernetesRuntime:
         self.namespace = settings.namespace
         self.instance = instance
         self._service_port = settings.serving.service_port
-        api = api or api_client(kubeconfig, context)
+        api = api or api_client(kubeconfig, context, pool=_CONNECTIONS)
         rest = RestApi(api)
         self._calls = Calls(rest, self.namespace, request_timeout, submit_attempts)
         ensure_namespace(self._calls)
