@@ -8,7 +8,9 @@ group, and ``runplane serve`` on the Kubernetes runtime as a separate process, t
   times in whole seconds, so these are accurate to about a second);
 * threshold-breach detection: ``--breaches`` runs that can never be scheduled, with a 2 s
   ``pending_not_scheduled`` threshold: how long after the deadline each was aborted (p99);
-* the service's resident memory at the end.
+* the service's resident memory at the end;
+* with ``--profile``, where its CPU went: per thread (the system's count of each thread's
+  CPU time, named by py-spy's samples), and py-spy's samples of the thread holding the GIL.
 
     python bench/service_runs.py [--nodes 200] [--runs 2000] [--clients 8] [--breaches 100]
                                  [--run-seconds 3600] [--restart] [--profile FILE]
@@ -188,6 +190,27 @@ def restarted(
     )
 
 
+def thread_names(profile: Path) -> dict[int, str]:
+    """The service's threads' names by their system id, as py-spy's raw samples give them
+    (``thread (TID): NAME;frame;...``)."""
+    names: dict[int, str] = {}
+    for line in profile.read_text().splitlines():
+        head = line.split(";", 1)[0]
+        if head.startswith("thread (") and "): " in head:
+            tid, name = head[len("thread (") :].split("): ", 1)
+            names[int(tid)] = name
+    return names
+
+
+def per_thread(cpu: dict[int, float], names: dict[int, str]) -> Counter[str]:
+    """CPU seconds by thread name (a pool's threads together; threads py-spy never saw
+    holding the GIL as "other")."""
+    spent: Counter[str] = Counter()
+    for tid, seconds in cpu.items():
+        spent[names.get(tid, "other").rstrip("0123456789").rstrip("- ")] += seconds
+    return spent
+
+
 def measure(
     api: Any,
     kubeconfig: Path,
@@ -247,11 +270,13 @@ def _measure(
         profiler = subprocess.Popen(
             [
                 *("py-spy", "record", "--pid", str(service.pid), "--threads", "--gil"),
-                *("--rate", "100", "--format", "raw", "--output", str(load.profile)),
+                *("--rate", "100", "--nonblocking"),
+                *("--format", "raw", "--output", str(load.profile)),
             ],
             stdout=subprocess.DEVNULL,
         )
     counted_before = meters.scrape(base, TOKEN)
+    threads_before = {t.id: t.user_time + t.system_time for t in served.threads()}
     cpu_before = sum(served.cpu_times()[:2])
     system_before = served.cpu_times().system
     plane_before = {p.pid: sum(p.cpu_times()[:2]) for p in plane}
@@ -262,6 +287,9 @@ def _measure(
     submit_s = time.monotonic() - start
     submitted = set(uids)
     service_cpu = sum(served.cpu_times()[:2]) - cpu_before
+    threads_cpu = {
+        t.id: t.user_time + t.system_time - threads_before.get(t.id, 0.0) for t in served.threads()
+    }
     service_system = served.cpu_times().system - system_before
     plane_cpu = sum(sum(p.cpu_times()[:2]) - plane_before[p.pid] for p in plane)
     machine_cpu = sum(psutil.cpu_times()[:3]) - machine_before
@@ -292,6 +320,11 @@ def _measure(
     if profiler is not None:
         profiler.send_signal(signal.SIGINT)
         profiler.wait(timeout=60)
+    if profiler is not None and load.profile:
+        by_thread = per_thread(threads_cpu, thread_names(load.profile))
+        print("service CPU while submitting, by thread (ms per run):")
+        for name, seconds in by_thread.most_common():
+            print(f"  {name}: {seconds / len(uids) * 1000:.2f}")
     latencies = [started(r) - r.created_at for r in done]
     print(
         f"{len(done)}/{load.runs} reached Running {all_running_s:.1f} s after the first "
@@ -395,7 +428,8 @@ def main() -> int:
         "--profile",
         type=Path,
         help="sample the service with py-spy (the thread holding the GIL, named) until every "
-        "run is Running; writes collapsed stacks to this file",
+        "run is Running; writes collapsed stacks to this file, and prints the service's CPU "
+        "per run by thread while the runs were submitted",
     )
     args = parser.parse_args()
     print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")

@@ -231,7 +231,7 @@ def test_a_follower_answers_readiness_and_runs_output_as_the_leader_does(
         answers[0].headers["x-runplane-next-offset"] == answers[1].headers["x-runplane-next-offset"]
     )
     asked = requests_of(follower) - before
-    assert asked["GET pods"] >= 1, asked  # the run's pods, listed
+    assert asked["LIST pods"] >= 1, asked  # the run's pods, listed
     assert asked["GET pods/log"] >= 1, asked  # and their logs asked for
     assert 'method="WATCH"' not in watches(follower)
 

@@ -72,30 +72,53 @@ def service(testbed_cluster: TestbedCluster, home: Path) -> Iterator[str]:
         process.wait(timeout=30)
 
 
-def job(tmp_path: Path) -> dict[str, object]:
+#: Aborted by a threshold, per run, at most (the service's watch has listed its pods).
+ABORTS = 20
+ABORT_BUDGETS = {
+    # Its pod created; once the threshold is breached, the abort's reason written on it and
+    # the pod deleted.
+    "kube_requests{method=POST,resource=pods}": 1.0,
+    "kube_requests{method=PATCH,resource=pods}": 1.0,
+    "kube_requests{method=DELETE,resource=pods}": 1.0,
+    # Nothing else: the run's pods come from the synced watch, not from a list (the API
+    # server filters every pod of the namespace to answer one), and a pod runplane made has
+    # no operator workload to look for. (And the bootstrap's ConfigMap, once per service,
+    # when no run before these made it.)
+    "kube_requests": 3.0 + 1 / ABORTS,
+    "kube_requests{method=LIST,resource=pods}": 0.0,
+}
+
+
+def job(tmp_path: Path, cpu: str = "100m") -> dict[str, object]:
     code = tmp_path / "job.py"
     code.write_text("def handler(context):\n    return 1\n")
     fn = runplane.code_to_function(
         "costs", filename=str(code), handler="handler", image="registry.example/costs:1"
     )
-    fn.with_requests(cpu="100m", mem="16Mi").with_node_selection(
+    fn.with_requests(cpu=cpu, mem="16Mi").with_node_selection(
         node_selector={topology.LIFECYCLE_LABEL: topology.ON_DEMAND}
     )
     fn.spec.annotations = {"runplane.io/test-duration": "3s"}
     return fn.to_dict()
 
 
-def states(home: Path) -> list[str]:
-    """The runs' states, read from the service's database file by this process: asking the
-    service would add the question's own statements to what the runs cost."""
+def states(home: Path, uids: set[str] | None = None) -> list[str]:
+    """The runs' states (of ``uids``, or all), read from the service's database file by this
+    process: asking the service would add the question's own statements to what the runs
+    cost."""
     with sqlite3.connect(f"file:{home / 'service.db'}?mode=ro", uri=True) as database:
-        return [state for (state,) in database.execute("SELECT state FROM runs")]
+        rows = database.execute("SELECT uid, state FROM runs")
+        return [state for uid, state in rows if uids is None or uid in uids]
+
+
+def client(service: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=f"{service}/api/v1", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
+    )
 
 
 def test_a_run_costs_what_its_budget_says(service: str, home: Path, tmp_path: Path) -> None:
-    api = httpx.Client(
-        base_url=f"{service}/api/v1", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30
-    )
+    api = client(service)
     before = meters.scrape(service, TOKEN)
     body = {"function": job(tmp_path)}
     uids = {api.post("/runs", json=body).raise_for_status().json()["uid"] for _ in range(RUNS)}
@@ -108,3 +131,28 @@ def test_a_run_costs_what_its_budget_says(service: str, home: Path, tmp_path: Pa
     over = {k: (spent.get(k, 0.0), most) for k, most in BUDGETS.items() if spent.get(k, 0.0) > most}
     assert not over, f"over budget per run (spent, budget): {over}; all counts: {spent}"
     assert spent["kube_requests{method=POST,resource=pods}"] == 1.0
+
+
+def test_an_abort_lists_nothing_once_the_watch_has_synced(
+    service: str, home: Path, tmp_path: Path
+) -> None:
+    api = client(service)
+    before = meters.scrape(service, TOKEN)
+    # More CPU than any node has: never scheduled, aborted by its threshold two seconds on.
+    body = {
+        "function": job(tmp_path, cpu="1000"),
+        "state_thresholds": {"pending_not_scheduled": "2s"},
+    }
+    uids = {api.post("/runs", json=body).raise_for_status().json()["uid"] for _ in range(ABORTS)}
+    deadline = time.monotonic() + 120
+    while (now := states(home, uids)) != ["aborted"] * ABORTS:
+        assert time.monotonic() < deadline, f"runs not aborted: {sorted(now)}"
+        time.sleep(0.5)
+    spent = meters.per_run(before, meters.scrape(service, TOKEN), ABORTS)
+    over = {
+        k: (spent.get(k, 0.0), most)
+        for k, most in ABORT_BUDGETS.items()
+        if spent.get(k, 0.0) > most
+    }
+    assert not over, f"over budget per aborted run (spent, budget): {over}; all counts: {spent}"
+    assert spent["kube_requests{method=DELETE,resource=pods}"] == 1.0

@@ -492,6 +492,36 @@ def test_watch_relists_on_410_and_reports_what_vanished() -> None:
     assert rest.watched_from == ["10", "30"]
 
 
+def test_a_watch_finds_what_it_knows_by_its_index_as_objects_come_and_go() -> None:
+    def of_run(name: str, version: str, run: str) -> dict[str, Any]:
+        made = obj(name, version)
+        made["metadata"]["labels"][names.RUN_UID] = run
+        return made
+
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+    rest = FakeRest(
+        lists=[
+            listing("10", of_run("a", "9", "r1"), of_run("b", "9", "r1"), of_run("c", "9", "r2")),
+            listing("30", of_run("b", "25", "r2"), of_run("d", "28", "r3")),
+        ],
+        watches=[
+            [
+                {"type": "DELETED", "object": of_run("a", "11", "r1")},
+                {"type": "ADDED", "object": of_run("e", "12", "r2")},
+            ],
+            [gone],  # re-listed: a pod that moved to another key, one vanished, one new
+        ],
+    )
+    watch, _ = run_watch(rest, index=lambda p: p["metadata"]["labels"][names.RUN_UID])
+
+    def named(run: str) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in watch.known_by(run))
+
+    assert (named("r1"), named("r2"), named("r3")) == ([], ["b"], ["d"])
+    assert named("none") == []
+    assert sorted(p["metadata"]["name"] for p in watch.known()) == ["b", "d"]
+
+
 def test_watch_starting_from_an_expired_version_falls_back_to_a_list() -> None:
     rest = FakeRest(
         lists=[listing("50", obj("a", "40"))],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runplane import meters
-from runplane.runtimes.kubernetes.api.rest import resource_of
+from runplane.runtimes.kubernetes.api.rest import resource_of, verb_of
 
 
 def total(meter: str, **labels: str) -> int:
@@ -38,3 +38,22 @@ def test_counts_add_up_by_meter_and_labels():
 )
 def test_a_request_is_counted_by_the_resource_its_path_names(path, resource):
     assert resource_of(path) == resource
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "verb"),
+    [
+        ("GET", "/api/v1/namespaces/runs/pods", {"labelSelector": "a=b"}, "LIST"),
+        ("GET", "/api/v1/namespaces/runs/pods", {"watch": "true"}, "WATCH"),
+        ("GET", "/api/v1/namespaces/runs/pods/train-1", None, "GET"),
+        ("GET", "/api/v1/namespaces/runs/pods/train-1/log", None, "GET"),
+        ("GET", "/api/v1/nodes", None, "LIST"),
+        ("GET", "/api/v1/namespaces/runs", None, "GET"),
+        ("GET", "/apis/kubeflow.org/v2beta1", None, "GET"),
+        ("GET", "/apis/kubeflow.org/v2beta1/namespaces/runs/mpijobs", None, "LIST"),
+        ("POST", "/api/v1/namespaces/runs/pods", None, "POST"),
+        ("DELETE", "/api/v1/namespaces/runs/pods/train-1", None, "DELETE"),
+    ],
+)
+def test_a_read_of_a_collection_is_counted_as_a_list(method, path, query, verb):
+    assert verb_of(method, path, query) == verb

@@ -45,7 +45,7 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
     ``ready(url)`` is called once it accepts connections."""
     import uvicorn
 
-    from runplane.service.api import create_app
+    from runplane.service.api import create_app, prepare_routes
     from runplane.service.server import Server
     from runplane.ui import mount
 
@@ -84,6 +84,7 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
             web.should_exit = True
 
         server.on_deposed = deposed
+        prepare_routes(app)  # before the freeze: what it builds lives as long as the app
         collect_rarely()
         if ready is not None:
             threading.Thread(

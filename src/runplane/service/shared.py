@@ -22,9 +22,12 @@ class Shared:
     live: LiveRuns = field(default_factory=LiveRuns)
     #: Uids of runs as their records change, for live clients.
     feed: RunFeed = field(default_factory=RunFeed)
-    #: Aborts on a cluster are API calls: they run beside the recorder and the monitor.
+    #: Aborts on a cluster are API calls: they run beside the recorder and the monitor. A
+    #: burst of threshold breaches is aborted at once rather than in turns: each abort waits
+    #: on two writes (the reason, the delete) that the API server and etcd take together far
+    #: faster than one after another, and a breach is recorded only when its abort begins.
     aborts: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(
-            max_workers=8, thread_name_prefix="runplane-abort"
+            max_workers=32, thread_name_prefix="runplane-abort"
         )
     )

@@ -86,10 +86,11 @@ class Submitter:
 
         ``gang``: the pod specs of a multi-pod workload, for a coscheduling ``PodGroup`` of
         all of them where the cluster serves one (:mod:`.podgroup`)."""
-        owned = [self._own(manifest) for manifest in manifests]
-        self.check(owned)
-        for configmap in (m for m in owned if m["kind"] == "ConfigMap"):
+        manifests = list(manifests)
+        self.check(manifests)  # owning adds labels and a namespace, which it checks the same
+        for configmap in (m for m in manifests if m["kind"] == "ConfigMap"):
             self._ensure_configmap(configmap)
+        owned = [self._own(m) for m in manifests if m["kind"] != "ConfigMap"]
         for secret in (m for m in owned if m["kind"] == "Secret"):
             self._apply_secret(secret)
         (workload,) = (m for m in owned if m["kind"] not in ("Secret", "ConfigMap"))
@@ -167,12 +168,13 @@ class Submitter:
         log.info("%s %s already exists for this run attempt; not creating another", what, name)
         return theirs
 
-    def _ensure_configmap(self, configmap: dict[str, Any]) -> None:
+    def _ensure_configmap(self, configmap: Mapping[str, Any]) -> None:
         """The bootstrap ConfigMap, created once per namespace and content: its name is its
-        content's hash and it is immutable, so an existing one is already right."""
+        content's hash and it is immutable, so an existing one is already right. Copied (to
+        be owned) only then: it is 70 KB, and copying it cost every run more than its pod."""
         name = configmap["metadata"]["name"]
         if name not in self._known_configmaps:
-            self._create(configmap)
+            self._create(self._own(configmap))
             self._known_configmaps.add(name)
 
     def _apply_secret(self, secret: dict[str, Any]) -> None:

@@ -110,7 +110,7 @@ class RestApi:
     def send(self, method: str, path: str, query: Query = None, **options: Unpack[Options]) -> Any:
         """The answer of a request the server took (2xx), its body not read yet."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
-        verb = "WATCH" if (query or {}).get("watch") else method
+        verb = verb_of(method, path, query)
         meters.count("kube_requests", (("method", verb), ("resource", resource_of(path))))
         headers = {"Accept": JSON}
         body = options.get("body")
@@ -194,14 +194,33 @@ def shutdown(response: urllib3.BaseHTTPResponse) -> None:
         log.debug("closing a streamed response: %s", error)
 
 
-def resource_of(path: str) -> str:
-    """The kind of object a request path names, with its subresource: ``pods``,
-    ``pods/log``, ``nodes``, ``mpijobs`` (how requests are counted)."""
+def _named(path: str) -> list[str]:
+    """What a request path names past its API group and namespace: ``[kind]`` for a
+    collection, ``[kind, name]`` for an object, then its subresource; ``[]`` for discovery."""
     parts = path.strip("/").split("/")
     rest = parts[2:] if parts[0] == "api" else parts[3:]
     if len(rest) >= 3 and rest[0] == "namespaces":
         rest = rest[2:]
+    return rest
+
+
+def resource_of(path: str) -> str:
+    """The kind of object a request path names, with its subresource: ``pods``,
+    ``pods/log``, ``nodes``, ``mpijobs`` (how requests are counted)."""
+    rest = _named(path)
     return "/".join(rest[0:1] + rest[2:3]) or "discovery"  # /apis/<group>/<version>
+
+
+def verb_of(method: str, path: str, query: Query = None) -> str:
+    """The request's verb as the API server's audit names it where it differs from the
+    method: ``WATCH`` for a watch, ``LIST`` for a read of a whole collection (a list of
+    pods costs the server a filter over every pod of the namespace; a ``GET`` of one, a
+    lookup)."""
+    if (query or {}).get("watch"):
+        return "WATCH"
+    if method == "GET" and len(_named(path)) == 1:
+        return "LIST"
+    return method
 
 
 def pods_path(namespace: str, name: str | None = None) -> str:

@@ -17,6 +17,11 @@ A small, kopf-like building block, written against the raw API rather than the c
 * **Clean stop.** ``stop()`` closes the open response from the caller's thread, so the loop
   does not sit in a blocking read until the next event.
 
+What it knows of each object (as last seen) can be read from any thread, all of it or, with an
+``index``, the objects of one key (client-go's indexer): a caller that needs one run's pods
+reads them here, in memory, instead of listing them from the API server, which filters every
+pod of the namespace to answer a label selector.
+
 Objects are passed on as the plain JSON dicts the API sends (no model deserialisation), as the
 handler's readers want them.
 """
@@ -97,6 +102,7 @@ class PodWatch:
         name: str = "runplane-pod-watch",
         path: str | None = None,
         keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        index: Callable[[dict[str, Any]], str] | None = None,
     ) -> None:
         self._rest = rest
         self.namespace = namespace
@@ -113,6 +119,11 @@ class PodWatch:
         self._known: dict[str, dict[str, Any]] = {}
         #: What is kept of each object between events (all of it unless told).
         self._keep = keep
+        #: The key each object is found by in :meth:`known_by` (none unless told), and the
+        #: objects by key, then uid: changed by the loop's thread under ``_indexing``.
+        self._index = index
+        self._indexed: dict[str, dict[str, dict[str, Any]]] = {}
+        self._indexing = threading.Lock()
         self._stop = threading.Event()
         self._synced = threading.Event()
         self._lock = threading.Lock()
@@ -170,6 +181,12 @@ class PodWatch:
     def known(self) -> list[dict[str, Any]]:
         """Every object the loop knows of now, as last seen (a copy; any thread)."""
         return list(dict(self._known).values())
+
+    def known_by(self, key: str) -> list[dict[str, Any]]:
+        """The objects whose ``index`` key is ``key``, as last seen (any thread; the objects
+        are the loop's own: read them, never change them)."""
+        with self._indexing:
+            return list(self._indexed.get(key, {}).values())
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -311,15 +328,38 @@ class PodWatch:
         (pod.get("metadata") or {}).pop("managedFields", None)
         uid = _uid(pod)
         if kind in (DELETED, VANISHED):
-            self._known.pop(uid, None)
+            previous = self._known.pop(uid, None)
+            kept = None
         else:
-            self._known[uid] = pod if self._keep is None else self._keep(pod)
+            previous = self._known.get(uid)
+            kept = self._known[uid] = pod if self._keep is None else self._keep(pod)
+        if self._index is not None:
+            self._reindex(self._index, uid, previous, kept)
         self.stats.events += 1
         meters.count("kube_watch_events", self._meter)
         try:
             self._handler(kind, pod)
         except Exception:  # a consumer's bug must not stop the watch for every other run
             log.exception("pod watch handler failed on %s %s", kind, uid)
+
+    def _reindex(
+        self,
+        index: Callable[[dict[str, Any]], str],
+        uid: str,
+        previous: dict[str, Any] | None,
+        kept: dict[str, Any] | None,
+    ) -> None:
+        """Move ``uid`` from its previous object's key to its new one's (``None``: gone)."""
+        with self._indexing:
+            if previous is not None:
+                key = index(previous)
+                same = self._indexed.get(key)
+                if same is not None:
+                    same.pop(uid, None)
+                    if not same:
+                        del self._indexed[key]
+            if kept is not None:
+                self._indexed.setdefault(index(kept), {})[uid] = kept
 
 
 def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
