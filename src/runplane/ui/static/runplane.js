@@ -85,8 +85,25 @@
     });
   }
 
+  // On a small screen the menu folds behind the Menu button (CSS decides when); without
+  // JavaScript it stays open above the page.
+  function menuToggle() {
+    var toggle = document.querySelector(".menu-toggle");
+    if (!toggle) { return; }
+    document.documentElement.classList.add("js");
+    toggle.hidden = false;
+  }
+
   var rowCounter = 1000;
   document.addEventListener("click", function (event) {
+    var toggle = event.target.closest(".menu-toggle");
+    if (toggle) {
+      var menu = document.getElementById(toggle.getAttribute("aria-controls"));
+      var open = toggle.getAttribute("aria-expanded") !== "true";
+      toggle.setAttribute("aria-expanded", String(open));
+      if (menu) { menu.classList.toggle("open", open); }
+      return;
+    }
     var add = event.target.closest("[data-add-row]");
     if (add) {
       event.preventDefault();
@@ -123,7 +140,7 @@
   });
 
   function start() { liveRuns(); liveRun(); liveLogs(); showManualVolumes(); }
-  document.addEventListener("DOMContentLoaded", start);
+  document.addEventListener("DOMContentLoaded", function () { menuToggle(); start(); });
   document.addEventListener("htmx:afterSettle", start);
   setInterval(durations, 1000);
 })();
