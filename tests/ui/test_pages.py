@@ -152,6 +152,7 @@ PAGES = [
     "/ui/projects/models/functions",
     "/ui/projects/models/functions/trainer",
     "/ui/projects/models/functions/trainer/edit",
+    "/ui/projects/models/serving/new",
     "/ui/projects/nightly/schedules",
     "/ui/settings",
     "/ui/cluster",

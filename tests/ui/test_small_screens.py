@@ -72,6 +72,7 @@ def pages(uid: str, function: str) -> list[str]:
         f"{base}/functions/{function}",
         f"{base}/functions/{function}/edit",
         f"{base}/functions/predictor/deploy",
+        f"{base}/serving/new",
         f"{base}/schedules",
         "/ui/settings",
         "/ui/cluster",

@@ -89,6 +89,18 @@ def field_of(error: RunplaneError) -> str:
     return "form"
 
 
+def base_of_form(text: str) -> Function:
+    """The function a form carries whole (an uploaded file's, a rerun's), as JSON."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise InvalidValueError("function", text, "a function as JSON") from None
+    check_json("function", data, MAX_FUNCTION_BYTES, "fn.to_dict()")
+    if not isinstance(data, dict):
+        raise InvalidValueError("function", data, "a function as JSON")
+    return Function.from_dict(data)
+
+
 def base_function(ui: UI, project: str, form: JobForm) -> Function:
     """What the form starts from: a stored function (by name and version) or the function
     it carries (an uploaded file, a rerun)."""
@@ -96,14 +108,7 @@ def base_function(ui: UI, project: str, form: JobForm) -> Function:
         stored = ui.server.catalog.get(project, form.function, form.version or None)
         fn = Function.from_dict(stored.function)
     elif form.base:
-        try:
-            data = json.loads(form.base)
-        except ValueError:
-            raise InvalidValueError("function", form.base, "a function as JSON") from None
-        check_json("function", data, MAX_FUNCTION_BYTES, "fn.to_dict()")
-        if not isinstance(data, dict):
-            raise InvalidValueError("function", data, "a function as JSON")
-        fn = Function.from_dict(data)
+        fn = base_of_form(form.base)
     else:
         raise InvalidValueError(
             "function",
