@@ -25,6 +25,7 @@ from runplane.ui.pages.newjob import field_of
 from runplane.ui.pane import FIELDS, pane_context
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
+from runplane.ui.wording import worded
 
 Version = Annotated[str, Query(max_length=64)]
 
@@ -150,7 +151,8 @@ def router(ui: UI) -> APIRouter:
             try:  # the service's policies, as a run of it would meet them
                 await run_in_threadpool(render, fn, ui.server.settings, None, session.who.role)
             except RunplaneError as error:
-                errors[field_of(error)] = str(error)
+                where = field_of(error)
+                errors[where] = worded(where, None, error)
         if errors:
             return edit_page(request, session, project, name, form, fn.kind.value, errors, 422)
         saved = await run_in_threadpool(catalog.store, fn, session.who.user, session.who.admin)

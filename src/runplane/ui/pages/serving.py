@@ -25,6 +25,7 @@ from runplane.ui.pages.newjob import base_of_form, field_of
 from runplane.ui.pane import FIELDS, pane_context
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
+from runplane.ui.wording import worded
 
 
 def router(ui: UI) -> APIRouter:
@@ -96,7 +97,8 @@ def router(ui: UI) -> APIRouter:
                 check_servable(fn)
                 await run_in_threadpool(render, fn, ui.server.settings, None, session.who.role)
             except RunplaneError as error:
-                errors[field_of(error)] = str(error)
+                where = field_of(error)
+                errors[where] = worded(where, None, error)
         if errors:
             return page(request, session, project, form, values, errors, 422)
         try:

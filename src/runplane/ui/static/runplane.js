@@ -139,7 +139,22 @@
     event.detail.headers["X-CSRF-Token"] = csrf();
   });
 
-  function start() { liveRuns(); liveRun(); liveLogs(); showManualVolumes(); }
+  // A field whose error text the check filled in is marked invalid (aria-invalid and its
+  // style), and unmarked once the text is gone: the check updates the texts, not the fields.
+  function markInvalid() {
+    document.querySelectorAll(".field-error[id^='err-']").forEach(function (error) {
+      var bad = error.textContent.trim() !== "";
+      var fields = document.querySelectorAll("[aria-describedby~='" + error.id + "']");
+      if (!fields.length && error.closest(".row")) {
+        fields = error.closest(".row").querySelectorAll("input, select");
+      }
+      fields.forEach(function (field) {
+        if (bad) { field.setAttribute("aria-invalid", "true"); } else { field.removeAttribute("aria-invalid"); }
+      });
+    });
+  }
+
+  function start() { liveRuns(); liveRun(); liveLogs(); showManualVolumes(); markInvalid(); }
   document.addEventListener("DOMContentLoaded", function () { menuToggle(); start(); });
   document.addEventListener("htmx:afterSettle", start);
   setInterval(durations, 1000);
