@@ -159,6 +159,8 @@ PAGES = [
     "/ui/projects/nightly/schedules",
     "/ui/settings",
     "/ui/cluster",
+    "/ui/new-project",
+    "/ui/projects/flow/settings",
 ]
 #: Roles whose nodes a user operates or reads: each must have a name.
 CONTROLS = {"button", "textbox", "combobox", "checkbox", "link", "DisclosureTriangle"}

@@ -74,6 +74,8 @@ def pages(uid: str, function: str) -> list[str]:
         f"{base}/functions/predictor/deploy",
         f"{base}/serving/new",
         f"{base}/schedules",
+        f"{base}/settings",
+        "/ui/new-project",
         "/ui/settings",
         "/ui/cluster",
     ]

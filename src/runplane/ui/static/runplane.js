@@ -132,6 +132,10 @@
     });
   }
   document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("select[data-autosubmit]") && event.target.value) {
+      event.target.form.submit();
+      return;
+    }
     if (event.target.matches && event.target.matches("select[data-shows]")) { showManualVolumes(); }
   });
 
