@@ -22,11 +22,11 @@ from starlette.concurrency import run_in_threadpool
 
 from runplane.errors import InvalidValueError, RunplaneError
 from runplane.rendering import RunRef, render
+from runplane.rendering.summary import Elided, elided_yaml, summary
 from runplane.runs import RunRecord, RunState
 from runplane.service.projects import ProjectRecord
 from runplane.service.records import RunListing
 from runplane.spec.function import Function
-from runplane.ui.runsummary import Elided, elided_yaml, summary
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
 
@@ -150,7 +150,7 @@ class Manifests:
     qos: str
     lints: list[str]
     error: str
-    #: What the run got, in words (:func:`runplane.ui.runsummary.summary`).
+    #: What the run got, in words (:func:`runplane.rendering.summary.summary`).
     summary: list[tuple[str, str]] = field(default_factory=list)
     #: The long texts set apart from the YAML, expanded on demand.
     apart: list[Elided] = field(default_factory=list)
