@@ -164,6 +164,9 @@ def main() -> None:
                 f"/ui/projects/{PROJECT}/jobs/new",
                 f"/ui/projects/{PROJECT}/functions",
                 f"/ui/projects/{PROJECT}/schedules",
+                f"/ui/projects/{PROJECT}/settings",
+                f"/ui/projects/{PROJECT}/serving/new",
+                "/ui/new-project",
                 "/ui/settings",
                 "/ui/cluster",
             ]

@@ -198,6 +198,9 @@ def test_cli_run_runs_get_and_logs(tmp_path):
     shown = cli("get", "run", uid, check=True).stdout
     assert "attempts" in shown
     assert "completed" in shown
+    assert "what it got" in shown  # as the run's page says it
+    assert "memory 256Mi" in shown
+    assert "1: on " in shown
     assert detail["state"] == "completed"
     assert detail["results"] == {"epochs": 4, "return": {"epochs": 4}}
     assert [t["state"] for t in detail["transitions"]] == [

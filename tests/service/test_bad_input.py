@@ -209,7 +209,8 @@ def test_new_jobs_gpu_limit_is_a_number_or_a_field_error(server, client, functio
     form = {"csrf": csrf, "base": json.dumps(function_dict()), "gpu_limit": gpus}
     answer = pages.post("/ui/projects/default/jobs/new/check", data=form)
     assert answer.status_code == 200, answer.text[:2000]
-    assert "GPUs are a whole number from 0 to 4096" in answer.text
+    assert "is not a whole number of GPUs; use 0 to 4096, as 1" in answer.text
+    assert "GPU limit: " in answer.text
 
 
 @pytest.mark.parametrize(

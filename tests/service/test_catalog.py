@@ -99,3 +99,19 @@ def test_versions_are_named_by_tag_or_an_unambiguous_hash_prefix(client, server,
     made = client.post(FUNCTIONS, headers=USER, json=tagged).json()
     assert client.get(JOB, headers=USER, params={"version": "abc"}).json()["hash"] == made["hash"]
     assert client.get(JOB, headers=USER, params={"version": "v9"}).status_code == 404
+
+
+def test_the_version_just_stored_is_the_latest_even_when_an_older_one_had_its_content(
+    client, function_dict
+):
+    first = client.post(FUNCTIONS, headers=USER, json=function_dict()).json()
+    changed = function_dict("def handler(context):\n    return {'second': True}\n")
+    second = client.post(FUNCTIONS, headers=USER, json=changed).json()
+    again = client.post(FUNCTIONS, headers=USER, json=function_dict())
+    assert again.status_code == 201
+    assert again.json()["hash"] == first["hash"]
+    assert client.get(JOB, headers=USER).json()["hash"] == first["hash"]
+    versions = client.get(f"{JOB}/versions", headers=USER).json()
+    assert [v["hash"] for v in versions] == [first["hash"], second["hash"]]  # no duplicate
+    latest = client.get("/api/v1/projects/default/functions", headers=USER).json()
+    assert [f["hash"] for f in latest if f["name"] == "job"] == [first["hash"]]

@@ -66,7 +66,10 @@ def test_a_refused_edit_says_why_at_the_field(page: Page, api: httpx.Client) -> 
     page.get_by_label("Memory request").fill("2Gi")
     page.get_by_label("Memory limit").fill("1Gi")
     page.get_by_role("button", name="Save as new version").click()
-    expect(page.locator("#err-mem_limit")).to_contain_text("request '2Gi' is above the limit")
+    expect(page.locator("#err-mem_limit")).to_have_text(
+        "Memory limit: '1Gi' is below the Memory request '2Gi'; a request must be at most its "
+        "limit: raise the limit or lower the request"
+    )
     assert len(api.get("/projects/models/functions/strict/versions").json()) == 1
 
 
@@ -152,9 +155,12 @@ PAGES = [
     "/ui/projects/models/functions",
     "/ui/projects/models/functions/trainer",
     "/ui/projects/models/functions/trainer/edit",
+    "/ui/projects/models/serving/new",
     "/ui/projects/nightly/schedules",
     "/ui/settings",
     "/ui/cluster",
+    "/ui/new-project",
+    "/ui/projects/flow/settings",
 ]
 #: Roles whose nodes a user operates or reads: each must have a name.
 CONTROLS = {"button", "textbox", "combobox", "checkbox", "link", "DisclosureTriangle"}

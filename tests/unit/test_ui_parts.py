@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 import runplane
-from runplane.errors import InvalidValueError
 from runplane.service.auth import Principal
 from runplane.service.feed import RunFeed
 from runplane.ui import present, sessions
@@ -182,9 +181,7 @@ def test_the_form_applies_each_field_with_the_sdk_call(tmp_path):
     assert again.volumes_mode == "manual"
 
 
-def test_refused_fields_carry_the_sdk_message_and_leave_the_rest(tmp_path):
-    with pytest.raises(InvalidValueError) as sdk:
-        runplane.new_function("x").with_requests(cpu="lots")
+def test_refused_fields_are_worded_for_the_form_and_leave_the_rest(tmp_path):
     form = JobForm(
         cpu_request="lots",
         mem_request="2Gi",
@@ -196,14 +193,23 @@ def test_refused_fields_carry_the_sdk_message_and_leave_the_rest(tmp_path):
         thresholds={"running": "soon"},
     )
     fn, errors = form.apply(_function(tmp_path))
-    assert errors["cpu_request"] == str(sdk.value)
-    assert "request '2Gi' is above the limit '1Gi'" in errors["mem_limit"]
+    assert errors["cpu_request"] == (
+        "CPU request: 'lots' is not a quantity; use cores, as 500m, 1 or 2.5"
+    )
+    assert errors["mem_limit"] == (
+        "Memory limit: '1Gi' is below the Memory request '2Gi'; a request must be at most its "
+        "limit: raise the limit or lower the request"
+    )
     assert errors["node_selector"] == (
         "node selector keys must be unique; 'k' appears more than once"
     )
-    assert errors["vol-0"].startswith("volume_mount_path: 'relative/path' is not valid")
-    assert errors["env-0"].startswith("env name")
-    assert errors["threshold.running"].startswith("set_state_thresholds")
+    assert errors["vol-0"].startswith("Volume row 1, Mount path: 'relative/path' is not valid")
+    assert errors["env-0"].startswith("Variable row 1")
+    assert errors["threshold.running"] == (
+        "running threshold: 'soon' is not a duration; use 1h, 30 minutes, 1 minute and 30s, or "
+        "-1 for never"
+    )
+    assert not [e for e in errors.values() if "with_" in e or "9223372036854775807" in e]
     assert fn.spec.resources.requests == {"memory": "2Gi"}
 
 

@@ -96,9 +96,14 @@ def attempts_table(record: RunRecord) -> Any:
 
 
 def run_detail(
-    record: RunRecord, usage: tuple[int, float] | None = None, cost: str = ""
+    record: RunRecord,
+    usage: tuple[int, float] | None = None,
+    cost: str = "",
+    got: list[tuple[str, str]] | None = None,
 ) -> list[Any]:
-    """What ``runplane get run`` prints: a summary, the attempts, the transitions."""
+    """What ``runplane get run`` prints: a summary, what the run got (as the run's page says
+    it, :func:`runplane.rendering.summary.summary`), the attempts, the transitions."""
+    from rich.markup import escape
     from rich.table import Table
 
     summary = Table.grid(padding=(0, 2))
@@ -140,9 +145,14 @@ def run_detail(
         transitions.add_row(
             _clock(transition.at), transition.state, transition.reason or "-", transition.message
         )
+    parts: list[Any] = [summary, ""]
+    if got:
+        received = Table.grid(padding=(0, 2))
+        for what, words in got:
+            received.add_row(escape(what.lower()), escape(words))
+        parts += ["[bold]what it got[/]", received, ""]
     return [
-        summary,
-        "",
+        *parts,
         "[bold]attempts[/]",
         attempts_table(record),
         "",

@@ -25,6 +25,7 @@ from runplane.runs import RunState
 
 if TYPE_CHECKING:
     from runplane.client import Backend
+    from runplane.config import Settings
     from runplane.runs import RunRecord
     from runplane.spec.run_options import RunOptions
 
@@ -164,6 +165,24 @@ def _follow(service: Backend, uid: str, console: Any) -> RunRecord:
     return record
 
 
+def _what_it_got(record: RunRecord, settings: Settings) -> list[tuple[str, str]]:
+    """The run's settings as its pod got them, as the run's page says them; nothing where its
+    function no longer renders (a setting since refused)."""
+    from runplane.errors import RunplaneError
+    from runplane.rendering import RunRef, render
+    from runplane.rendering.summary import summary
+    from runplane.spec.function import Function
+
+    try:
+        attempt = record.attempts[-1].number if record.attempts else 1
+        rendered = render(
+            Function.from_dict(record.function), settings, run=RunRef(record.uid, attempt)
+        )
+    except RunplaneError:
+        return []
+    return summary(record, rendered.pod_spec, rendered.qos.value)
+
+
 @click.group("get", epilog=example("runplane get nodes", "runplane get run 3f2a9c"))
 def get_group() -> None:
     """Show objects: lists of them (runs, functions, nodes...), or one in detail."""
@@ -177,7 +196,10 @@ def get_group() -> None:
     type=click.Choice(["table", "yaml", "json"]),
     default="table",
     show_default=True,
-    help="table: a summary, the attempts and the transitions; yaml or json: the whole record.",
+    help=(
+        "table: a summary, what it got (placement, resources, volumes, variables), the "
+        "attempts and the transitions; yaml or json: the whole record."
+    ),
 )
 def get_run(uid: str, output: str) -> None:
     """Show a run: its state, attempts, transitions, results and usage."""
@@ -195,7 +217,8 @@ def get_run(uid: str, output: str) -> None:
         groups, on_demand = configured(current())
         cost = run_cost(record, groups, on_demand) if record.finished else None
         console = terminal()
-        for part in run_detail(record, usage, cost.describe() if cost else ""):
+        got = _what_it_got(record, current())
+        for part in run_detail(record, usage, cost.describe() if cost else "", got):
             console.print(part)
         return
     data = record.to_json()

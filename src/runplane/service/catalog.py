@@ -68,7 +68,9 @@ class FunctionCatalog:
         self._sessions = session_factory(engine)
 
     def store(self, function: Function, user: str, admin: bool = False) -> StoredFunction:
-        """Store ``function`` as a new version, or return the version with the same content.
+        """Store ``function`` as the newest version. Content equal to an older version's
+        makes that version the newest again (saved now, by ``user``): what was just saved is
+        what the name means, whatever was stored between.
 
         The first version makes ``user`` the name's owner; later versions are the owner's or
         an admin's to store (``PolicyError`` otherwise).
@@ -80,9 +82,13 @@ class FunctionCatalog:
                 owner = self._claim(session, project, name, user)
                 if owner != user and not admin:
                     raise _not_yours(project, name, user)
+                newest = session.scalars(self._versions(project, name).limit(1)).first()
+                if newest is not None and newest.hash == digest:
+                    return _record(newest)
                 same = session.scalars(self._versions(project, name, hash=digest)).first()
-                if same is not None:
-                    return _record(same)
+                if same is not None:  # an older version: it moves to the top, a new row
+                    session.delete(same)
+                    session.flush()
                 row = FunctionVersion(
                     project=project,
                     name=name,

@@ -31,6 +31,7 @@ from runplane.spec.volumes import (
     mount_secret,
     mount_v3io,
 )
+from runplane.ui.wording import worded
 
 #: Field -> message, for the fields that were refused.
 Errors = dict[str, str]
@@ -202,7 +203,7 @@ class JobForm:
             try:
                 call()
             except RunplaneError as error:
-                errors.setdefault(where, str(error))
+                errors.setdefault(where, worded(where, self.typed(where), error))
 
         if self.name:
             attempt("name", lambda: setattr(fn.metadata, "name", self.name))
@@ -272,6 +273,13 @@ class JobForm:
         fn.spec.env = [entry for entry in fn.spec.env if _env_row(entry) is None]
         for index, row in enumerate(self.env):
             attempt(f"env-{index}", lambda row=row: _set_env(fn, row))  # type: ignore[misc]
+
+    def typed(self, where: str) -> str:
+        """What the user typed into the field ``where`` ("" for a row)."""
+        if where.startswith("threshold."):
+            return self.thresholds.get(where.removeprefix("threshold."), "")
+        value = getattr(self, where, "")
+        return value if isinstance(value, str) else ""
 
     def unknown_priority(self, usable: Iterable[str]) -> bool:
         """Whether the chosen class is not one this user may pick (a rerun of someone

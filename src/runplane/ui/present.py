@@ -60,6 +60,16 @@ def size(amount: int | float | None) -> str:
     return str(amount)
 
 
+def cpu_time(seconds: float | None) -> str:
+    """CPU seconds to the precision that says something: a short run's few milliseconds
+    are not "0.00 s"."""
+    if not seconds:
+        return "0 s"
+    if seconds < 0.1:
+        return f"{seconds * 1000:.1f} ms"
+    return f"{seconds:.2f} s" if seconds < 100 else f"{seconds:.0f} s"
+
+
 def millicores(amount: int | None) -> str:
     """CPU in placement's millicores, as a user writes it (``500m``, ``2``)."""
     if amount is None:
@@ -99,6 +109,7 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "duration": duration,
     "run_duration": run_duration,
     "size": size,
+    "cpu_time": cpu_time,
     "resource": resource,
     "resource_of": resource,
     "resources": resources,

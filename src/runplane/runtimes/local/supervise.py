@@ -211,7 +211,8 @@ class Supervisor:
             except OSError as error:  # the group stays; the next runplane here removes it
                 log.warning("could not remove the cgroup %s: %s", group.path, error)
         assert counters is not None  # the wait completed: the group was emptied and counted
-        usage = Usage(counters.peak_memory, counters.cpu_seconds)
+        forked = self.warm is not None and not run.fresh
+        usage = _final(counters, exit, unmeasured=forked and not run.inherited)
         if run.abort is not None:
             self._aborted(run, usage, returncode)
             return
@@ -381,6 +382,19 @@ def _take_back(run_dir: Path, user: RunUser | None) -> None:
     Secret volumes are gone."""
     RunUsers.take_back(run_dir, user)
     secretvolumes.remove(run_dir)
+
+
+def _final(counters: Counters, exit: Exit, unmeasured: bool) -> Usage:
+    """A finished run's usage: its group's counters, charged as a fresh process would be
+    (:func:`_charged`). ``unmeasured``: the run was forked warm and what it inherited could not
+    be measured (:mod:`.footprint`), so its group counted only the few MiB it added to the
+    fork server's pages; its peak is then at least its process's own resident peak
+    (``wait4``), which counts every page it had. Its CPU time is never less than what
+    ``wait4`` says either."""
+    peak = counters.peak_memory
+    if unmeasured:
+        peak = max(peak, exit.peak_memory)
+    return Usage(peak, max(counters.cpu_seconds, exit.cpu_seconds))
 
 
 def _usage(run: LocalRun, group: RunGroup) -> tuple[int, float]:

@@ -25,6 +25,7 @@ from runplane.ui.pages.newjob import field_of
 from runplane.ui.pane import FIELDS, pane_context
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
+from runplane.ui.wording import worded
 
 Version = Annotated[str, Query(max_length=64)]
 
@@ -33,11 +34,47 @@ Version = Annotated[str, Query(max_length=64)]
 _MAX_FORM_NUMBER = 2**31 - 1
 
 
+#: The serving form's fields, by name, as their labels say them.
+SERVING_LABELS = {
+    "min_replicas": "Replicas min",
+    "max_replicas": "Replicas max",
+    "workers": "Workers",
+    "worker_timeout": "Worker timeout (s)",
+}
+
+
 def _int_or_none(field: str, text: str) -> int | None:
-    """A whole number of the deploy form, or ``None`` when left empty."""
+    """A whole number of the deploy form, or ``None`` when left empty; refused in the words of
+    the field's label."""
     if not text.strip():
         return None
     return whole_number(field, text, 0, _MAX_FORM_NUMBER, "2")
+
+
+def apply_serving(fn: Function, values: dict[str, str]) -> dict[str, str]:
+    """The replicas and workers typed into ``values`` set on ``fn``; what is refused, by field,
+    in the words of its label. Min and max are checked together, as typed: never the one
+    against the other's stored value."""
+    errors: dict[str, str] = {}
+    numbers: dict[str, int | None] = {}
+    for key, label in SERVING_LABELS.items():
+        try:
+            numbers[key] = _int_or_none(label, values.get(key, ""))
+        except RunplaneError as error:
+            errors[key] = str(error)
+    low, high = numbers.get("min_replicas"), numbers.get("max_replicas")
+    if low is not None and high is not None and low > high:
+        errors["min_replicas"] = (
+            f"Replicas min: {low} is above Replicas max {high}; min must be at most max "
+            "(example: 1 and 4)"
+        )
+    if errors:
+        return errors
+    fn.spec.max_replicas = None  # so that the pair is never checked half set
+    fn.spec.min_replicas = low
+    fn.spec.max_replicas = high
+    fn.with_http(workers=numbers["workers"], worker_timeout=numbers["worker_timeout"])
+    return errors
 
 
 def _suggestion(ui: UI, session: Session, project: str, name: str) -> dict[str, Any] | None:
@@ -114,7 +151,8 @@ def router(ui: UI) -> APIRouter:
             try:  # the service's policies, as a run of it would meet them
                 await run_in_threadpool(render, fn, ui.server.settings, None, session.who.role)
             except RunplaneError as error:
-                errors[field_of(error)] = str(error)
+                where = field_of(error)
+                errors[where] = worded(where, None, error)
         if errors:
             return edit_page(request, session, project, name, form, fn.kind.value, errors, 422)
         saved = await run_in_threadpool(catalog.store, fn, session.who.user, session.who.admin)
@@ -132,12 +170,14 @@ def router(ui: UI) -> APIRouter:
         message: str = "",
         error: str = "",
         status_code: int = 200,
+        errors: dict[str, str] | None = None,
     ) -> Response:
         context = {
             "project": project,
             "nav": "functions",
             "name": name,
             "values": values,
+            "errors": errors or {},
             "message": message,
             "error": error,
             "deployable": ui.server.runs.runtime.capabilities.deploy,
@@ -170,12 +210,18 @@ def router(ui: UI) -> APIRouter:
                 raise RunplaneError(
                     f"{name} is a {fn.kind.value} function; only serving functions are deployed"
                 )
-            fn.spec.min_replicas = _int_or_none("min_replicas", values["min_replicas"])
-            fn.spec.max_replicas = _int_or_none("max_replicas", values["max_replicas"])
-            fn.with_http(
-                workers=_int_or_none("workers", values["workers"]),
-                worker_timeout=_int_or_none("worker_timeout", values["worker_timeout"]),
-            )
+            errors = apply_serving(fn, values)
+            if errors:
+                return deploy_page(
+                    request,
+                    session,
+                    project,
+                    name,
+                    values,
+                    error="; ".join(errors.values()),
+                    status_code=422,
+                    errors=errors,
+                )
             await run_in_threadpool(catalog.store, fn, session.who.user, session.who.admin)
             applied = await run_in_threadpool(ui.server.deploy, fn, session.who)
         except RunplaneError as error:

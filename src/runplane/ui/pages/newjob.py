@@ -25,6 +25,7 @@ from runplane.errors import InvalidValueError, RunplaneError
 from runplane.rendering import render
 from runplane.runtimes.request import build_request
 from runplane.service.access import usable_priority_classes
+from runplane.service.auth import check_secret_grant
 from runplane.service.preflight import Placement
 from runplane.service.schedules import check_cron, next_fires
 from runplane.spec.bounds import check_json
@@ -41,6 +42,7 @@ from runplane.ui.pages.runs import visible_run
 from runplane.ui.pane import FIELDS, pane_context
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
+from runplane.ui.wording import worded
 
 #: A function carried in the form, as the API bounds an inline one.
 MAX_FUNCTION_BYTES = 2 << 20
@@ -67,6 +69,13 @@ class Checked:
         return self.fn is not None and not self.errors
 
 
+def runtime_field(error: RunplaneError) -> str:
+    """The form field a runtime's refusal belongs to: a volume's is the Volumes field's."""
+    if str(error).startswith("volume ") or "local.volumes" in str(error):
+        return "volumes_mode"
+    return field_of(error)
+
+
 def field_of(error: RunplaneError) -> str:
     """The form field a refusal from the service's checks belongs to."""
     where = str(getattr(error, "field", "") or "")
@@ -89,6 +98,18 @@ def field_of(error: RunplaneError) -> str:
     return "form"
 
 
+def base_of_form(text: str) -> Function:
+    """The function a form carries whole (an uploaded file's, a rerun's), as JSON."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise InvalidValueError("function", text, "a function as JSON") from None
+    check_json("function", data, MAX_FUNCTION_BYTES, "fn.to_dict()")
+    if not isinstance(data, dict):
+        raise InvalidValueError("function", data, "a function as JSON")
+    return Function.from_dict(data)
+
+
 def base_function(ui: UI, project: str, form: JobForm) -> Function:
     """What the form starts from: a stored function (by name and version) or the function
     it carries (an uploaded file, a rerun)."""
@@ -96,14 +117,7 @@ def base_function(ui: UI, project: str, form: JobForm) -> Function:
         stored = ui.server.catalog.get(project, form.function, form.version or None)
         fn = Function.from_dict(stored.function)
     elif form.base:
-        try:
-            data = json.loads(form.base)
-        except ValueError:
-            raise InvalidValueError("function", form.base, "a function as JSON") from None
-        check_json("function", data, MAX_FUNCTION_BYTES, "fn.to_dict()")
-        if not isinstance(data, dict):
-            raise InvalidValueError("function", data, "a function as JSON")
-        fn = Function.from_dict(data)
+        fn = base_of_form(form.base)
     else:
         raise InvalidValueError(
             "function",
@@ -134,17 +148,27 @@ def check(ui: UI, session: Session, project: str, form: JobForm) -> Checked:
         try:  # the policy's own words: the class is unknown, or not for this role
             render(fn, ui.server.settings, role=role)
         except RunplaneError as error:
-            checked.errors["priority"] = str(error)
+            checked.errors["priority"] = worded("priority", None, error)
     if not checked.errors:
         try:
-            build_request(fn, ui.server.settings, uid="0" * 32, params=form.run_params, role=role)
+            request = build_request(
+                fn, ui.server.settings, uid="0" * 32, params=form.run_params, role=role
+            )
             rendered = render(fn, ui.server.settings, role=role)
             checked.placement = ui.server.placement(fn, role)
         except RunplaneError as error:
-            checked.errors[field_of(error)] = str(error)
+            where = field_of(error)
+            checked.errors[where] = worded(where, None, error)
         else:
             checked.qos = rendered.qos.value
             checked.lints = [str(lint) for lint in rendered.lints]
+            try:  # what Run now would refuse: a Secret not granted, then (only then, so
+                # that nobody learns of Secrets they may not use) an unmapped volume, say
+                check_secret_grant(fn, session.who)
+                ui.server.runs.runtime.check(request)
+            except RunplaneError as error:
+                where = runtime_field(error)
+                checked.errors[where] = worded(where, None, error)
     checked.fn = fn
     return checked
 
@@ -273,7 +297,7 @@ def router(ui: UI) -> APIRouter:
             try:
                 check_cron(form.cron)
             except RunplaneError as error:
-                checked.errors["cron"] = str(error)
+                checked.errors["cron"] = worded("cron", form.cron, error)
         elif (
             action == "run"
             and checked.placement is not None
@@ -318,7 +342,7 @@ def router(ui: UI) -> APIRouter:
                 )
             )
         except RunplaneError as error:
-            checked.errors[field_of(error)] = str(error)
+            checked.errors[runtime_field(error)] = worded(runtime_field(error), None, error)
             return ui.page(request, "newjob.html", session, context(session, project, checked), 422)
         return RedirectResponse(f"{ROOT}/runs/{record.uid}", status_code=303)
 

@@ -11,7 +11,7 @@ through :mod:`runplane.ui.live`.
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from runplane.errors import InvalidValueError, RunplaneError
 from runplane.rendering import RunRef, render
-from runplane.rendering.text import manifests_yaml
+from runplane.rendering.summary import Elided, elided_yaml, summary
 from runplane.runs import RunRecord, RunState
 from runplane.service.projects import ProjectRecord
 from runplane.service.records import RunListing
@@ -150,6 +150,10 @@ class Manifests:
     qos: str
     lints: list[str]
     error: str
+    #: What the run got, in words (:func:`runplane.rendering.summary.summary`).
+    summary: list[tuple[str, str]] = field(default_factory=list)
+    #: The long texts set apart from the YAML, expanded on demand.
+    apart: list[Elided] = field(default_factory=list)
 
 
 def manifests_of(ui: UI, record: RunRecord) -> Manifests:
@@ -160,11 +164,14 @@ def manifests_of(ui: UI, record: RunRecord) -> Manifests:
         rendered = render(fn, ui.server.settings, run=RunRef(record.uid, attempt))
     except RunplaneError as error:
         return Manifests("", "", [], str(error))
+    text, apart = elided_yaml(rendered.manifests)
     return Manifests(
-        manifests_yaml(rendered.manifests),
+        text,
         rendered.qos.value,
         [str(lint) for lint in rendered.lints],
         "",
+        summary(record, rendered.pod_spec, rendered.qos.value),
+        apart,
     )
 
 

@@ -85,8 +85,25 @@
     });
   }
 
+  // On a small screen the menu folds behind the Menu button (CSS decides when); without
+  // JavaScript it stays open above the page.
+  function menuToggle() {
+    var toggle = document.querySelector(".menu-toggle");
+    if (!toggle) { return; }
+    document.documentElement.classList.add("js");
+    toggle.hidden = false;
+  }
+
   var rowCounter = 1000;
   document.addEventListener("click", function (event) {
+    var toggle = event.target.closest(".menu-toggle");
+    if (toggle) {
+      var menu = document.getElementById(toggle.getAttribute("aria-controls"));
+      var open = toggle.getAttribute("aria-expanded") !== "true";
+      toggle.setAttribute("aria-expanded", String(open));
+      if (menu) { menu.classList.toggle("open", open); }
+      return;
+    }
     var add = event.target.closest("[data-add-row]");
     if (add) {
       event.preventDefault();
@@ -115,6 +132,10 @@
     });
   }
   document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("select[data-autosubmit]") && event.target.value) {
+      event.target.form.submit();
+      return;
+    }
     if (event.target.matches && event.target.matches("select[data-shows]")) { showManualVolumes(); }
   });
 
@@ -122,8 +143,23 @@
     event.detail.headers["X-CSRF-Token"] = csrf();
   });
 
-  function start() { liveRuns(); liveRun(); liveLogs(); showManualVolumes(); }
-  document.addEventListener("DOMContentLoaded", start);
+  // A field whose error text the check filled in is marked invalid (aria-invalid and its
+  // style), and unmarked once the text is gone: the check updates the texts, not the fields.
+  function markInvalid() {
+    document.querySelectorAll(".field-error[id^='err-']").forEach(function (error) {
+      var bad = error.textContent.trim() !== "";
+      var fields = document.querySelectorAll("[aria-describedby~='" + error.id + "']");
+      if (!fields.length && error.closest(".row")) {
+        fields = error.closest(".row").querySelectorAll("input, select");
+      }
+      fields.forEach(function (field) {
+        if (bad) { field.setAttribute("aria-invalid", "true"); } else { field.removeAttribute("aria-invalid"); }
+      });
+    });
+  }
+
+  function start() { liveRuns(); liveRun(); liveLogs(); showManualVolumes(); markInvalid(); }
+  document.addEventListener("DOMContentLoaded", function () { menuToggle(); start(); });
   document.addEventListener("htmx:afterSettle", start);
   setInterval(durations, 1000);
 })();
