@@ -47,6 +47,7 @@ COMBINATIONS: dict[str, list[str]] = {
         "leaderElection.enabled=false",
         "ingress.enabled=true",
         "ingress.tlsSecret=runplane-tls",
+        "trustedProxies={10.244.0.0/16,fd00::/64}",
         "priorityClasses.create=false",
         "spot.preset=gke",
         "tokens.list[0].token=a-token-of-the-tests-0123456789",
@@ -261,6 +262,7 @@ def test_nodeport_and_external_database(helm: Path, helm_env: dict[str, str]) ->
         (["tokens.list[0].token=short", "tokens.list[0].user=a"], "minLength: got 5, want 16"),
         (["replica=3"], "additional properties 'replica' not allowed"),  # a misspelt value
         (["service.type=ExternalName"], "value must be one of 'ClusterIP', 'NodePort'"),
+        (["trustedProxies={*}"], "'*' does not match pattern"),  # every caller believed
     ],
 )
 def test_values_that_cannot_work_are_refused_saying_what_to_change(
@@ -293,6 +295,8 @@ def test_the_configuration_file_is_valid_runplane_settings(
     assert settings.service.leader_election.enabled == (combination != "one-replica-ingress")
     assert settings.service.instance == "rp"
     assert settings.priority_classes.value_of("runplane-system") == 1_000_000
+    behind_ingress = ["10.244.0.0/16", "fd00::/64"] if combination == "one-replica-ingress" else []
+    assert settings.service.trusted_proxies == behind_ingress
 
 
 def chart_app_version() -> str:

@@ -103,6 +103,9 @@ url
 {{- if .Values.leaderElection.enabled -}}
 {{- $_ := set $service "leader_election" (dict "enabled" true "lease_name" .Values.leaderElection.leaseName) -}}
 {{- end -}}
+{{- with .Values.trustedProxies -}}
+{{- $_ := set $service "trusted_proxies" . -}}
+{{- end -}}
 {{- $classes := dict "valid" .Values.priorityClasses.valid "system" .Values.priorityClasses.system "values" .Values.priorityClasses.values "allowed_roles" .Values.priorityClasses.allowedRoles -}}
 {{- $chart := dict "namespace" (include "runplane.runsNamespace" .) "service" $service "priority_classes" $classes "preemptible_nodes_preset" .Values.spot.preset -}}
 {{- if .Values.spot.nodes -}}
