@@ -174,6 +174,9 @@ def test_the_default_install(helm: Path, helm_env: dict[str, str]) -> None:
     pod = deployment["spec"]["template"]["spec"]
     assert pod["containers"][0]["image"] == f"runplane.local/runplane:{chart_app_version()}"
     assert pod["priorityClassName"] == "runplane-system"
+    # A stopping replica serves on while it leaves the endpoints, within its grace.
+    assert pod["containers"][0]["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
+    assert pod["terminationGracePeriodSeconds"] == 45
     (service,) = [s for s in by_kind(objects, "Service") if s["metadata"]["name"] == "rp-runplane"]
     assert service["spec"]["type"] == "ClusterIP"
     assert by_kind(objects, "ClusterRole") == []
@@ -263,6 +266,7 @@ def test_nodeport_and_external_database(helm: Path, helm_env: dict[str, str]) ->
         (["replica=3"], "additional properties 'replica' not allowed"),  # a misspelt value
         (["service.type=ExternalName"], "value must be one of 'ClusterIP', 'NodePort'"),
         (["trustedProxies={*}"], "'*' does not match pattern"),  # every caller believed
+        (["preStopSleepSeconds=45"], "leaves nothing of terminationGracePeriodSeconds (45)"),
     ],
 )
 def test_values_that_cannot_work_are_refused_saying_what_to_change(

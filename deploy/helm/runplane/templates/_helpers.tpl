@@ -92,6 +92,9 @@ url
 {{- if not (has .Values.service.type (list "ClusterIP" "NodePort" "LoadBalancer")) -}}
 {{- fail (printf "service.type: %q is not ClusterIP, NodePort or LoadBalancer (an Ingress: ingress.enabled=true)" .Values.service.type) -}}
 {{- end -}}
+{{- if ge (int .Values.preStopSleepSeconds) (int .Values.terminationGracePeriodSeconds) -}}
+{{- fail (printf "preStopSleepSeconds: %v leaves nothing of terminationGracePeriodSeconds (%v) for runplane serve to stop in; keep it well below (example: 5 of 45)" .Values.preStopSleepSeconds .Values.terminationGracePeriodSeconds) -}}
+{{- end -}}
 {{- if or (not .Values.resources.cpu) (not .Values.resources.memory) -}}
 {{- fail "resources: the service needs resources.cpu and resources.memory (its requests and limits both, example: cpu: \"1\", memory: 1Gi)" -}}
 {{- end -}}
