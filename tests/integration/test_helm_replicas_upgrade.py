@@ -141,9 +141,9 @@ class Install:
         return str(lease.spec.holder_identity or "")
 
     def run(self, uid: str) -> dict[str, Any]:
-        """The run's record through the Service. Right after a rollout, a new connection to
-        the ClusterIP has been seen to time out now and then; it is tried again, for at most a
-        minute, and counted (``timings["service_retries"]``)."""
+        """The run's record through the Service. A connection that fails (to a SIGKILLed
+        replica, until the endpoints drop it) is tried again, for at most a minute, and
+        counted (``timings["service_retries"]``)."""
         deadline = time.monotonic() + 60
         while True:
             try:
