@@ -813,6 +813,18 @@ class RealNode:
             self._api = kube.api_client(self.kubeconfig, pool=4)
         return self._api
 
+    def container_pid(self, container_id: str) -> int:
+        """The host PID of a container's first process, from containerd's tasks
+        (``container_id`` as a pod's status gives it, ``containerd://<id>``): what to signal
+        to end a container's process as a crash or the OOM killer would, with no stop by the
+        kubelet (no preStop, no SIGTERM, no grace)."""
+        wanted = container_id.removeprefix("containerd://")
+        for line in _ctr(self.bin_dir, self.paths, "tasks", "ls", timeout=10).splitlines()[1:]:
+            task, pid, *_ = line.split()
+            if task == wanted:
+                return int(pid)
+        raise LookupError(f"containerd runs no task of container {container_id}")
+
     def ready(self) -> bool:
         """Ready and schedulable according to the apiserver (False if it cannot be asked)."""
         node = _quietly(client.CoreV1Api(self.api()).read_node, self.name)

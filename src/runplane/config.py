@@ -7,6 +7,7 @@ e.g. ``RUNPLANE_FUNCTION_DEFAULTS__PREEMPTION_MODE=allow``.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import re
@@ -446,6 +447,11 @@ class Service(pydantic.BaseModel):
     #: past it that address is answered 429 with ``Retry-After`` until its allowance refills.
     auth_failures_per_second: float = pydantic.Field(default=1.0, gt=0, le=1000)
     auth_failure_burst: int = pydantic.Field(default=20, ge=1, le=100_000)
+    #: Reverse proxies (an Ingress controller, a load balancer) believed about the client:
+    #: addresses or CIDR networks. From one of them, a request comes from the right-most
+    #: ``X-Forwarded-For`` address not itself trusted; empty, forwarded headers are ignored
+    #: and the client is the connection's peer (docs/service.md, "Behind a proxy").
+    trusted_proxies: list[str] = pydantic.Field(default_factory=list, max_length=1000)
     #: Web UI sessions kept per user; a login past it ends that user's least recently used one.
     sessions_per_user: int = pydantic.Field(default=20, ge=1, le=1000)
     #: Serve the API's interactive pages (``/docs``, ``/redoc``), which load Swagger UI and
@@ -472,6 +478,11 @@ class Service(pydantic.BaseModel):
             )
         return self
 
+    @pydantic.field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, proxies: list[str]) -> list[str]:
+        return [_network(given) for given in proxies]
+
     @pydantic.field_validator("tokens")
     @classmethod
     def _distinct(cls, tokens: list[Token]) -> list[Token]:
@@ -483,6 +494,28 @@ class Service(pydantic.BaseModel):
                 "names who calls)"
             )
         return tokens
+
+
+def _network(given: str) -> str:
+    """One trusted proxy: an IP address or a CIDR network, as its network."""
+    example = '(example: ["10.244.0.0/16", "192.0.2.10", "fd00::/64"])'
+    if given.strip() == "*":
+        raise ValueError(
+            "'*' would believe every caller's X-Forwarded-For, so anyone could name the "
+            f"address the throttle counts; list the proxies' addresses or networks {example}"
+        )
+    try:
+        return str(ipaddress.ip_network(given.strip()))
+    except ValueError as error:
+        if "host bits set" in str(error):
+            network = ipaddress.ip_network(given.strip(), strict=False)
+            raise ValueError(
+                f"{given!r} has bits set past its prefix: did you mean {network}? {example}"
+            ) from None
+        raise ValueError(
+            f"{given!r} is not an IP address or a CIDR network (host names are not resolved) "
+            f"{example}"
+        ) from None
 
 
 def check_api_url(url: str) -> str:

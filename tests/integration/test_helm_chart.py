@@ -47,6 +47,7 @@ COMBINATIONS: dict[str, list[str]] = {
         "leaderElection.enabled=false",
         "ingress.enabled=true",
         "ingress.tlsSecret=runplane-tls",
+        "trustedProxies={10.244.0.0/16,fd00::/64}",
         "priorityClasses.create=false",
         "spot.preset=gke",
         "tokens.list[0].token=a-token-of-the-tests-0123456789",
@@ -173,6 +174,9 @@ def test_the_default_install(helm: Path, helm_env: dict[str, str]) -> None:
     pod = deployment["spec"]["template"]["spec"]
     assert pod["containers"][0]["image"] == f"runplane.local/runplane:{chart_app_version()}"
     assert pod["priorityClassName"] == "runplane-system"
+    # A stopping replica serves on while it leaves the endpoints, within its grace.
+    assert pod["containers"][0]["lifecycle"]["preStop"] == {"sleep": {"seconds": 5}}
+    assert pod["terminationGracePeriodSeconds"] == 45
     (service,) = [s for s in by_kind(objects, "Service") if s["metadata"]["name"] == "rp-runplane"]
     assert service["spec"]["type"] == "ClusterIP"
     assert by_kind(objects, "ClusterRole") == []
@@ -261,6 +265,8 @@ def test_nodeport_and_external_database(helm: Path, helm_env: dict[str, str]) ->
         (["tokens.list[0].token=short", "tokens.list[0].user=a"], "minLength: got 5, want 16"),
         (["replica=3"], "additional properties 'replica' not allowed"),  # a misspelt value
         (["service.type=ExternalName"], "value must be one of 'ClusterIP', 'NodePort'"),
+        (["trustedProxies={*}"], "'*' does not match pattern"),  # every caller believed
+        (["preStopSleepSeconds=45"], "leaves nothing of terminationGracePeriodSeconds (45)"),
     ],
 )
 def test_values_that_cannot_work_are_refused_saying_what_to_change(
@@ -293,6 +299,8 @@ def test_the_configuration_file_is_valid_runplane_settings(
     assert settings.service.leader_election.enabled == (combination != "one-replica-ingress")
     assert settings.service.instance == "rp"
     assert settings.priority_classes.value_of("runplane-system") == 1_000_000
+    behind_ingress = ["10.244.0.0/16", "fd00::/64"] if combination == "one-replica-ingress" else []
+    assert settings.service.trusted_proxies == behind_ingress
 
 
 def chart_app_version() -> str:

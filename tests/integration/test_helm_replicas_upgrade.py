@@ -1,13 +1,15 @@
-"""The chart's default install on the testbed's real node, proven the way a platform team
-would: two replicas with a leader and the chart's own PostgreSQL (a StatefulSet on a
+"""The chart's default install on the testbed's real node, proven the way a platform team would:
+two replicas with a leader and the chart's own PostgreSQL (a StatefulSet on a
 PersistentVolume), jobs submitted from the host with the CLI through the Service; the leader's
 pod deleted under 20 running runs, the other replica leads within 15 s and every run ends
-exactly once; then ``helm upgrade`` to a newer image that migrates the database, under pending
-and running runs: the migration runs once, the runs end as they would have, nothing is lost.
+exactly once; the leader's process SIGKILLed in its container (no Lease released), the other
+replica leads once the Lease expires and the killed one restarts as a follower; then ``helm
+upgrade`` to a newer image that migrates the database, under pending and running runs: the
+migration runs once, the runs end as they would have, nothing is lost.
 
 The runs' pods go to the testbed's kwok nodes (they end after ``runplane.io/test-duration``);
-the service and its database run in real containers on the real node, whose containerd gets
-the images from archives built here (it cannot pull). No check reads ``runplane logs``: the
+the service and its database run in real containers on the real node, whose containerd gets the
+images from archives built here (it cannot pull). No check reads ``runplane logs``: the
 replicas do not share a runs' volume in this install.
 
 The newer version is this checkout with ``.post1`` on its version and one migration more, which
@@ -24,8 +26,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -137,9 +141,9 @@ class Install:
         return str(lease.spec.holder_identity or "")
 
     def run(self, uid: str) -> dict[str, Any]:
-        """The run's record through the Service. Right after a rollout, a new connection to
-        the ClusterIP has been seen to time out now and then; it is tried again, for at most a
-        minute, and counted (``timings["service_retries"]``)."""
+        """The run's record through the Service. A connection that fails (to a SIGKILLed
+        replica, until the endpoints drop it) is tried again, for at most a minute, and
+        counted (``timings["service_retries"]``)."""
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -179,6 +183,42 @@ class Install:
                 self.namespace, label_selector=f"{names.RUN_UID}={uid}"
             ).items
         )
+
+
+class ConnectProbe:
+    """What a client opening a new connection to the Service every 0.1 s sees during and after
+    a rollout: each a fresh connection (no keep-alive) asking ``/api/v1/health``, given 3 s to
+    connect. Failures are kept with the seconds since the probe began and what went wrong."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.began = time.monotonic()
+        self.tries = 0
+        self.failures: list[tuple[float, str]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._probe, daemon=True)
+
+    def __enter__(self) -> ConnectProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _probe(self) -> None:
+        timeout = httpx.Timeout(10, connect=3)
+        while not self._stop.wait(0.1):
+            self.tries += 1
+            try:
+                answer = httpx.get(f"{self.url}/api/v1/health", timeout=timeout)
+                if answer.status_code != 200:
+                    self._failed(f"HTTP {answer.status_code}")
+            except httpx.TransportError as error:
+                self._failed(f"{type(error).__name__}: {error}")
+
+    def _failed(self, what: str) -> None:
+        self.failures.append((round(time.monotonic() - self.began, 2), what))
 
 
 def until(what: str, check: Callable[[], bool], timeout: float, every: float = 0.5) -> float:
@@ -423,6 +463,69 @@ def test_the_leader_deleted_under_20_runs_loses_and_repeats_nothing(
     until("two replicas again", lambda: len(install.service_pods()) == 2, 180, every=1)
 
 
+def test_the_leader_killed_outright_is_followed_once_its_lease_expires(
+    install: Install, real_node: RealNode, tmp_path: Path
+) -> None:
+    """A crash, the OOM killer, a node's runtime killing the container: the leader's process
+    ends with no SIGTERM, so it never releases the Lease. The other replica takes over when the
+    Lease has gone unrenewed for leaseDurationSeconds (8 s) on its own clock; the killed
+    container restarts in the same pod, with a new identity, as a follower."""
+    name = f"killed-{uuid.uuid4().hex[:6]}"
+    commands = submit(install, function_file(tmp_path, name, "45s", "100m"), 10)
+    try:
+        until("10 runs recorded", lambda: len(install.uids(name)) == 10, 120, every=1)
+        uids = install.uids(name)
+        until(
+            "all 10 running",
+            lambda: all(install.run(uid)["state"] == "running" for uid in uids),
+            90,
+        )
+        killed_identity = install.holder()
+        (leader,) = [
+            p for p in install.service_pods() if killed_identity.startswith(p.metadata.name)
+        ]
+        (other,) = [p for p in install.service_pods() if p.metadata.name != leader.metadata.name]
+        (status,) = leader.status.container_statuses
+        pid = real_node.container_pid(status.container_id)
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert b"serve" in command, command  # runplane serve is the container's process
+        began = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        takeover = until(
+            "the other replica leads",
+            lambda: install.holder().startswith(other.metadata.name),
+            60,
+            every=0.1,
+        )
+        install.timings["takeover_after_sigkill_s"] = round(takeover, 2)
+        print(f"\ntakeover after the leader's process was SIGKILLed: {takeover:.2f} s")  # noqa: T201
+        # Not before the Lease expired: nobody released it.
+        assert takeover >= 8 - 1, takeover
+        assert time.monotonic() - began < TAKEOVER
+
+        def restarted() -> bool:
+            pod = install.core.read_namespaced_pod(leader.metadata.name, install.namespace)
+            (now,) = pod.status.container_statuses
+            return bool(now.restart_count == status.restart_count + 1 and now.ready)
+
+        until("the killed replica restarted and ready", restarted, 120, every=1)
+        pod = install.core.read_namespaced_pod(leader.metadata.name, install.namespace)
+        health = httpx.get(f"http://{pod.status.pod_ip}:8470/api/v1/health", timeout=30)
+        assert health.json()["role"] == "follower"
+        assert install.holder().startswith(other.metadata.name)
+        assert install.holder() != killed_identity
+        until(
+            "all 10 completed",
+            lambda: all(install.run(uid)["state"] == "completed" for uid in uids),
+            180,
+            every=1,
+        )
+        for uid in uids:
+            ended_once(install, uid)
+    finally:
+        stop(commands)
+
+
 def a_kwok_node(install: Install) -> tuple[str, int]:
     """A kwok node runs may use (no taint) and its allocatable CPU in millicores."""
     for node in install.core.list_node(label_selector="type=kwok").items:
@@ -454,14 +557,20 @@ def test_an_upgrade_with_a_migration_under_pending_and_running_runs(
         until("runs running and runs pending", lambda: {"running", "pending"} <= set(states()), 90)
         _, _, tag = install.newer.rpartition(":")
         began = time.monotonic()
-        install.helm(
-            "upgrade",
-            RELEASE,
-            str(CHART),
-            *("--namespace", install.namespace, "--reuse-values"),
-            *("--set", f"image.tag={tag}", "--wait", "--timeout", "8m"),
-        )
-        install.timings["upgrade_s"] = round(time.monotonic() - began, 1)
+        # New connections during the rollout and after it, while the old pods terminate: each
+        # old pod goes on serving (preStopSleepSeconds) until it is out of the endpoints.
+        with ConnectProbe(install.url) as probe:
+            install.helm(
+                "upgrade",
+                RELEASE,
+                str(CHART),
+                *("--namespace", install.namespace, "--reuse-values"),
+                *("--set", f"image.tag={tag}", "--wait", "--timeout", "8m"),
+            )
+            install.timings["upgrade_s"] = round(time.monotonic() - began, 1)
+            time.sleep(15)  # the probe's window after the rollout: the old pods' ends
+        install.timings["connects_during_upgrade"] = probe.tries
+        assert not probe.failures, f"{len(probe.failures)} of {probe.tries}: {probe.failures}"
         pods = install.service_pods()
         assert len(pods) == 2
         assert {p.spec.containers[0].image for p in pods} == {install.newer}

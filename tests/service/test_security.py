@@ -18,6 +18,7 @@ from runplane.service.api import create_app
 from runplane.service.schedules import fire_uid
 from runplane.ui import mount
 
+from .cli_service import running_service
 from .conftest import ADMIN, USER, wait_state
 
 ENV_PROBE = """
@@ -422,3 +423,95 @@ def test_api_docs_when_enabled_load_pinned_scripts_under_a_policy(server):
         assert "default-src 'none'" in policy
         assert "frame-ancestors 'none'" in policy
         assert "script-src https://cdn.jsdelivr.net/npm/" + script in policy
+
+
+PROXY = "10.244.0.7"  # an Ingress controller's pod
+
+
+def through_proxy(app, *forwarded, peer=PROXY):
+    """A client whose connections come from ``peer``, carrying ``X-Forwarded-For`` as a proxy
+    that appends the address it was reached from would send it."""
+    headers = {"X-Forwarded-For": ", ".join(forwarded)} if forwarded else {}
+    return TestClient(app, client=(peer, 40000), headers=headers)
+
+
+def test_behind_a_trusted_proxy_the_throttle_counts_each_forwarded_caller(server):
+    """Behind an Ingress every connection comes from the controller: a guesser there once
+    throttled every user. From a trusted proxy the caller is the forwarded address."""
+    app, _ = pages(server, auth_failure_burst=3, trusted_proxies=["10.244.0.0/16"])
+    wrong = {"Authorization": "Bearer not-a-token-of-this-service"}
+    guesser = through_proxy(app, "203.0.113.7")
+    answers = [guesser.get("/api/v1/runs", headers=wrong).status_code for _ in range(4)]
+    assert answers == [401, 401, 401, 429]
+    assert log_in(guesser, "user-token-for-the-tests").status_code == 429
+    # Another user through the same proxy goes on, on the API and the login page both.
+    user = through_proxy(app, "198.51.100.2")
+    assert user.get("/api/v1/runs", headers=USER).status_code == 200
+    assert log_in(user, "user-token-for-the-tests").status_code == 303
+    # Proxies in a chain: the right-most address that is not a trusted proxy is the caller.
+    chained = through_proxy(app, "203.0.113.7", "10.244.3.9")
+    assert chained.get("/api/v1/runs", headers=wrong).status_code == 429
+    # A guesser writing its own X-Forwarded-For cannot pose as someone else: the proxy
+    # appends the address it was reached from, and that one is counted.
+    spoofing = through_proxy(app, "198.51.100.99", "203.0.113.7")
+    assert spoofing.get("/api/v1/runs", headers=wrong).status_code == 429
+    assert through_proxy(app, "198.51.100.99").get("/api/v1/runs", headers=USER).status_code == 200
+
+
+def test_an_untrusted_peers_forwarded_header_is_ignored(server):
+    """Without trusted proxies (the default), or from a peer not among them, the header is
+    the caller's own words: a guesser cannot escape the throttle by naming new addresses."""
+    wrong = {"Authorization": "Bearer not-a-token-of-this-service"}
+    for trusted in ([], ["10.244.0.0/16"]):
+        app, _ = pages(server, auth_failure_burst=3, trusted_proxies=trusted)
+        answers = [
+            through_proxy(app, f"198.51.100.{n}", peer="203.0.113.7")
+            .get("/api/v1/runs", headers=wrong)
+            .status_code
+            for n in range(4)
+        ]
+        assert answers == [401, 401, 401, 429], trusted
+        login = through_proxy(app, "198.51.100.50", peer="203.0.113.7")
+        assert log_in(login, "user-token-for-the-tests").status_code == 429
+        # The address counted is the peer's, not one it named: others are not slowed.
+        named = through_proxy(app, "203.0.113.7", peer="192.0.2.1")
+        assert named.get("/api/v1/runs", headers=wrong).status_code == 401
+
+
+def test_bad_trusted_proxies_refuse_to_start(tmp_path):
+    tokens = json.dumps([{"token": "a-token-long-enough-1", "user": "a"}])
+    cases = {
+        '["*"]': "'*' would believe every caller's X-Forwarded-For",
+        '["ingress.example"]': "'ingress.example' is not an IP address or a CIDR network",
+        '["10.244.0.1/16"]': "did you mean 10.244.0.0/16?",
+        '["10.244.0.0/33"]': "'10.244.0.0/33' is not an IP address or a CIDR network",
+        '"10.244.0.0/16"': "valid list",
+    }
+    for proxies, expected in cases.items():
+        done = serve_fails(
+            tmp_path, RUNPLANE_SERVICE__TOKENS=tokens, RUNPLANE_SERVICE__TRUSTED_PROXIES=proxies
+        )
+        assert done.returncode == 2, (proxies, done.stderr)
+        assert done.stderr.startswith("error: configuration service.trusted_proxies: "), done.stderr
+        assert expected in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_the_served_service_believes_no_forwarded_header_by_itself(tmp_path):
+    """uvicorn by itself believes X-Forwarded-For from 127.0.0.1: anyone on the service's
+    machine could name a new address for each guess. ``runplane serve`` leaves forwarded
+    headers to service.trusted_proxies alone (empty here)."""
+    import httpx
+
+    wrong = {"Authorization": "Bearer not-a-token-of-this-service"}
+    with running_service(tmp_path) as url, httpx.Client(base_url=url) as client:
+        answers = [
+            client.get(
+                "/api/v1/runs", headers=wrong | {"X-Forwarded-For": f"198.51.100.{n}"}
+            ).status_code
+            for n in range(100)
+        ]
+    # A burst of service.auth_failure_burst (20) from 127.0.0.1, refilled at 1 a second: a
+    # hundred guesses under a minute and a half end in 429, whatever addresses they named.
+    assert answers[:20] == [401] * 20
+    assert 429 in answers

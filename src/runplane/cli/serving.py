@@ -76,7 +76,9 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
         # here get service.shutdown_grace seconds before they are aborted, and queued ones
         # wait for the next start.
         app = create_app(server, shutdown_grace=settings.service.shutdown_grace)
-        config = uvicorn.Config(app, host=host, port=port, log_level="info")
+        # Forwarded headers are read by the app, from service.trusted_proxies only
+        # (runplane.service.proxies), not by uvicorn from FORWARDED_ALLOW_IPS.
+        config = uvicorn.Config(app, host=host, port=port, log_level="info", proxy_headers=False)
         web = uvicorn.Server(config)
         mount(app, server, stopping=lambda: web.should_exit)
 

@@ -21,6 +21,7 @@ from starlette.types import Scope
 
 from runplane.service.docs import serve_docs
 from runplane.service.guard import Door, Doors, Gate
+from runplane.service.proxies import trust_proxies
 from runplane.service.routes import (
     cluster,
     deployments,
@@ -76,6 +77,7 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
         configured.auth_failures_per_second, configured.auth_failure_burst
     )
     app.add_middleware(Gate, doors=app.state.doors, throttle=app.state.throttle)
+    trust_proxies(app, configured.trusted_proxies)  # outermost: the gate sees the caller
     answer_errors(app)
     if configured.api_docs:
         serve_docs(app)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from runplane.errors import InvalidValueError
+from runplane.service.proxies import client_address
 from runplane.service.throttle import FailureThrottle, retry_after
 from runplane.spec.bounds import load_json
 from runplane.spec.numbers import whole_number
@@ -119,7 +120,7 @@ class Gate:
             await _refuse(send, 413, "RequestTooLarge", door.too_large())
             return
         if door.who is not None:
-            address = (scope.get("client") or ("",))[0]
+            address = client_address(scope)
             if door.throttled:
                 wait = self.throttle.wait(address)
                 if wait > 0:

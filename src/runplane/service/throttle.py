@@ -7,8 +7,9 @@ than a wrong one. Successful requests take nothing, so users with their own vali
 notice the throttle, and other addresses are never slowed by one that guesses.
 
 A wrong token names nobody, so failures cannot be counted per user; IPv6 addresses are
-counted per /64, the block one client usually holds. Behind a proxy every client has the
-proxy's address: raise ``service.auth_failure_burst`` there.
+counted per /64, the block one client usually holds. Behind a reverse proxy every connection
+comes from the proxy: name it in ``service.trusted_proxies`` and the address counted is the
+caller's, as the proxy forwarded it (:mod:`runplane.service.proxies`).
 """
 
 from __future__ import annotations

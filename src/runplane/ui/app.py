@@ -23,6 +23,7 @@ from starlette.requests import cookie_parser
 from runplane.errors import RunplaneError
 from runplane.service.guard import Door, Doors, Headers
 from runplane.service.outage import RETRY_AFTER, outage
+from runplane.service.proxies import client_address
 from runplane.service.server import Server
 from runplane.service.throttle import FailureThrottle, retry_after
 from runplane.ui import live
@@ -181,7 +182,7 @@ def _auth_routes(app: FastAPI, ui: UI) -> None:
 
     @app.post("/login")
     async def submit_login(request: Request) -> Response:
-        address = request.client.host if request.client else None
+        address = client_address(request.scope)
         if cross_site(request):
             return login_page(request, "", "The login form came from another site.", 403)
         wait = ui.throttle.wait(address)

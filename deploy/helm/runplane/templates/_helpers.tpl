@@ -92,6 +92,9 @@ url
 {{- if not (has .Values.service.type (list "ClusterIP" "NodePort" "LoadBalancer")) -}}
 {{- fail (printf "service.type: %q is not ClusterIP, NodePort or LoadBalancer (an Ingress: ingress.enabled=true)" .Values.service.type) -}}
 {{- end -}}
+{{- if ge (int .Values.preStopSleepSeconds) (int .Values.terminationGracePeriodSeconds) -}}
+{{- fail (printf "preStopSleepSeconds: %v leaves nothing of terminationGracePeriodSeconds (%v) for runplane serve to stop in; keep it well below (example: 5 of 45)" .Values.preStopSleepSeconds .Values.terminationGracePeriodSeconds) -}}
+{{- end -}}
 {{- if or (not .Values.resources.cpu) (not .Values.resources.memory) -}}
 {{- fail "resources: the service needs resources.cpu and resources.memory (its requests and limits both, example: cpu: \"1\", memory: 1Gi)" -}}
 {{- end -}}
@@ -102,6 +105,9 @@ url
 {{- $service := dict "runtime" "kubernetes" "instance" (include "runplane.instance" .) "host" "0.0.0.0" "port" 8470 -}}
 {{- if .Values.leaderElection.enabled -}}
 {{- $_ := set $service "leader_election" (dict "enabled" true "lease_name" .Values.leaderElection.leaseName) -}}
+{{- end -}}
+{{- with .Values.trustedProxies -}}
+{{- $_ := set $service "trusted_proxies" . -}}
 {{- end -}}
 {{- $classes := dict "valid" .Values.priorityClasses.valid "system" .Values.priorityClasses.system "values" .Values.priorityClasses.values "allowed_roles" .Values.priorityClasses.allowedRoles -}}
 {{- $chart := dict "namespace" (include "runplane.runsNamespace" .) "service" $service "priority_classes" $classes "preemptible_nodes_preset" .Values.spot.preset -}}
