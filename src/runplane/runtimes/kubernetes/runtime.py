@@ -255,7 +255,10 @@ class KubernetesRuntime:
     # -- launching ------------------------------------------------------------------------
 
     def check(self, request: RunRequest) -> None:
+        """The run's objects as runplane makes them, and an operator's kind the cluster serves
+        (else the run is refused now, naming the operator to install)."""
         self._submitter.check(request.manifests)
+        self._submitter.check_served(request.manifests)
 
     def launch(self, request: RunRequest) -> None:
         """Create the run's Secrets and pod; safe to repeat for the same attempt. A run of
