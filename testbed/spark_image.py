@@ -225,5 +225,11 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
+def main(argv: list[str]) -> int:
+    """``python -m testbed spark-image [--force]``: the archive's path once built."""
+    _say(str(build_image(force="--force" in argv)))
+    return 0
+
+
 if __name__ == "__main__":
-    _say(str(build_image(force="--force" in sys.argv[1:])))
+    raise SystemExit(main(sys.argv[1:]))

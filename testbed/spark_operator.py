@@ -81,7 +81,7 @@ def install_crds(tb: TestbedCluster, timeout: float = 60) -> None:
             time.sleep(0.2)
 
 
-def allow_drivers(tb: TestbedCluster) -> None:
+def allow_drivers(tb: TestbedCluster, namespace: str) -> None:
     """What a driver does with its namespace's default service account."""
     rbac = client.RbacAuthorizationV1Api(tb.api)
     role: Any = {
@@ -97,11 +97,11 @@ def allow_drivers(tb: TestbedCluster) -> None:
     binding: Any = {
         "metadata": {"name": DRIVER_ROLE},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DRIVER_ROLE},
-        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": tb.namespace}],
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
     }
     for create in (
-        lambda: rbac.create_namespaced_role(tb.namespace, role),
-        lambda: rbac.create_namespaced_role_binding(tb.namespace, binding),
+        lambda: rbac.create_namespaced_role(namespace, role),
+        lambda: rbac.create_namespaced_role_binding(namespace, binding),
     ):
         try:
             create()
@@ -140,14 +140,15 @@ def spark_home() -> str:
 
 
 @contextmanager
-def running(tb: TestbedCluster, tag: str) -> Iterator[Operator]:
-    """The CRDs installed and the controller running for the block; its log is
-    ``<run dir>/logs/spark-operator-<tag>.log``."""
+def running(tb: TestbedCluster, tag: str, namespace: str | None = None) -> Iterator[Operator]:
+    """The CRDs installed and the controller running for the block, watching ``namespace``
+    (the tests' by default); its log is ``<run dir>/logs/spark-operator-<tag>.log``."""
+    namespace = namespace or tb.namespace
     binary = spark_build.operator_binary()
     if not os.access(binary, os.X_OK):
         raise AssertionError(f"no spark operator at {binary}: run `python -m testbed build`")
     install_crds(tb)
-    allow_drivers(tb)
+    allow_drivers(tb, namespace)
     work = tb.run_dir / f"spark-operator-{tag}"
     kubeconfig = traditional_kubeconfig(tb.kubeconfig, work)
     server = urlsplit(yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
@@ -168,7 +169,7 @@ def running(tb: TestbedCluster, tag: str) -> Iterator[Operator]:
                 "controller",
                 "start",
                 f"--kubeconfig={kubeconfig}",
-                f"--namespaces={tb.namespace}",
+                f"--namespaces={namespace}",
                 "--metrics-bind-address=0",
                 "--health-probe-bind-address=0",
                 "--enable-ui-service=false",

@@ -81,16 +81,15 @@ class Submitter:
 
     def check_served(self, manifests: Iterable[Mapping[str, Any]]) -> None:
         """Refuse a workload whose kind the cluster does not serve (no CRD: no operator), before
-        anything of the run is created; discovery is asked again before refusing, so an operator
-        installed a moment ago is found."""
+        anything of the run is created. Discovery is asked now, not from what was known: an
+        operator installed, or removed, a moment ago counts (one request, for an operator's
+        kinds only)."""
         for manifest in manifests:
             api_version, kind = manifest.get("apiVersion", ""), manifest.get("kind", "")
             if (api_version, kind) not in WORKLOADS:
                 continue
             plural = collection_path(api_version, kind, self.namespace).rsplit("/", 1)[1]
-            if not self.calls.serves(api_version, plural) and not self.calls.serves(
-                api_version, plural, fresh=True
-            ):
+            if not self.calls.serves(api_version, plural, fresh=True):
                 raise operators.missing(api_version, kind, self.namespace)
 
     def submit(
