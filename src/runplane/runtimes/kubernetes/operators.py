@@ -30,7 +30,7 @@ REQUIRED = {
         "sparkapplications.sparkoperator.k8s.io",
         "helm repo add spark-operator https://kubeflow.github.io/spark-operator && "
         "helm install spark-operator spark-operator/spark-operator --namespace spark-operator "
-        "--create-namespace --set 'spark.jobNamespaces={NAMESPACE}'",
+        "--create-namespace --set 'spark.jobNamespaces={{NAMESPACE}}'",
     ),
     ("kubeflow.org/v2beta1", "MPIJob"): Requirement(
         "the Kubeflow MPI Operator (v0.8)",
