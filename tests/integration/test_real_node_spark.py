@@ -49,7 +49,7 @@ def count(context, text: str, executors: int = 2, hold: float = 0):
     spark = SparkSession.builder.appName("wordcount").getOrCreate()
     sc = spark.sparkContext
     deadline = time.monotonic() + 180
-    while len(sc._jsc.sc().getExecutorMemoryStatus()) - 1 < executors:
+    while sc._jsc.sc().getExecutorMemoryStatus().size() - 1 < executors:
         assert time.monotonic() < deadline, "the executors never registered"
         time.sleep(0.5)
     print(f"executors registered: {executors}", flush=True)
