@@ -1,5 +1,6 @@
 """``python -m testbed up|down|status|build|image``: drive the testbed by hand, and build the
-runplane image (``image``: testbed/service_image.py)."""
+runplane image (``image``: testbed/service_image.py) and the Spark image (``spark-image``:
+testbed/spark_image.py)."""
 
 from __future__ import annotations
 
@@ -146,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         from testbed import postgres_image
 
         return postgres_image.main(args[1:])
+    if args[:1] == ["spark-image"]:
+        from testbed import spark_image
+
+        return spark_image.main(args[1:])
     parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("build", help="build/cache the Go binaries (no-op when cached)")
@@ -173,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         p.set_defaults(func=func)
     sub.add_parser("image", help="build the runplane image (python -m testbed image --help)")
     sub.add_parser("postgresql-image", help="build the chart's PostgreSQL image (--help)")
+    sub.add_parser("spark-image", help="build the real node's Spark image (--force)")
     parsed = parser.parse_args(args)
     return int(parsed.func(parsed))
 

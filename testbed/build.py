@@ -10,7 +10,7 @@ module as the control plane, containerd and the CNI plugins with ``go install`` 
 directives). Its images are built offline by ``testbed/images.py`` and cached by a hash of
 their inputs; the OCI runtime (runc) comes from Debian (``scripts/testbed-deps.sh``).
 The helm CLI that installs runplane's chart is a ``go install`` too, cached under a key of its
-own and built beside the rest.
+own and built beside the rest; so is the Kubeflow Spark Operator (``testbed/spark_build.py``).
 
 Only the standard library is used so CI can call this before installing anything.
 """
@@ -363,8 +363,9 @@ def build(force: bool = False, with_images: bool = True) -> Path:
     target = bin_dir()
     # helm is independent of the rest: it builds beside them (a few minutes, hidden behind
     # Kubernetes' build on a cold cache).
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="testbed-helm") as beside:
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="testbed-beside") as beside:
         helm = beside.submit(build_helm, force)
+        spark = beside.submit(build_spark_operator, force)
         if not force and not missing_binaries(target):
             print(f"testbed binaries up to date in {target}", flush=True)
         else:
@@ -375,7 +376,15 @@ def build(force: bool = False, with_images: bool = True) -> Path:
         if with_images:
             build_images(force)
         helm.result()
+        spark.result()
     return target
+
+
+def build_spark_operator(force: bool = False) -> Path:
+    """The Kubeflow Spark Operator (``testbed/spark_build.py``), keyed by its own version."""
+    from testbed import spark_build
+
+    return spark_build.build_operator(force)
 
 
 def build_helm(force: bool = False) -> Path:

@@ -29,6 +29,10 @@ image_pid=$!
 postgres_log="$(mktemp)"
 "$PYTHON" -m testbed postgresql-image >"$postgres_log" 2>&1 &
 postgres_pid=$!
+# The Spark image for spark functions on the real node (testbed/spark_image.py), likewise.
+spark_log="$(mktemp)"
+"$PYTHON" -m testbed spark-image >"$spark_log" 2>&1 &
+spark_pid=$!
 # The build needs only the standard library, so no Python dependency is installed first.
 "$PYTHON" -m testbed build
 if ! wait "$image_pid"; then
@@ -43,6 +47,14 @@ if ! wait "$postgres_pid"; then
     echo "the PostgreSQL image did not build" >&2
     exit 1
 fi
+if ! wait "$spark_pid"; then
+    cat "$spark_log" >&2
+    rm -f "$spark_log"
+    echo "the Spark image did not build" >&2
+    exit 1
+fi
+cat "$spark_log"
+rm -f "$spark_log"
 grep -v '^[+#]' "$postgres_log" || true
 rm -f "$postgres_log"
 grep -v '^[+#]' "$image_log" | grep -v -P '^(debian|wheel)\t' || true
@@ -56,6 +68,7 @@ for binary in etcd kube-apiserver kube-controller-manager kube-scheduler kwok ku
 done
 "$bin_dir/bridge" 2>&1 | head -n 1 | sed 's|^|cni: |' || true
 "$("$PYTHON" -m testbed.build --print-helm)" version --short 2>/dev/null | sed 's|^|helm: |' || true
+"$("$PYTHON" -c 'from testbed import spark_build; print(spark_build.operator_binary())')" version 2>/dev/null | head -n 1 | sed 's|^|spark-operator: |' || true
 runc --version 2>/dev/null | head -n 1 | sed 's|^|runc: |' || true
 du -sh "$(dirname "$bin_dir")" 2>/dev/null | sed 's/^/testbed cache: /'
 du -sh "$images_dir" 2>/dev/null | sed 's/^/testbed images: /'

@@ -174,14 +174,29 @@ def test_a_spark_function_renders_a_valid_sparkapplication(code):
     assert spec["mainApplicationFile"] == "local:///runplane/bootstrap/__main__.py"
     assert spec["executor"]["instances"] == 2
     driver, executor = spec["driver"], spec["executor"]
-    assert (driver["cores"], driver["coreLimit"], driver["memory"]) == (1, "1", "1024m")
-    assert (executor["cores"], executor["coreLimit"], executor["memory"]) == (1, "2", "512m")
+    # Spark's pod memory (request and limit) is heap + overhead: the role's limit, 60% heap.
+    assert (driver["cores"], driver["coreLimit"]) == (1, "1")
+    assert (driver["memory"], driver["memoryOverhead"]) == ("1228m", "820m")
+    assert (executor["cores"], executor["coreLimit"]) == (1, "2")
+    assert (executor["memory"], executor["memoryOverhead"]) == ("614m", "410m")
     assert executor["gpu"] == {"name": "nvidia.com/gpu", "quantity": 1}
     for role in (driver, executor):
         assert role["nodeSelector"] == {"zone": "b"}
         assert role["priorityClassName"] == "high"
         assert {"name": "RUNPLANE_RUN_UID", "value": "s" * 32} in role["env"]
     assert spec["volumes"][0]["configMap"]["name"].startswith("runplane-bootstrap-")
+    # The pod templates carry the pods' fields to spark-submit, without the operator's webhook;
+    # the command and resources are Spark's to set.
+    containers = ("spark-kubernetes-driver", "spark-kubernetes-executor")
+    for role, name in zip((driver, executor), containers, strict=True):
+        pod = role["template"]["spec"]
+        (container,) = pod["containers"]
+        assert container["name"] == name
+        assert not {"command", "args", "resources", "image"} & set(container)
+        assert {"name": "RUNPLANE_RUN_UID", "value": "s" * 32} in container["env"]
+        assert (pod["nodeSelector"], pod["priorityClassName"]) == ({"zone": "b"}, "high")
+        assert pod["volumes"][0]["configMap"]["name"].startswith("runplane-bootstrap-")
+        assert role["template"]["metadata"]["labels"] == role["labels"]
     # Here: one driver process whose local mode holds both executors.
     local = request.pod_spec["containers"][0]
     assert local["resources"]["limits"] == {"memory": str(4 * 2**30), "cpu": "5000m"}

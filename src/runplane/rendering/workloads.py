@@ -3,9 +3,9 @@
 A job is a Pod; a serving function a Deployment; an mpijob an ``MPIJob`` with Launcher and
 Worker replica specs; a dask function a ``DaskCluster`` with scheduler and worker specs. Code
 that needs "the pod" (what a run's process gets here, the priority class, where the invocation
-goes) asks here instead of knowing every shape. A ``SparkApplication`` has no pod templates:
-its driver and executors are described field by field, and rendering gives the local runtime
-a pod of its own for it (``Rendered.local_pod``).
+goes) asks here instead of knowing every shape. A ``SparkApplication``'s driver and executors are
+described field by field (with pod templates that spark-submit applies, not pods of their own),
+and rendering gives the local runtime a pod of its own for it (``Rendered.local_pod``).
 """
 
 from __future__ import annotations
@@ -69,7 +69,10 @@ def _spark_pod(role: Mapping[str, Any]) -> dict[str, Any]:
     requests: dict[str, Any] = {"cpu": str(role.get("coreRequest") or role.get("cores", 1))}
     limits: dict[str, Any] = {}
     heap = jvm_bytes(str(role.get("memory", SPARK_DEFAULT_HEAP)))
-    overhead = max(SPARK_MIN_OVERHEAD, int(heap * SPARK_PYTHON_OVERHEAD))
+    if "memoryOverhead" in role:  # runplane states it; Spark's default otherwise
+        overhead = jvm_bytes(str(role["memoryOverhead"]))
+    else:
+        overhead = max(SPARK_MIN_OVERHEAD, int(heap * SPARK_PYTHON_OVERHEAD))
     requests["memory"] = str(heap + overhead)
     if "gpu" in role:
         limits[role["gpu"]["name"]] = str(role["gpu"]["quantity"])

@@ -95,7 +95,10 @@ def build_request(
         _carry(pod_spec["containers"][0], carried)
     for part in ("driver", "executor"):  # a SparkApplication's roles hold their own env
         if part in manifests[0]["spec"]:
-            _carry(manifests[0]["spec"][part], carried)
+            role_spec = manifests[0]["spec"][part]
+            _carry(role_spec, carried)
+            if "template" in role_spec:  # and their pod templates, what spark-submit applies
+                _carry(role_spec["template"]["spec"]["containers"][0], carried)
     return RunRequest(
         invocation=invocation,
         manifests=manifests,

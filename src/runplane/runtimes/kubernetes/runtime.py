@@ -30,7 +30,7 @@ from runplane.rendering.workloads import gang_pod_specs
 from runplane.runs import RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
-from runplane.runtimes.kubernetes import cluster, deploy
+from runplane.runtimes.kubernetes import applications, cluster, deploy
 from runplane.runtimes.kubernetes.api.calls import Calls, ClusterError
 from runplane.runtimes.kubernetes.api.client import api_client, pooled
 from runplane.runtimes.kubernetes.api.namespaces import ensure_namespace
@@ -146,6 +146,9 @@ class KubernetesRuntime:
             keep=kept,
             index=_run_uid,
         )
+        self._rest = rest
+        #: SparkApplications' own states, watched once the cluster serves them.
+        self.application_watch: PodWatch | None = None
         self._observing = threading.Lock()
         self._watching = False
         if observe:
@@ -158,6 +161,37 @@ class KubernetesRuntime:
                 self._watching = True
                 self.node_watch.start()
                 self.watch.start()
+        self._watch_applications()
+
+    def _watch_applications(self) -> None:
+        """Watch this runtime's SparkApplications, once, where the cluster serves them (their
+        operator may be installed after the service starts: a spark run's launch asks again)."""
+        plural = collection_path(applications.API_VERSION, applications.KIND, self.namespace)
+        with self._observing:
+            if self.application_watch is not None or not self._watching:
+                return
+            try:
+                served = self._calls.serves(applications.API_VERSION, plural.rsplit("/", 1)[1])
+            except ClusterError as error:
+                log.info("SparkApplications not watched: %s", error)
+                return
+            if served:
+                self.application_watch = PodWatch(
+                    self._rest,
+                    self.namespace,
+                    self._selector(),
+                    self._observe_application,
+                    name="runplane-spark-watch",
+                    path=plural,
+                ).start()
+
+    def _observe_application(self, kind: str, application: dict[str, Any]) -> None:
+        if kind in (DELETED, VANISHED):
+            return
+        event = applications.application_event(application)
+        if event is not None:
+            key = f"workload-{(application.get('metadata') or {}).get('uid', event.uid)}"
+            self._tracker.deliver(key, event)
 
     def _observe(self, kind: str, pod: dict[str, Any]) -> None:
         """The watch's news of a pod: its output copied as it comes, and all of it copied
@@ -255,13 +289,18 @@ class KubernetesRuntime:
         self._gang.close()
         self.watch.stop()
         self.node_watch.stop()
+        if self.application_watch is not None:
+            self.application_watch.stop()
         self._spool.close()
         self._events.close()
 
     # -- launching ------------------------------------------------------------------------
 
     def check(self, request: RunRequest) -> None:
+        """The run's objects as runplane makes them, and an operator's kind the cluster serves
+        (else the run is refused now, naming the operator to install)."""
         self._submitter.check(request.manifests)
+        self._submitter.check_served(request.manifests)
 
     def launch(self, request: RunRequest) -> None:
         """Create the run's Secrets and pod; safe to repeat for the same attempt. A run of
@@ -274,6 +313,8 @@ class KubernetesRuntime:
             self._gang.offer(request, gang)
         else:
             self._submitter.submit(request.manifests)
+        if request.pod.get("kind") == applications.KIND:
+            self._watch_applications()
 
     def _await_earlier_attempts(self, request: RunRequest) -> None:
         """A retried attempt starts once the pods of the run's earlier attempts have stopped,

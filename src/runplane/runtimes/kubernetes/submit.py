@@ -16,9 +16,9 @@ from kubernetes.client.exceptions import ApiException
 
 from runplane import names
 from runplane.errors import ConflictError, InvalidValueError
-from runplane.runtimes.kubernetes import podgroup
+from runplane.runtimes.kubernetes import operators, podgroup
 from runplane.runtimes.kubernetes.api.calls import Calls
-from runplane.runtimes.kubernetes.api.rest import manifest_path
+from runplane.runtimes.kubernetes.api.rest import collection_path, manifest_path
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,19 @@ class Submitter:
                 "build_request(fn, settings, uid=...)",
             )
 
+    def check_served(self, manifests: Iterable[Mapping[str, Any]]) -> None:
+        """Refuse a workload whose kind the cluster does not serve (no CRD: no operator), before
+        anything of the run is created. Discovery is asked now, not from what was known: an
+        operator installed, or removed, a moment ago counts (one request, for an operator's
+        kinds only)."""
+        for manifest in manifests:
+            api_version, kind = manifest.get("apiVersion", ""), manifest.get("kind", "")
+            if (api_version, kind) not in WORKLOADS:
+                continue
+            plural = collection_path(api_version, kind, self.namespace).rsplit("/", 1)[1]
+            if not self.calls.serves(api_version, plural, fresh=True):
+                raise operators.missing(api_version, kind, self.namespace)
+
     def submit(
         self, manifests: Iterable[Mapping[str, Any]], gang: list[dict[str, Any]] | None = None
     ) -> str:
@@ -128,13 +141,7 @@ class Submitter:
         except ApiException as error:
             api_version, kind = obj["apiVersion"], obj["kind"]
             if error.status == 404 and (api_version, kind) in WORKLOADS:
-                raise InvalidValueError(
-                    "kind",
-                    f"{api_version} {kind}",
-                    f"the cluster does not serve {kind} ({api_version}): install its operator "
-                    "(and CRD), or set mpijob_api_version to the version it serves",
-                    "kubectl get crd mpijobs.kubeflow.org",
-                ) from None
+                raise operators.missing(api_version, kind, self.namespace) from None
             raise self.calls.refused(what, error) from None
         if (obj["apiVersion"], obj["kind"]) in WORKLOADS:
             self.calls.note_served(obj["apiVersion"], path.rsplit("/", 1)[1])

@@ -1,0 +1,166 @@
+"""Build the Kubeflow Spark Operator from its Go module, cached outside the repo.
+
+``go install …@v2.5.2`` is refused (the module's go.mod has ``replace`` lines pinning every
+``k8s.io/*`` module to one release), so a wrapper module requires the operator and copies that
+``replace`` block; ``go build`` of ``cmd/operator`` then links the same dependencies its own
+release does. The cache key is the operator's version and the toolchain, like helm's: bumping
+Kubernetes leaves it be. The operator's CRDs come from the same module (``config/crd/bases``)
+and are kept beside the binary, so the CRDs the tests install are the binary's own.
+
+Only the standard library is used: ``python -m testbed build`` runs before any dependency.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from testbed import build
+
+SPARK_OPERATOR_VERSION = os.environ.get("RUNPLANE_TESTBED_SPARK_OPERATOR_VERSION", "v2.5.2")
+SPARK_OPERATOR_MODULE = "github.com/kubeflow/spark-operator/v2"
+#: The CRDs of the module: the controller watches all three kinds, so all are installed.
+SPARK_CRDS = (
+    "sparkoperator.k8s.io_sparkapplications.yaml",
+    "sparkoperator.k8s.io_scheduledsparkapplications.yaml",
+    "sparkoperator.k8s.io_sparkconnects.yaml",
+)
+
+_REPLACE_BLOCK = re.compile(r"^replace\s*\(\s*$(.*?)^\)\s*$", re.M | re.S)
+_REPLACE_LINE = re.compile(r"^\s*replace\s+(\S+\s+=>\s+\S+(?:\s+\S+)?)\s*$", re.M)
+
+
+def operator_dir() -> Path:
+    return build.cache_root() / (
+        f"spark-operator-{SPARK_OPERATOR_VERSION}_{build.go_version()}"
+        f"_{sys.platform}-{build.go_arch()}"
+    )
+
+
+def operator_binary() -> Path:
+    return operator_dir() / "bin" / "spark-operator"
+
+
+def crd_dir() -> Path:
+    return operator_dir() / "crds"
+
+
+def replacements(gomod: str) -> list[str]:
+    """The module's ``replace`` directives (``old => new version``), block or single lines."""
+    found: list[str] = []
+    for block in _REPLACE_BLOCK.findall(gomod):
+        found += [line.strip() for line in block.splitlines() if "=>" in line]
+    found += _REPLACE_LINE.findall(gomod)
+    local = [line for line in found if line.split("=>", 1)[1].strip().startswith(".")]
+    if local:
+        raise RuntimeError(f"the operator's go.mod replaces modules with local paths: {local}")
+    return found
+
+
+def wrapper_gomod(upstream: str) -> str:
+    go_line = re.search(r"^go\s+(\S+)", upstream, re.M)
+    return "\n".join(
+        [
+            "module runplane.local/testbed/spark-operator",
+            "",
+            f"go {go_line.group(1) if go_line else '1.24'}",
+            "",
+            f"require {SPARK_OPERATOR_MODULE} {SPARK_OPERATOR_VERSION}",
+            "",
+            "replace (",
+            *(f"\t{line}" for line in replacements(upstream)),
+            ")",
+            "",
+        ]
+    )
+
+
+def missing() -> bool:
+    return not os.access(operator_binary(), os.X_OK) or not all(
+        (crd_dir() / name).is_file() for name in SPARK_CRDS
+    )
+
+
+def build_operator(force: bool = False) -> Path:
+    """Build the operator if missing, under its own lock (the Go build lock of a machine that
+    shares its Go caches is the caller's); the binary's path."""
+    binary = operator_binary()
+    if not force and not missing():
+        _say(f"testbed spark-operator up to date in {binary.parent}")
+        return binary
+    root = operator_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and not missing():
+            return binary
+        partial = root / "bin.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        timings: dict[str, float] = {}
+        builder = build.Builder(workdir=root / "src", out=partial, timings=timings)
+
+        def compile_operator() -> None:
+            info = json.loads(
+                builder.go(
+                    "mod", "download", "-json", f"{SPARK_OPERATOR_MODULE}@{SPARK_OPERATOR_VERSION}"
+                )
+            )
+            mod = builder.module("spark-operator", wrapper_gomod(Path(info["GoMod"]).read_text()))
+            package = f"{SPARK_OPERATOR_MODULE}/cmd/operator"
+            builder.go("get", f"{package}@{SPARK_OPERATOR_VERSION}", cwd=mod)
+            # as its own Makefile does: ``spark-operator version`` names the release
+            version = "k8s.io/component-base/version"
+            ldflags = (
+                f"-s -w -X {version}.gitVersion={SPARK_OPERATOR_VERSION}"
+                f" -X {version}.gitTreeState=clean"
+            )
+            builder.go(
+                "build",
+                "-mod=mod",
+                "-trimpath",
+                f"-ldflags={ldflags}",
+                "-o",
+                str(partial / "spark-operator"),
+                package,
+                cwd=mod,
+            )
+            crds = root / "crds.partial"
+            shutil.rmtree(crds, ignore_errors=True)
+            crds.mkdir()
+            for name in SPARK_CRDS:
+                shutil.copyfile(Path(info["Dir"]) / "config" / "crd" / "bases" / name, crds / name)
+            shutil.rmtree(crd_dir(), ignore_errors=True)
+            os.replace(crds, crd_dir())
+
+        builder.step(f"spark-operator {SPARK_OPERATOR_VERSION}", compile_operator)
+        binary.parent.mkdir(exist_ok=True)
+        os.replace(partial / "spark-operator", binary)  # atomic: never half a binary
+        partial.rmdir()
+        record = {
+            "built": ["spark-operator"],
+            "steps_s": timings,
+            "bin_bytes": binary.stat().st_size,
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        history_path = root / build.TIMINGS_FILE
+        history = json.loads(history_path.read_text()) if history_path.exists() else []
+        history.append(record)
+        history_path.write_text(json.dumps(history, indent=2) + "\n")
+    return binary
+
+
+def _say(line: str) -> None:
+    """Build progress, for CI's log."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    _say(str(build_operator(force="--force" in sys.argv[1:])))

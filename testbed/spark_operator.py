@@ -1,0 +1,193 @@
+"""The Kubeflow Spark Operator's controller, run as a process against the testbed.
+
+The binary and its CRDs are ``testbed/spark_build.py``'s (built from the operator's Go module);
+the controller watches only the tests' namespace, without its webhook (runplane's
+SparkApplications carry every pod field in their pod templates, which spark-submit applies),
+leader election, metrics or UI Services. It submits with ``spark-submit`` on this machine, from
+the pyspark installed beside the tests (``SPARK_HOME``), with a kubeconfig whose client key is
+in the traditional EC form: Spark's Kubernetes client (fabric8) cannot read the PKCS#8 key the
+testbed writes. The driver's service account (the namespace's ``default``) is allowed what a
+driver does: make and remove its executors' pods, its Service and ConfigMaps.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from testbed import kube, spark_build
+from testbed.pytest_plugin import TestbedCluster
+
+GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
+DRIVER_ROLE = "runplane-spark-driver"
+
+
+@dataclass
+class Operator:
+    """The controller's process and the testbed it runs against."""
+
+    tb: TestbedCluster
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def check(self) -> None:
+        if self.process.poll() is not None:
+            raise AssertionError(
+                f"the spark operator exited {self.process.returncode}:\n{self.tail()}"
+            )
+
+    def tail(self, size: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-size:]
+
+
+def install_crds(tb: TestbedCluster, timeout: float = 60) -> None:
+    """The operator's own CRDs, replacing any older copy, each awaited until served."""
+    extensions = client.ApiextensionsV1Api(tb.api)
+    names = []
+    for file in spark_build.SPARK_CRDS:
+        crd = yaml.safe_load((spark_build.crd_dir() / file).read_text())
+        name = crd["metadata"]["name"]
+        try:
+            extensions.create_custom_resource_definition(crd)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            current = extensions.read_custom_resource_definition(name)
+            crd["metadata"]["resourceVersion"] = kube.plain(tb.api, current)["metadata"][
+                "resourceVersion"
+            ]
+            extensions.replace_custom_resource_definition(name, crd)
+        names.append(name)
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while True:
+            status = extensions.read_custom_resource_definition(name).status
+            conditions = {c.type: c.status for c in (status.conditions or [])} if status else {}
+            if conditions.get("Established") == "True":
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"CRD {name} not established after {timeout:.0f}s")
+            time.sleep(0.2)
+
+
+def allow_drivers(tb: TestbedCluster, namespace: str) -> None:
+    """What a driver does with its namespace's default service account."""
+    rbac = client.RbacAuthorizationV1Api(tb.api)
+    role: Any = {
+        "metadata": {"name": DRIVER_ROLE},
+        "rules": [
+            {
+                "apiGroups": [""],
+                "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+                "verbs": ["*"],
+            }
+        ],
+    }
+    binding: Any = {
+        "metadata": {"name": DRIVER_ROLE},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": DRIVER_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
+    }
+    for create in (
+        lambda: rbac.create_namespaced_role(namespace, role),
+        lambda: rbac.create_namespaced_role_binding(namespace, binding),
+    ):
+        try:
+            create()
+        except ApiException as error:
+            if error.status != 409:
+                raise
+
+
+def traditional_kubeconfig(kubeconfig: Path, into: Path) -> Path:
+    """A copy of ``kubeconfig`` whose client key is an ``EC PRIVATE KEY`` (openssl's ``ec``
+    rewrites a PKCS#8 key in that form), for spark-submit's client."""
+    into.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = yaml.safe_load(kubeconfig.read_text())
+    for entry in config.get("users") or []:
+        user = entry["user"]
+        if "client-key" in user:
+            key = into / f"{entry['name']}-ec.key"
+            subprocess.run(
+                ["openssl", "ec", "-in", user["client-key"], "-out", str(key)],
+                check=True,
+                capture_output=True,
+            )
+            key.chmod(0o600)
+            user["client-key"] = str(key)
+    out = into / "kubeconfig"
+    out.write_text(yaml.safe_dump(config))
+    out.chmod(0o600)
+    return out
+
+
+def spark_home() -> str:
+    """pyspark's folder beside the tests: ``bin/spark-submit`` and the jars are there."""
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent)
+
+
+@contextmanager
+def running(tb: TestbedCluster, tag: str, namespace: str | None = None) -> Iterator[Operator]:
+    """The CRDs installed and the controller running for the block, watching ``namespace``
+    (the tests' by default); its log is ``<run dir>/logs/spark-operator-<tag>.log``."""
+    namespace = namespace or tb.namespace
+    binary = spark_build.operator_binary()
+    if not os.access(binary, os.X_OK):
+        raise AssertionError(f"no spark operator at {binary}: run `python -m testbed build`")
+    install_crds(tb)
+    allow_drivers(tb, namespace)
+    work = tb.run_dir / f"spark-operator-{tag}"
+    kubeconfig = traditional_kubeconfig(tb.kubeconfig, work)
+    server = urlsplit(yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
+    log = tb.run_dir / "logs" / f"spark-operator-{tag}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "SPARK_HOME": spark_home(),
+        # spark-submit's master URL is made from these (the in-cluster variables)
+        "KUBERNETES_SERVICE_HOST": server.hostname or "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(server.port or 443),
+    }
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                str(binary),
+                "controller",
+                "start",
+                f"--kubeconfig={kubeconfig}",
+                f"--namespaces={namespace}",
+                "--metrics-bind-address=0",
+                "--health-probe-bind-address=0",
+                "--enable-ui-service=false",
+                "--leader-election=false",
+                "--driver-pod-creation-grace-period=30s",
+            ],
+            env=env,
+            cwd=work,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield Operator(tb, process, log)
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
