@@ -256,6 +256,7 @@ class KubernetesRuntime:
 
     def check(self, request: RunRequest) -> None:
         self._submitter.check(request.manifests)
+        self._submitter.check_served(request.manifests)
 
     def launch(self, request: RunRequest) -> None:
         """Create the run's Secrets and pod; safe to repeat for the same attempt. A run of
@@ -421,14 +422,21 @@ class KubernetesRuntime:
             and (pod["metadata"].get("labels") or {}).get(names.ROLE) not in names.HELPER_ROLES
         ]
 
-    def _results_from_log(self, pod: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """A finished pod's results from the last line of its output, where the bootstrap puts
-        them when they are too large for the termination message."""
+    def _results_from_log(
+        self, pod: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """A finished pod's report from the last line of its output, where the bootstrap puts
+        it when too large for the termination message, and an mpijob's launcher always."""
         uid = pod["metadata"]["labels"][names.RUN_UID]
         report = self._spool.results(uid)
         if report is None:
             raise LookupError(f"pod {pod['metadata']['name']} printed no results line")
-        return dict(report.get("results") or {}), list(report.get("artifacts") or [])
+        results, artifacts = report.get("results"), report.get("artifacts")
+        return (
+            dict(results) if isinstance(results, dict) else {},
+            list(artifacts) if isinstance(artifacts, list) else [],
+            str(report.get("error") or ""),
+        )
 
     def usage(self, uid: str) -> Usage | None:
         """Unknown: a cluster's usage needs its metrics API, which runplane does not assume."""

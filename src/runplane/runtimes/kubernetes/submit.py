@@ -18,7 +18,7 @@ from runplane import names
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.runtimes.kubernetes import podgroup
 from runplane.runtimes.kubernetes.api.calls import Calls
-from runplane.runtimes.kubernetes.api.rest import manifest_path
+from runplane.runtimes.kubernetes.api.rest import collection_path, manifest_path
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,43 @@ WORKLOADS = (
     ("kubeflow.org/v1", "MPIJob"),
     ("sparkoperator.k8s.io/v1beta2", "SparkApplication"),
 )
+
+
+#: Who serves each workload, and how a cluster gets it: what a submission the cluster cannot
+#: run says.
+OPERATORS = {
+    ("kubeflow.org/v2beta1", "MPIJob"): (
+        "the Kubeflow MPI Operator",
+        "mpijobs.kubeflow.org",
+        "kubectl apply --server-side -f https://raw.githubusercontent.com/kubeflow/"
+        "mpi-operator/v0.8.0/deploy/v2beta1/mpi-operator.yaml",
+    ),
+    ("kubeflow.org/v1", "MPIJob"): (
+        "the Kubeflow Training Operator",
+        "mpijobs.kubeflow.org",
+        'kubectl apply --server-side -k "github.com/kubeflow/training-operator.git/'
+        'manifests/overlays/standalone?ref=v1.8.1"',
+    ),
+    ("sparkoperator.k8s.io/v1beta2", "SparkApplication"): (
+        "the Kubeflow Spark Operator",
+        "sparkapplications.sparkoperator.k8s.io",
+        "helm install spark-operator spark-operator/spark-operator (chart repository "
+        "https://kubeflow.github.io/spark-operator)",
+    ),
+}
+
+
+def unserved(api_version: str, kind: str) -> InvalidValueError:
+    """The error of a workload whose operator (and CRD) the cluster lacks."""
+    operator, crd, install = OPERATORS[(api_version, kind)]
+    other = " or set mpijob_api_version to the version it serves" if kind == "MPIJob" else ""
+    return InvalidValueError(
+        "kind",
+        f"{api_version} {kind}",
+        f"the cluster does not serve {kind} ({api_version}): {operator} and its CRD {crd} "
+        f"are not installed; install them ({install}){other}",
+        f"kubectl get crd {crd}",
+    )
 
 
 class Submitter:
@@ -79,6 +116,21 @@ class Submitter:
                 "build_request(fn, settings, uid=...)",
             )
 
+    def check_served(self, manifests: Iterable[Mapping[str, Any]]) -> None:
+        """A workload of an operator is submitted only where the cluster serves its kind: else
+        the submission fails now, naming the operator, rather than leaving a run that nothing
+        would ever start. What discovery found is trusted a while; a refusal asks again first
+        (the operator may have been installed a moment ago)."""
+        for manifest in manifests:
+            key = (manifest.get("apiVersion"), manifest.get("kind"))
+            if key in WORKLOADS:
+                api_version, kind = str(key[0]), str(key[1])
+                plural = collection_path(api_version, kind, self.namespace).rsplit("/", 1)[1]
+                if not self.calls.serves(api_version, plural) and not self.calls.serves(
+                    api_version, plural, fresh=True
+                ):
+                    raise unserved(api_version, kind)
+
     def submit(
         self, manifests: Iterable[Mapping[str, Any]], gang: list[dict[str, Any]] | None = None
     ) -> str:
@@ -127,13 +179,7 @@ class Submitter:
         except ApiException as error:
             api_version, kind = obj["apiVersion"], obj["kind"]
             if error.status == 404 and (api_version, kind) in WORKLOADS:
-                raise InvalidValueError(
-                    "kind",
-                    f"{api_version} {kind}",
-                    f"the cluster does not serve {kind} ({api_version}): install its operator "
-                    "(and CRD), or set mpijob_api_version to the version it serves",
-                    "kubectl get crd mpijobs.kubeflow.org",
-                ) from None
+                raise unserved(api_version, kind) from None
             raise self.calls.refused(what, error) from None
         if (obj["apiVersion"], obj["kind"]) in WORKLOADS:
             self.calls.note_served(obj["apiVersion"], path.rsplit("/", 1)[1])

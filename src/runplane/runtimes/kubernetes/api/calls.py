@@ -137,11 +137,12 @@ class Calls:
             raise self.refused(what, error) from None
         return True
 
-    def serves(self, api_version: str, plural: str) -> bool:
+    def serves(self, api_version: str, plural: str, fresh: bool = False) -> bool:
         """Whether the API server serves ``plural`` in ``api_version`` (API discovery, asked
-        again after :data:`DISCOVERY_TTL`: an operator installed later is found then)."""
+        again after :data:`DISCOVERY_TTL`, or now when ``fresh``: an operator installed later
+        is found then)."""
         known = self._discovered.get(api_version)
-        if known is None or time.monotonic() - known[0] > DISCOVERY_TTL:
+        if fresh or known is None or time.monotonic() - known[0] > DISCOVERY_TTL:
             known = self._discovered[api_version] = (time.monotonic(), self._discover(api_version))
         return plural in known[1]
 
