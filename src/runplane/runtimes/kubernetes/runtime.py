@@ -484,7 +484,9 @@ class KubernetesRuntime:
             meta = workload["metadata"]
             path = object_path(workload["apiVersion"], kind, self.namespace, meta["name"])
             self._calls.change(f"deleting {kind} {meta['name']}", "DELETE", path, body=BACKGROUND)
-        if not pods:  # its operator had made no pod yet: nothing else will say it ended
+        if not any(_main(pod) for pod in pods):
+            # its operator had made no pod yet, or only helpers (an MPIJob's launcher waits for
+            # its workers), whose ends say nothing of the run's: nothing else will say it ended
             self._tracker.deliver(
                 f"workload-{uid}", RunEvent(uid, RunState.ABORTED, reason=reason, message=message)
             )
@@ -507,6 +509,12 @@ def _started(pod: Mapping[str, Any]) -> bool:
             state = status.get("state") or {}
             return "running" in state or "terminated" in state
     return False
+
+
+def _main(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod is its run's main one (a job's pod, a launcher, a driver)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(names.ROLE) not in names.HELPER_ROLES
 
 
 def _finished(pod: Mapping[str, Any]) -> bool:
