@@ -378,7 +378,6 @@ class Builder:
         self.go("get", f"{MPI_OPERATOR_MODULE}@{MPI_OPERATOR_VERSION}", cwd=mod)
         version = f"{MPI_OPERATOR_MODULE}/pkg/version"
         flags = ["-s -w", f"-X {version}.Version={MPI_OPERATOR_VERSION}"]
-        flags.append(f"-X {version}.GitSHA={MPI_OPERATOR_VERSION}")
         self.go(
             "build",
             "-mod=mod",
@@ -522,12 +521,14 @@ def build_mpi_image(force: bool = False) -> Path:
 
 def _record(root: Path, record: dict[str, Any]) -> None:
     """Append one build's timings and sizes to ``root``'s history."""
-    sizes = {
-        p.name: p.stat().st_size for p in root.rglob("*") if p.is_file() and p.suffix != ".json"
-    }
+    made = [p for p in (*root.iterdir(), *root.glob("bin/*")) if p.is_file()]
     record = {
         **record,
-        "bytes": {k: v for k, v in sizes.items() if not k.startswith(".")},
+        "bytes": {
+            p.name: p.stat().st_size
+            for p in made
+            if p.suffix in (".tar", ".yaml") or p.parent.name == "bin"
+        },
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     history_path = root / TIMINGS_FILE
