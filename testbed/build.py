@@ -10,7 +10,10 @@ module as the control plane, containerd and the CNI plugins with ``go install`` 
 directives). Its images are built offline by ``testbed/images.py`` and cached by a hash of
 their inputs; the OCI runtime (runc) comes from Debian (``scripts/testbed-deps.sh``).
 The helm CLI that installs runplane's chart is a ``go install`` too, cached under a key of its
-own and built beside the rest; so is the Kubeflow Spark Operator (``testbed/spark_build.py``).
+own and built beside the rest; so are the Kubeflow Spark Operator (``testbed/spark_build.py``)
+and the Kubeflow MPI Operator, whose module refuses ``go install`` and builds through a wrapper
+module, with its CRD copied out of the module beside the binary. Its MPI image (Open MPI, sshd,
+mpi4py) has a key of its own too.
 
 Only the standard library is used so CI can call this before installing anything.
 """
@@ -41,6 +44,10 @@ CONTAINERD_VERSION = os.environ.get("RUNPLANE_TESTBED_CONTAINERD_VERSION", "v2.4
 CNI_PLUGINS_VERSION = os.environ.get("RUNPLANE_TESTBED_CNI_VERSION", "v1.9.1")
 HELM_VERSION = os.environ.get("RUNPLANE_TESTBED_HELM_VERSION", "v3.22.0")
 HELM_MODULE = "helm.sh/helm/v3"
+MPI_OPERATOR_VERSION = os.environ.get("RUNPLANE_TESTBED_MPI_OPERATOR_VERSION", "v0.8.0")
+MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
+#: The MPIJob CRD as the operator's release installs it (its kustomize base).
+MPI_OPERATOR_CRD = "manifests/base/kubeflow.org_mpijobs.yaml"
 
 K8S_COMMANDS = (
     "kube-apiserver",
@@ -137,6 +144,27 @@ def helm_dir() -> Path:
 
 def helm_binary() -> Path:
     return helm_dir() / "bin" / "helm"
+
+
+def mpi_operator_dir() -> Path:
+    """The MPI Operator has a key of its own (its version and the toolchain), like helm."""
+    key = f"mpi-operator-{MPI_OPERATOR_VERSION}_{go_version()}_{sys.platform}-{go_arch()}"
+    return cache_root() / key
+
+
+def mpi_operator_binary() -> Path:
+    return mpi_operator_dir() / "bin" / "mpi-operator"
+
+
+def mpi_operator_crd() -> Path:
+    """The MPIJob CRD of the operator's own module, copied beside its binary at build time."""
+    return mpi_operator_dir() / "kubeflow.org_mpijobs.yaml"
+
+
+def mpi_image_archive() -> Path:
+    """The MPI image is keyed by its own inputs: adding it rebuilt none of the node's images,
+    and the node's images changing leaves it be."""
+    return cache_root() / f"mpi-image-{images.mpi_inputs_key(go_arch())}" / images.MPI_ARCHIVE
 
 
 def missing_images(directory: Path | None = None) -> list[str]:
@@ -343,6 +371,27 @@ class Builder:
             env={"GOBIN": str(self.out)},
         )
 
+    def mpi_operator(self) -> None:
+        """``go install`` of the module is refused (its go.mod has replace directives), so a
+        wrapper module requires it; the version variables are set as its Makefile sets them."""
+        gomod = "\n".join(["module runplane.local/testbed/mpi-operator", "", "go 1.26.0", ""])
+        mod = self.module("mpi-operator", gomod)
+        self.go("get", f"{MPI_OPERATOR_MODULE}@{MPI_OPERATOR_VERSION}", cwd=mod)
+        version = f"{MPI_OPERATOR_MODULE}/pkg/version"
+        flags = ["-s -w", f"-X {version}.Version={MPI_OPERATOR_VERSION}"]
+        self.go(
+            "build",
+            "-mod=mod",
+            "-trimpath",
+            f"-ldflags={' '.join(flags)}",
+            "-o",
+            str(self.out / "mpi-operator"),
+            f"{MPI_OPERATOR_MODULE}/cmd/mpi-operator",
+            cwd=mod,
+        )
+        source = self.module_dir(MPI_OPERATOR_MODULE, MPI_OPERATOR_VERSION) / MPI_OPERATOR_CRD
+        shutil.copyfile(source, self.out / "kubeflow.org_mpijobs.yaml")
+
     def module_dir(self, module: str, version: str) -> Path:
         """Where the module cache unpacked a module (downloading it if needed)."""
         info = json.loads(self.go("mod", "download", "-json", f"{module}@{version}"))
@@ -363,9 +412,12 @@ def build(force: bool = False, with_images: bool = True) -> Path:
     target = bin_dir()
     # helm is independent of the rest: it builds beside them (a few minutes, hidden behind
     # Kubernetes' build on a cold cache).
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="testbed-beside") as beside:
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="testbed-beside") as beside:
         helm = beside.submit(build_helm, force)
         spark = beside.submit(build_spark_operator, force)
+        mpi = beside.submit(build_mpi_operator, force)
+        # the MPI image waits on Debian's mirror more than on the CPU
+        mpi_image = beside.submit(build_mpi_image, force) if with_images else None
         if not force and not missing_binaries(target):
             print(f"testbed binaries up to date in {target}", flush=True)
         else:
@@ -377,6 +429,9 @@ def build(force: bool = False, with_images: bool = True) -> Path:
             build_images(force)
         helm.result()
         spark.result()
+        mpi.result()
+        if mpi_image is not None:
+            mpi_image.result()
     return target
 
 
@@ -419,6 +474,77 @@ def build_helm(force: bool = False) -> Path:
         history.append(record)
         history_path.write_text(json.dumps(history, indent=2) + "\n")
     return binary
+
+
+def build_mpi_operator(force: bool = False) -> Path:
+    """Build the MPI Operator (and copy out its CRD) if missing, under its own lock; the
+    binary's path."""
+    binary, crd = mpi_operator_binary(), mpi_operator_crd()
+    if not force and os.access(binary, os.X_OK) and crd.is_file():
+        print(f"testbed mpi-operator up to date in {binary.parent}", flush=True)
+        return binary
+    root = mpi_operator_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and os.access(binary, os.X_OK) and crd.is_file():
+            return binary
+        partial = root / "bin.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        timings: dict[str, float] = {}
+        builder = Builder(workdir=root / "src", out=partial, timings=timings)
+        builder.step(f"mpi-operator {MPI_OPERATOR_VERSION}", builder.mpi_operator)
+        binary.parent.mkdir(exist_ok=True)
+        os.replace(partial / crd.name, crd)
+        os.replace(partial / binary.name, binary)  # last: the binary says the build is whole
+        partial.rmdir()
+        _record(root, {"built": ["mpi-operator"], "steps_s": timings})
+    return binary
+
+
+def build_mpi_image(force: bool = False) -> Path:
+    """Build the MPI image's archive if missing, under its own lock; its path."""
+    archive = mpi_image_archive()
+    if not force and archive.is_file():
+        print(f"testbed mpi image up to date in {archive}", flush=True)
+        return archive
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with (archive.parent / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and archive.is_file():
+            return archive
+        work = archive.parent / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        mirror = os.environ.get("RUNPLANE_TESTBED_DEBIAN_MIRROR") or None
+        timings: dict[str, float] = {}
+        builder = Builder(workdir=work, out=archive.parent, timings=timings)
+
+        def mpi() -> None:
+            images.build_mpi(work, archive, go_arch(), mirror)
+
+        builder.step(images.MPI_IMAGE, mpi)
+        shutil.rmtree(work, ignore_errors=True)
+        _record(archive.parent, {"built": [images.MPI_IMAGE], "steps_s": timings})
+    return archive
+
+
+def _record(root: Path, record: dict[str, Any]) -> None:
+    """Append one build's timings and sizes to ``root``'s history."""
+    made = [p for p in (*root.iterdir(), *root.glob("bin/*")) if p.is_file()]
+    record = {
+        **record,
+        "bytes": {
+            p.name: p.stat().st_size
+            for p in made
+            if p.suffix in (".tar", ".yaml") or p.parent.name == "bin"
+        },
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    history_path = root / TIMINGS_FILE
+    history = json.loads(history_path.read_text()) if history_path.exists() else []
+    history.append(record)
+    history_path.write_text(json.dumps(history, indent=2) + "\n")
 
 
 def build_images(force: bool = False) -> Path:
@@ -547,6 +673,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if "--print-helm" in args:
         print(helm_binary())
+        return 0
+    if "--print-mpi-operator" in args:
+        print(mpi_operator_binary())
         return 0
     build(force="--force" in args, with_images="--no-images" not in args)
     return 0

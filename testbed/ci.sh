@@ -69,6 +69,10 @@ done
 "$bin_dir/bridge" 2>&1 | head -n 1 | sed 's|^|cni: |' || true
 "$("$PYTHON" -m testbed.build --print-helm)" version --short 2>/dev/null | sed 's|^|helm: |' || true
 "$("$PYTHON" -c 'from testbed import spark_build; print(spark_build.operator_binary())')" version 2>/dev/null | head -n 1 | sed 's|^|spark-operator: |' || true
+
+# The MPI Operator and its MPI image (built beside the rest by `testbed build`).
+"$("$PYTHON" -m testbed.build --print-mpi-operator)" --version 2>/dev/null | grep '^Version' | sed 's|^|mpi-operator: |' || true
+du -sh "$("$PYTHON" -c 'from testbed import build; print(build.mpi_image_archive())')" 2>/dev/null | sed 's/^/mpi image: /' || true
 runc --version 2>/dev/null | head -n 1 | sed 's|^|runc: |' || true
 du -sh "$(dirname "$bin_dir")" 2>/dev/null | sed 's/^/testbed cache: /'
 du -sh "$images_dir" 2>/dev/null | sed 's/^/testbed images: /'

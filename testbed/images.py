@@ -34,6 +34,33 @@ PYTHON_ARCHIVE = "python.oci.tar"
 #: Debian 12's dask and distributed (2022.12.1): ``dask scheduler`` / ``dask worker`` exist.
 DASK_IMAGE = "runplane.local/dask:2022.12-bookworm"
 DASK_ARCHIVE = "dask.oci.tar"
+#: Debian 12's Open MPI (4.1) with mpi4py and OpenSSH: what the MPI Operator's launcher and
+#: workers run (``mpirun`` over ssh into each worker's ``sshd``). Built and cached apart from
+#: the node's images (``build.build_mpi_image``), imported by the tests that run an MPIJob.
+MPI_IMAGE = "runplane.local/mpi:4.1-bookworm"
+MPI_ARCHIVE = "mpi.oci.tar"
+MPI_PACKAGES = ("python3", "python3-mpi4py", "openmpi-bin", "openssh-server", "openssh-client")
+#: The image's setup, as the operator's own base images make theirs: the ssh client trusts
+#: any worker (the keys come from the operator's Secret, mounted read-only, so nothing is
+#: written to known_hosts); sshd (its config reads ``sshd_config.d`` first) accepts the
+#: Secret's files as mounted (StrictModes) and runs without PAM (no login session in a
+#: container). Debian's Open MPI already leaves out the transports a pod lacks (UCX, verbs);
+#: ranks sharing a pod use shared memory without a single-copy mechanism (a container may not
+#: ptrace its neighbours). (sshd's ``/run/sshd`` is made by the workers' command: mmdebstrap
+#: empties ``/run``.)
+MPI_SETUP = (
+    'printf "StrictHostKeyChecking no\\nUserKnownHostsFile /dev/null\\nLogLevel ERROR\\n"'
+    ' > "$1/etc/ssh/ssh_config.d/runplane.conf"',
+    'printf "StrictModes no\\nUsePAM no\\n" > "$1/etc/ssh/sshd_config.d/runplane.conf"',
+    'printf "\\nbtl_vader_single_copy_mechanism = none\\n"'
+    ' >> "$1/etc/openmpi/openmpi-mca-params.conf"',
+)
+#: mpirun refuses root unless told twice; pods run as root.
+MPI_ENV = (
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "OMPI_ALLOW_RUN_AS_ROOT=1",
+    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+)
 ARCHIVES = {PAUSE_IMAGE: PAUSE_ARCHIVE, PYTHON_IMAGE: PYTHON_ARCHIVE, DASK_IMAGE: DASK_ARCHIVE}
 #: What ``RealNode.start`` imports; the others are imported on demand.
 NODE_IMAGES = (PAUSE_IMAGE, PYTHON_IMAGE)
@@ -100,6 +127,21 @@ def inputs_key(k8s_version: str, arch: str) -> str:
         "packages": PYTHON_PACKAGES,
         "dask": DASK_IMAGE,
         "dask_packages": DASK_PACKAGES,
+        "excludes": DPKG_EXCLUDES,
+        "format": FORMAT_REVISION,
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def mpi_inputs_key(arch: str) -> str:
+    """A short hash of what the MPI image is made from."""
+    inputs = {
+        "arch": arch,
+        "image": MPI_IMAGE,
+        "suite": DEBIAN_SUITE,
+        "packages": MPI_PACKAGES,
+        "setup": MPI_SETUP,
+        "env": MPI_ENV,
         "excludes": DPKG_EXCLUDES,
         "format": FORMAT_REVISION,
     }
@@ -272,6 +314,22 @@ def build_dask(workdir: Path, out: Path, arch: str, mirror: str | None = None) -
     return build_debian(DASK_IMAGE, DASK_PACKAGES, workdir, out, arch, mirror, recommends=False)
 
 
+def build_mpi(workdir: Path, out: Path, arch: str, mirror: str | None = None) -> str:
+    """Debian's Open MPI, mpi4py and OpenSSH without their Recommends, set up for the MPI
+    Operator (:data:`MPI_SETUP`); sshd's host keys are made by its package's install."""
+    return build_debian(
+        MPI_IMAGE,
+        MPI_PACKAGES,
+        workdir,
+        out,
+        arch,
+        mirror,
+        recommends=False,
+        hooks=MPI_SETUP,
+        env=MPI_ENV,
+    )
+
+
 def build_debian(
     name: str,
     packages: Sequence[str],
@@ -281,6 +339,8 @@ def build_debian(
     mirror: str | None = None,
     *,
     recommends: bool = True,
+    hooks: Sequence[str] = (),
+    env: Sequence[str] = (DEFAULT_PATH,),
 ) -> str:
     workdir.mkdir(parents=True, exist_ok=True)
     rootfs = workdir / "rootfs.tar"
@@ -292,6 +352,7 @@ def build_debian(
         f"--include={','.join(packages)}",
         *(f"--dpkgopt=path-exclude={pattern}" for pattern in DPKG_EXCLUDES),
         *([] if recommends else ["--aptopt=APT::Install-Recommends false"]),
+        *(f"--customize-hook={hook}" for hook in hooks),
         DEBIAN_SUITE,
         str(rootfs),
     ]
@@ -299,7 +360,7 @@ def build_debian(
         argv.append(mirror)
     _run(argv)
     try:
-        config = ImageConfig(cmd=("python3",))
+        config = ImageConfig(cmd=("python3",), env=tuple(env))
         return oci_archive(name, rootfs, out, config, arch)
     finally:
         rootfs.unlink(missing_ok=True)

@@ -4,7 +4,10 @@ As a cluster's DNS does, a Service with a ClusterIP is answered with that addres
 kube-proxy routes it to a ready endpoint, on the Service's port), and a headless Service with
 the IPv4 addresses of its *ready* endpoints (its EndpointSlices). So
 ``kubernetes.default.svc`` leads to the API server on port 443, and dask workers dialing their
-scheduler's Service reach the scheduler. Anything else (other names, pod names, SRV, reverse
+scheduler's Service reach the scheduler. A pod that names itself in a headless Service (its
+``hostname`` and ``subdomain``, as the MPI Operator's launcher and workers do) is answered at
+``<hostname>.<service>.<namespace>.svc.<domain>`` with its address once it is ready, as the
+cluster's DNS answers it from the EndpointSlice. Anything else (other names, SRV, reverse
 lookups, ExternalName Services) gets NXDOMAIN, or an empty answer for a Service name asked for
 another record type.
 
@@ -52,9 +55,20 @@ class Resolver:
             return None
         return labels[0], labels[1]
 
-    def addresses(self, service: str, namespace: str) -> list[str]:
-        """The ClusterIP of a Service that has one, else its ready endpoints; none for a
-        Service that does not exist."""
+    def named(self, name: str) -> tuple[str, str, str] | None:
+        """(service, namespace, hostname) if ``name`` is a Service name of this cluster's
+        domain, or a pod's hostname in a Service (``hostname`` is empty for a Service)."""
+        found = self.service(name)
+        if found is not None:
+            return found[0], found[1], ""
+        labels = name.rstrip(".").lower().split(".")
+        if len(labels) != 3 + len(self.suffix) or labels[3:] != self.suffix:
+            return None
+        return labels[1], labels[2], labels[0]
+
+    def addresses(self, service: str, namespace: str, hostname: str = "") -> list[str]:
+        """The ClusterIP of a Service that has one, else its ready endpoints (those of
+        ``hostname`` only, when given); none for a Service that does not exist."""
         try:
             spec = self.core.read_namespaced_service(service, namespace).spec
         except ApiException as error:
@@ -64,7 +78,7 @@ class Resolver:
         if spec is None or spec.type == "ExternalName":
             return []
         if spec.cluster_ip and spec.cluster_ip != "None":
-            return [spec.cluster_ip]
+            return [] if hostname else [spec.cluster_ip]
         slices = self.discovery.list_namespaced_endpoint_slice(
             namespace, label_selector=f"kubernetes.io/service-name={service}"
         )
@@ -76,6 +90,8 @@ class Resolver:
                 conditions = endpoint.conditions
                 if conditions is not None and conditions.ready is False:
                     continue
+                if hostname and endpoint.hostname != hostname:
+                    continue
                 found.extend(a for a in endpoint.addresses if a not in found)
         return sorted(found)
 
@@ -86,7 +102,7 @@ class Resolver:
             response.set_rcode(dns.rcode.FORMERR)
             return response
         question = query.question[0]
-        named = self.service(question.name.to_text())
+        named = self.named(question.name.to_text())
         if named is None:
             response.set_rcode(dns.rcode.NXDOMAIN)
             return response

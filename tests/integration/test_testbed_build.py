@@ -56,6 +56,14 @@ def test_pod_dns_answers_for_service_names_of_its_domain_only() -> None:
         "example.com.",
     ):
         assert resolver.service(other) is None, other
+    # a pod's hostname in its headless Service, as the MPI Operator's hostfile names workers
+    assert resolver.named("job-worker-0.job.team.svc.cluster.local.") == (
+        "job",
+        "team",
+        "job-worker-0",
+    )
+    assert resolver.named("web.team.svc.cluster.local.") == ("web", "team", "")
+    assert resolver.named("a.b.job.team.svc.cluster.local.") is None
     server = podns.serve(resolver, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

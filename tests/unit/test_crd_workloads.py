@@ -5,7 +5,6 @@ them."""
 from __future__ import annotations
 
 import functools
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import runplane
 from runplane import names
 from runplane.config import Settings
 from runplane.errors import ConflictError, InvalidValueError
+from runplane.rendering.mpijob import LAUNCHER_PROGRAM
 from runplane.runtimes.request import build_request
 
 CRDS = Path(__file__).parents[2] / "testbed" / "crds"
@@ -62,7 +62,7 @@ def _mpijob(code: Path) -> runplane.Function:
 @pytest.mark.parametrize(
     ("version", "worker_command"),
     [
-        ("kubeflow.org/v2beta1", ["/usr/sbin/sshd", "-De"]),
+        ("kubeflow.org/v2beta1", ["sh", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -De"]),
         ("kubeflow.org/v1", ["sleep", "infinity"]),
     ],
 )
@@ -95,17 +95,24 @@ def test_an_mpijob_renders_a_valid_mpijob_of_either_version(code, version, worke
     assert worker["template"]["metadata"]["labels"][names.ROLE] == "worker"
     assert launcher["template"]["metadata"]["labels"][names.ROLE] == "launcher"
     assert w["containers"][0]["command"] == worker_command
-    shell = lch["containers"][0]["command"]
-    assert shell[:2] == ["sh", "-c"]
-    assert shell[2].endswith(
-        """; code=$?; echo '{"results_in_log": true}' > /dev/termination-log; exit $code"""
-    )
-    mpirun = shlex.split(shell[2].split(";")[0])
+    python, flag, program, *mpirun = lch["containers"][0]["command"]
+    # mpirun through runplane's launcher, which reports the run at the end of its output
+    assert (python, flag, program) == ("python3", "-c", LAUNCHER_PROGRAM)
+    assert "from runplane_bootstrap.launcher import launch" in program
     assert mpirun[:4] == ["mpirun", "--allow-run-as-root", "-np", "2"]
     assert mpirun[-2:] == list(names.BOOTSTRAP_COMMAND)
     assert mpirun[mpirun.index("RUNPLANE_EXEC_CODE") - 1] == "-x"
     env = {e["name"]: e.get("value") for e in w["containers"][0]["env"]}
     assert env["RUNPLANE_RUN_UID"] == "u" * 32  # the invocation reaches every rank
+    if version == "kubeflow.org/v2beta1":
+        # the operator mounts its ssh keys for root's sshd, and starts the launcher once
+        # every worker's sshd answers
+        assert job["spec"]["sshAuthMountPath"] == "/root/.ssh"
+        assert job["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
+        assert job["spec"]["slotsPerWorker"] == 1
+        assert w["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": 22}
+    else:
+        assert "readinessProbe" not in w["containers"][0]
     assert job["spec"]["runPolicy"]["schedulingPolicy"] == {
         "minAvailable": 3,
         "priorityClass": "high",

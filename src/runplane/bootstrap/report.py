@@ -38,12 +38,18 @@ def report(context: Context, exit_code: int, termination_log: Path) -> int:
             f"the run's results are {len(text.encode())} bytes as JSON, more than "
             f"{RESULTS_LIMIT}; log large values with context.log_artifact"
         )
-        summary, text, exit_code = {}, json.dumps({"error": message}), exit_code or 1
+        summary = {"error": message}
+        text, exit_code = json.dumps(summary), exit_code or 1
         sys.stderr.write(message + "\n")
     if len(text.encode()) > MESSAGE_LIMIT or context.world_size > 1:
         # A rank's termination message is its worker's, not the launcher's: rank 0's results
-        # reach the run through the output, which mpirun forwards to the launcher.
-        if not context.is_logging_worker():
+        # reach the run through the output, which mpirun forwards to the launcher; so does a
+        # failing rank's error, which the launcher reports (``.launcher``).
+        if context.world_size > 1:
+            if not context.is_logging_worker():
+                summary = {"error": context.error} if context.error else {}
+            text = json.dumps({**summary, "rank": context.rank}) if summary else ""
+        if not text:
             return exit_code
         sys.stdout.write("\n" + RESULTS_MARKER + text + "\n")
         sys.stdout.flush()

@@ -465,14 +465,21 @@ class KubernetesRuntime:
             and (pod["metadata"].get("labels") or {}).get(names.ROLE) not in names.HELPER_ROLES
         ]
 
-    def _results_from_log(self, pod: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """A finished pod's results from the last line of its output, where the bootstrap puts
-        them when they are too large for the termination message."""
+    def _results_from_log(
+        self, pod: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+        """A finished pod's report from the last line of its output, where the bootstrap puts
+        it when too large for the termination message, and an mpijob's launcher always."""
         uid = pod["metadata"]["labels"][names.RUN_UID]
         report = self._spool.results(uid)
         if report is None:
             raise LookupError(f"pod {pod['metadata']['name']} printed no results line")
-        return dict(report.get("results") or {}), list(report.get("artifacts") or [])
+        results, artifacts = report.get("results"), report.get("artifacts")
+        return (
+            dict(results) if isinstance(results, dict) else {},
+            list(artifacts) if isinstance(artifacts, list) else [],
+            str(report.get("error") or ""),
+        )
 
     def usage(self, uid: str) -> Usage | None:
         """Unknown: a cluster's usage needs its metrics API, which runplane does not assume."""
@@ -519,7 +526,9 @@ class KubernetesRuntime:
             meta = workload["metadata"]
             path = object_path(workload["apiVersion"], kind, self.namespace, meta["name"])
             self._calls.change(f"deleting {kind} {meta['name']}", "DELETE", path, body=BACKGROUND)
-        if not pods:  # its operator had made no pod yet: nothing else will say it ended
+        if not any(_main(pod) for pod in pods):
+            # its operator had made no pod yet, or only helpers (an MPIJob's launcher waits for
+            # its workers), whose ends say nothing of the run's: nothing else will say it ended
             self._tracker.deliver(
                 f"workload-{uid}", RunEvent(uid, RunState.ABORTED, reason=reason, message=message)
             )
@@ -567,6 +576,12 @@ def _started(pod: Mapping[str, Any]) -> bool:
             state = status.get("state") or {}
             return "running" in state or "terminated" in state
     return False
+
+
+def _main(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod is its run's main one (a job's pod, a launcher, a driver)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return labels.get(names.ROLE) not in names.HELPER_ROLES
 
 
 def _finished(pod: Mapping[str, Any]) -> bool:

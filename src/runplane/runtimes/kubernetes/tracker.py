@@ -23,8 +23,9 @@ from runplane.runtimes.kubernetes.pod_events import pod_to_event, results_in_log
 log = logging.getLogger(__name__)
 
 
-#: Reads a finished pod's results from its log (where large results are); (results, artifacts).
-ResultsReader = Callable[[dict[str, Any]], tuple[dict[str, Any], list[dict[str, Any]]]]
+#: Reads a finished pod's report from its log (where large results are, and an mpijob's
+#: launcher puts it): (results, artifacts, error).
+ResultsReader = Callable[[dict[str, Any]], tuple[dict[str, Any], list[dict[str, Any]], str]]
 
 
 class RunTracker:
@@ -74,8 +75,10 @@ class RunTracker:
             and not self._ended(key)
         ):
             try:
-                results, artifacts = self._read_results(pod)
+                results, artifacts, error = self._read_results(pod)
                 event = replace(event, results=results, artifacts=artifacts)
+                if error and event.state is RunState.ERROR and event.reason != Reason.OOM_KILLED:
+                    event = replace(event, message=error)  # a rank's error names the rank
             except Exception:  # the pod (or its node) may be gone: the end is still the end
                 log.warning("results of pod %s could not be read", key, exc_info=True)
         self.deliver(key, event, forget=gone)
