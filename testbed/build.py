@@ -10,7 +10,7 @@ module as the control plane, containerd and the CNI plugins with ``go install`` 
 directives). Its images are built offline by ``testbed/images.py`` and cached by a hash of
 their inputs; the OCI runtime (runc) comes from Debian (``scripts/testbed-deps.sh``).
 The helm CLI that installs runplane's chart is a ``go install`` too, cached under a key of its
-own and built beside the rest.
+own and built beside the rest; so is metrics-server, which the real node's autoscalers read.
 
 Only the standard library is used so CI can call this before installing anything.
 """
@@ -41,6 +41,8 @@ CONTAINERD_VERSION = os.environ.get("RUNPLANE_TESTBED_CONTAINERD_VERSION", "v2.4
 CNI_PLUGINS_VERSION = os.environ.get("RUNPLANE_TESTBED_CNI_VERSION", "v1.9.1")
 HELM_VERSION = os.environ.get("RUNPLANE_TESTBED_HELM_VERSION", "v3.22.0")
 HELM_MODULE = "helm.sh/helm/v3"
+METRICS_SERVER_VERSION = os.environ.get("RUNPLANE_TESTBED_METRICS_SERVER_VERSION", "v0.9.0")
+METRICS_SERVER_MODULE = "sigs.k8s.io/metrics-server"
 
 K8S_COMMANDS = (
     "kube-apiserver",
@@ -343,6 +345,19 @@ class Builder:
             env={"GOBIN": str(self.out)},
         )
 
+    def metrics_server(self) -> None:
+        """Its module has no replace directives, so ``go install`` builds it as released; the
+        version variables are the ones its Makefile sets (client-go's)."""
+        version_var = "k8s.io/client-go/pkg/version"
+        flags = f"-s -w -X {version_var}.gitVersion={METRICS_SERVER_VERSION}"
+        self.go(
+            "install",
+            "-trimpath",
+            f"-ldflags={flags} -X {version_var}.gitTreeState=clean",
+            f"{METRICS_SERVER_MODULE}/cmd/metrics-server@{METRICS_SERVER_VERSION}",
+            env={"GOBIN": str(self.out)},
+        )
+
     def module_dir(self, module: str, version: str) -> Path:
         """Where the module cache unpacked a module (downloading it if needed)."""
         info = json.loads(self.go("mod", "download", "-json", f"{module}@{version}"))
@@ -362,9 +377,10 @@ def build(force: bool = False, with_images: bool = True) -> Path:
     """
     target = bin_dir()
     # helm is independent of the rest: it builds beside them (a few minutes, hidden behind
-    # Kubernetes' build on a cold cache).
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="testbed-helm") as beside:
+    # Kubernetes' build on a cold cache); so does metrics-server, for the real node.
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="testbed-beside") as beside:
         helm = beside.submit(build_helm, force)
+        metrics = beside.submit(build_metrics_server, force) if with_images else None
         if not force and not missing_binaries(target):
             print(f"testbed binaries up to date in {target}", flush=True)
         else:
@@ -375,6 +391,8 @@ def build(force: bool = False, with_images: bool = True) -> Path:
         if with_images:
             build_images(force)
         helm.result()
+        if metrics is not None:
+            metrics.result()
     return target
 
 
@@ -410,6 +428,50 @@ def build_helm(force: bool = False) -> Path:
         history.append(record)
         history_path.write_text(json.dumps(history, indent=2) + "\n")
     return binary
+
+
+def metrics_server_dir() -> Path:
+    """metrics-server has a key of its own (its version and the toolchain), as helm has."""
+    key = f"{METRICS_SERVER_VERSION}_{go_version()}_{sys.platform}-{go_arch()}"
+    return cache_root() / f"metrics-server-{key}"
+
+
+def metrics_server_binary() -> Path:
+    return metrics_server_dir() / "bin" / "metrics-server"
+
+
+def build_metrics_server(force: bool = False) -> Path:
+    """Build metrics-server if missing, under its own lock; its path."""
+    binary = metrics_server_binary()
+    if not force and os.access(binary, os.X_OK):
+        print(f"testbed metrics-server up to date in {binary.parent}", flush=True)
+        return binary
+    root = metrics_server_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and os.access(binary, os.X_OK):
+            return binary
+        partial = root / "bin.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        timings: dict[str, float] = {}
+        builder = Builder(workdir=root / "src", out=partial, timings=timings)
+        builder.step(f"metrics-server {METRICS_SERVER_VERSION}", builder.metrics_server)
+        binary.parent.mkdir(exist_ok=True)
+        os.replace(partial / "metrics-server", binary)  # atomic, as for helm
+        partial.rmdir()
+        _record_timings(root, {"built": ["metrics-server"], "steps_s": timings}, binary)
+    return binary
+
+
+def _record_timings(root: Path, record: dict[str, Any], binary: Path) -> None:
+    record["bin_bytes"] = binary.stat().st_size
+    record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    history_path = root / TIMINGS_FILE
+    history = json.loads(history_path.read_text()) if history_path.exists() else []
+    history.append(record)
+    history_path.write_text(json.dumps(history, indent=2) + "\n")
 
 
 def build_images(force: bool = False) -> Path:
@@ -538,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if "--print-helm" in args:
         print(helm_binary())
+        return 0
+    if "--print-metrics-server" in args:
+        print(metrics_server_binary())
         return 0
     build(force="--force" in args, with_images="--no-images" not in args)
     return 0

@@ -56,6 +56,7 @@ for binary in etcd kube-apiserver kube-controller-manager kube-scheduler kwok ku
 done
 "$bin_dir/bridge" 2>&1 | head -n 1 | sed 's|^|cni: |' || true
 "$("$PYTHON" -m testbed.build --print-helm)" version --short 2>/dev/null | sed 's|^|helm: |' || true
+"$("$PYTHON" -m testbed.build --print-metrics-server)" --version 2>/dev/null | sed 's|^|metrics-server: |' || true
 runc --version 2>/dev/null | head -n 1 | sed 's|^|runc: |' || true
 du -sh "$(dirname "$bin_dir")" 2>/dev/null | sed 's/^/testbed cache: /'
 du -sh "$images_dir" 2>/dev/null | sed 's/^/testbed images: /'
