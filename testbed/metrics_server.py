@@ -28,7 +28,7 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from testbed import build, kube, pki
+from testbed import build, kube, pki, topology
 from testbed.cluster import (
     POD_GATEWAY,
     Cluster,
@@ -101,6 +101,8 @@ def argv(cluster: Cluster, port: int, serving: pki.KeyPair) -> list[str]:
         "--kubelet-preferred-address-types=Hostname",
         "--kubelet-use-node-status-port",
         "--kubelet-insecure-tls",
+        # the kwok nodes have no kubelet to scrape
+        "--node-selector=" + ",".join(f"{k}={v}" for k, v in topology.REAL_NODE_LABELS.items()),
         f"--metric-resolution={RESOLUTION}",
         "--v=1",
     ]
@@ -184,9 +186,11 @@ def start(cluster: Cluster, die_with_parent: bool = True, timeout: float = 120.0
     process = _spawn(NAME, argv(cluster, port, serving), cluster.run_dir, None, die_with_parent)
     running = MetricsServer(cluster, process, port)
     try:
+        # /livez, not /readyz: it is ready only once it holds metrics of pods, and the node
+        # may have none yet
         _wait(
-            "metrics-server /readyz",
-            lambda: _http_ok(f"https://{ADDRESS}:{port}/readyz", _insecure()),
+            "metrics-server /livez",
+            lambda: _http_ok(f"https://{ADDRESS}:{port}/livez", _insecure()),
             [process],
             timeout,
         )
