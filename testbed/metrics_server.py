@@ -199,8 +199,8 @@ def start(cluster: Cluster, die_with_parent: bool = True, timeout: float = 120.0
         measured = lambda: bool(_node_metrics(api))  # noqa: E731
         _wait("node metrics from metrics-server", measured, [process], timeout)
     except (TimeoutError, RuntimeError, urllib.error.URLError) as error:
+        state = _api_service_state(cluster)  # before stop() removes it
         running.stop()
-        state = _api_service_state(cluster)
         raise RuntimeError(f"{error}; APIService: {state}\n{_tail(process.log)}") from error
     except BaseException:
         running.stop()
