@@ -61,7 +61,11 @@ def cmd_up(args: argparse.Namespace) -> int:
             if not args.no_metrics_server:
                 _start_metrics_server(running, detach=args.detach)
     except BaseException:
-        running.stop()
+        try:
+            if node:
+                node.stop()  # a later step failed (metrics-server): nothing is left behind
+        finally:
+            running.stop()
         raise
     print(f"export KUBECONFIG={running.kubeconfig}")
     if args.detach:
