@@ -10,6 +10,10 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from testbed.cluster import Cluster
 
 
 def _run_dir(arg: str | None) -> Path:
@@ -55,8 +59,14 @@ def cmd_up(args: argparse.Namespace) -> int:
                 f"(taint {topology.REAL_NODE_TAINT['key']}, image {node.image}); "
                 f"logs in {running.logs_dir}"
             )
+            if not args.no_metrics_server:
+                _start_metrics_server(running, detach=args.detach)
     except BaseException:
-        running.stop()
+        try:
+            if node:
+                node.stop()  # a later step failed (metrics-server): nothing is left behind
+        finally:
+            running.stop()
         raise
     print(f"export KUBECONFIG={running.kubeconfig}")
     if args.detach:
@@ -88,6 +98,17 @@ def cmd_up(args: argparse.Namespace) -> int:
         finally:
             running.stop()
             print(f"stopped; logs kept in {running.logs_dir}")
+
+
+def _start_metrics_server(running: Cluster, detach: bool) -> None:
+    """metrics-server for the real node's autoscalers, kept with the control plane's processes
+    so that ``status`` shows it and ``down`` stops it."""
+    from testbed import metrics_server
+
+    server = metrics_server.start(running, die_with_parent=not detach)
+    running.processes.append(server.process)
+    running.save_state()
+    print(f"metrics-server serving metrics.k8s.io in {server.start_s:.1f}s")
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -171,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also start one real node (kubelet + containerd; root, one per machine)",
     )
     p.add_argument("--node-name", help="real node name; must map to loopback in /etc/hosts")
+    p.add_argument(
+        "--no-metrics-server",
+        action="store_true",
+        help="with --real-node: leave out metrics-server (autoscalers then see no metrics)",
+    )
     p.set_defaults(func=cmd_up)
     for name, func in (("down", cmd_down), ("status", cmd_status)):
         p = sub.add_parser(name)

@@ -10,10 +10,11 @@ module as the control plane, containerd and the CNI plugins with ``go install`` 
 directives). Its images are built offline by ``testbed/images.py`` and cached by a hash of
 their inputs; the OCI runtime (runc) comes from Debian (``scripts/testbed-deps.sh``).
 The helm CLI that installs runplane's chart is a ``go install`` too, cached under a key of its
-own and built beside the rest; so are the Kubeflow Spark Operator (``testbed/spark_build.py``)
-and the Kubeflow MPI Operator, whose module refuses ``go install`` and builds through a wrapper
-module, with its CRD copied out of the module beside the binary. Its MPI image (Open MPI, sshd,
-mpi4py) has a key of its own too.
+own and built beside the rest; so are the Kubeflow Spark Operator (``testbed/spark_build.py``),
+the Kubeflow MPI Operator, whose module refuses ``go install`` and builds through a wrapper
+module, with its CRD copied out of the module beside the binary (its MPI image, Open MPI, sshd
+and mpi4py, has a key of its own too), and metrics-server, which the real node's autoscalers
+read.
 
 Only the standard library is used so CI can call this before installing anything.
 """
@@ -48,6 +49,8 @@ MPI_OPERATOR_VERSION = os.environ.get("RUNPLANE_TESTBED_MPI_OPERATOR_VERSION", "
 MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
 #: The MPIJob CRD as the operator's release installs it (its kustomize base).
 MPI_OPERATOR_CRD = "manifests/base/kubeflow.org_mpijobs.yaml"
+METRICS_SERVER_VERSION = os.environ.get("RUNPLANE_TESTBED_METRICS_SERVER_VERSION", "v0.9.0")
+METRICS_SERVER_MODULE = "sigs.k8s.io/metrics-server"
 
 K8S_COMMANDS = (
     "kube-apiserver",
@@ -392,6 +395,19 @@ class Builder:
         source = self.module_dir(MPI_OPERATOR_MODULE, MPI_OPERATOR_VERSION) / MPI_OPERATOR_CRD
         shutil.copyfile(source, self.out / "kubeflow.org_mpijobs.yaml")
 
+    def metrics_server(self) -> None:
+        """Its module has no replace directives, so ``go install`` builds it as released; the
+        version variables are the ones its Makefile sets (client-go's)."""
+        version_var = "k8s.io/client-go/pkg/version"
+        flags = f"-s -w -X {version_var}.gitVersion={METRICS_SERVER_VERSION}"
+        self.go(
+            "install",
+            "-trimpath",
+            f"-ldflags={flags} -X {version_var}.gitTreeState=clean",
+            f"{METRICS_SERVER_MODULE}/cmd/metrics-server@{METRICS_SERVER_VERSION}",
+            env={"GOBIN": str(self.out)},
+        )
+
     def module_dir(self, module: str, version: str) -> Path:
         """Where the module cache unpacked a module (downloading it if needed)."""
         info = json.loads(self.go("mod", "download", "-json", f"{module}@{version}"))
@@ -411,13 +427,14 @@ def build(force: bool = False, with_images: bool = True) -> Path:
     """
     target = bin_dir()
     # helm is independent of the rest: it builds beside them (a few minutes, hidden behind
-    # Kubernetes' build on a cold cache).
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="testbed-beside") as beside:
+    # Kubernetes' build on a cold cache), as do the operators and metrics-server.
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="testbed-beside") as beside:
         helm = beside.submit(build_helm, force)
         spark = beside.submit(build_spark_operator, force)
         mpi = beside.submit(build_mpi_operator, force)
         # the MPI image waits on Debian's mirror more than on the CPU
         mpi_image = beside.submit(build_mpi_image, force) if with_images else None
+        metrics = beside.submit(build_metrics_server, force) if with_images else None
         if not force and not missing_binaries(target):
             print(f"testbed binaries up to date in {target}", flush=True)
         else:
@@ -432,6 +449,8 @@ def build(force: bool = False, with_images: bool = True) -> Path:
         mpi.result()
         if mpi_image is not None:
             mpi_image.result()
+        if metrics is not None:
+            metrics.result()
     return target
 
 
@@ -527,6 +546,41 @@ def build_mpi_image(force: bool = False) -> Path:
         shutil.rmtree(work, ignore_errors=True)
         _record(archive.parent, {"built": [images.MPI_IMAGE], "steps_s": timings})
     return archive
+
+
+def metrics_server_dir() -> Path:
+    """metrics-server has a key of its own (its version and the toolchain), as helm has."""
+    key = f"{METRICS_SERVER_VERSION}_{go_version()}_{sys.platform}-{go_arch()}"
+    return cache_root() / f"metrics-server-{key}"
+
+
+def metrics_server_binary() -> Path:
+    return metrics_server_dir() / "bin" / "metrics-server"
+
+
+def build_metrics_server(force: bool = False) -> Path:
+    """Build metrics-server if missing, under its own lock; its path."""
+    binary = metrics_server_binary()
+    if not force and os.access(binary, os.X_OK):
+        print(f"testbed metrics-server up to date in {binary.parent}", flush=True)
+        return binary
+    root = metrics_server_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not force and os.access(binary, os.X_OK):
+            return binary
+        partial = root / "bin.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        timings: dict[str, float] = {}
+        builder = Builder(workdir=root / "src", out=partial, timings=timings)
+        builder.step(f"metrics-server {METRICS_SERVER_VERSION}", builder.metrics_server)
+        binary.parent.mkdir(exist_ok=True)
+        os.replace(partial / "metrics-server", binary)  # atomic, as for helm
+        partial.rmdir()
+        _record(root, {"built": ["metrics-server"], "steps_s": timings})
+    return binary
 
 
 def _record(root: Path, record: dict[str, Any]) -> None:
@@ -676,6 +730,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if "--print-mpi-operator" in args:
         print(mpi_operator_binary())
+        return 0
+    if "--print-metrics-server" in args:
+        print(metrics_server_binary())
         return 0
     build(force="--force" in args, with_images="--no-images" not in args)
     return 0

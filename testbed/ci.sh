@@ -73,6 +73,8 @@ done
 # The MPI Operator and its MPI image (built beside the rest by `testbed build`).
 "$("$PYTHON" -m testbed.build --print-mpi-operator)" --version 2>/dev/null | grep '^Version' | sed 's|^|mpi-operator: |' || true
 du -sh "$("$PYTHON" -c 'from testbed import build; print(build.mpi_image_archive())')" 2>/dev/null | sed 's/^/mpi image: /' || true
+
+"$("$PYTHON" -m testbed.build --print-metrics-server)" --version 2>/dev/null | sed 's|^|metrics-server: |' || true
 runc --version 2>/dev/null | head -n 1 | sed 's|^|runc: |' || true
 du -sh "$(dirname "$bin_dir")" 2>/dev/null | sed 's/^/testbed cache: /'
 du -sh "$images_dir" 2>/dev/null | sed 's/^/testbed images: /'

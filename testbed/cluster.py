@@ -415,10 +415,28 @@ def apiserver_argv(lay: Layout, settings: Settings) -> list[str]:
         # exec must reach it by its name, which resolves to loopback. Harmless without one.
         "--kubelet-preferred-address-types=Hostname,InternalIP",
         "--allow-privileged=true",
+        *aggregation_args(c),
         "--max-requests-inflight=2000",
         "--max-mutating-requests-inflight=1000",
         "--profiling=false",
         f"--v={settings.verbosity}",
+    ]
+
+
+def aggregation_args(certs: pki.Pki) -> list[str]:
+    """What lets the apiserver serve aggregated APIs (metrics-server's ``metrics.k8s.io``, for
+    the autoscaler): the identity it proxies with, which the extension trusts to name the user
+    in headers, and routing to the APIService's endpoint rather than its ClusterIP, so the
+    apiserver reaches an extension running on the host without kube-proxy."""
+    return [
+        f"--requestheader-client-ca-file={certs.ca.cert}",
+        f"--requestheader-allowed-names={pki.FRONT_PROXY_NAME}",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        f"--proxy-client-cert-file={certs.front_proxy.cert}",
+        f"--proxy-client-key-file={certs.front_proxy.key}",
+        "--enable-aggregator-routing=true",
     ]
 
 

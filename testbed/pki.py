@@ -34,6 +34,13 @@ class Pki:
     scheduler: KeyPair
     service_account_key: Path
     service_account_pub: Path
+    #: The apiserver's identity towards aggregated APIs (metrics-server), which trust the
+    #: user it names in request headers only from a certificate of this name.
+    front_proxy: KeyPair
+
+
+#: The common name of ``Pki.front_proxy``, the only one allowed to assert request headers.
+FRONT_PROXY_NAME = "front-proxy-client"
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
@@ -123,6 +130,27 @@ def issue_client(
     return pair
 
 
+def issue_server(
+    directory: Path, stem: str, common_name: str, names: tuple[str, ...], ips: tuple[str, ...]
+) -> KeyPair:
+    """A serving certificate signed by a run's CA (read back from ``directory``), for a server
+    that joins after start-up and that the apiserver must trust, such as an aggregated API."""
+    ca_cert = x509.load_pem_x509_certificate((directory / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((directory / "ca.key").read_bytes(), None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"unexpected CA key type in {directory}")
+    pair, _ = _issue(
+        directory,
+        stem,
+        _name(common_name),
+        ca_key,
+        ca_cert.subject,
+        server_names=names,
+        server_ips=ips,
+    )
+    return pair
+
+
 def generate(
     directory: Path, service_ip: str = "10.96.0.1", advertise_ip: str | None = None
 ) -> Pki:
@@ -164,6 +192,9 @@ def generate(
     sched, _ = _issue(
         directory, "scheduler", _name("system:kube-scheduler"), ca_key, ca_name, client=True
     )
+    front_proxy, _ = _issue(
+        directory, "front-proxy-client", _name(FRONT_PROXY_NAME), ca_key, ca_name, client=True
+    )
     sa_key = ec.generate_private_key(ec.SECP256R1())
     sa_priv = directory / "sa.key"
     sa_pub = directory / "sa.pub"
@@ -173,4 +204,4 @@ def generate(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
-    return Pki(ca, serving, admin, kcm, sched, sa_priv, sa_pub)
+    return Pki(ca, serving, admin, kcm, sched, sa_priv, sa_pub, front_proxy)

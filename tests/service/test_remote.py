@@ -176,6 +176,12 @@ def test_a_deployment_through_the_service_from_the_sdk_and_the_cli(service_url, 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return runplane(env, *args)
 
+    invoked = cli("invoke", "echo", "/predict", "--body", '{"x": 4}')
+    assert invoked.returncode == 0, invoked.stderr
+    assert json.loads(invoked.stdout) == {"path": "/predict", "x": 8}
+    refused = cli("invoke", "echo", "/missing", "--body", '{"x": 4}')
+    assert refused.returncode != 0
+    assert 'the function answered 404: {"error": "no such thing"}' in refused.stderr
     listed = cli("get", "deployments", "--json")
     assert listed.returncode == 0, listed.stderr
     (echo,) = json.loads(listed.stdout)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from runplane.cli.completion import completion_command
-from runplane.cli.deployments import delete_group
+from runplane.cli.deployments import delete_group, invoke_command
 from runplane.cli.examples import example
 from runplane.cli.exits import BY_HTTP_STATUS, ExitCode
 from runplane.cli.labels import label_group
@@ -154,6 +154,7 @@ for _command in (
     abort_command,
     schedule_group,
     deploy_command,
+    invoke_command,
     serve,
     ui_command,
     delete_group,

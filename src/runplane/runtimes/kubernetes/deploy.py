@@ -67,29 +67,121 @@ def _selector(project: str | None = None, name: str | None = None) -> str:
     return ",".join(parts)
 
 
+def _items(calls: Calls, what: str, api_version: str, kind: str, selector: str) -> list[Any]:
+    path = collection_path(api_version, kind, calls.namespace)
+    found = calls.read(what, path, {"labelSelector": selector})
+    return list(found.get("items") or [])
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    labels = obj["metadata"].get("labels") or {}
+    return labels.get(names.PROJECT, ""), labels.get(names.FUNCTION, "")
+
+
 def listing(calls: Calls, port: int) -> list[dict[str, Any]]:
     """The serving functions' Deployments in the namespace, as ``runplane get deployments``
-    shows them; ``url`` is the Service's address inside the cluster."""
-    path = collection_path("apps/v1", "Deployment", calls.namespace)
-    found = calls.read("listing deployments", path, {"labelSelector": _selector()})
+    shows them: ``desired`` is the Deployment's count (the autoscaler's, when it has one),
+    ``ready`` its ready replicas, ``replicas`` its pods with their restarts, ``scaling`` what
+    the autoscaler last saw; ``url`` is the Service's address inside the cluster."""
+    deployments = _items(calls, "listing deployments", "apps/v1", "Deployment", _selector())
+    if not deployments:
+        return []
+    autoscalers = {
+        _key(found): found
+        for found in _items(calls, "listing autoscalers", *_AUTOSCALER, _selector())
+    }
+    # a run's pods carry the function's labels too; a replica's never has a run's uid
+    pods: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    replicas = f"{_selector()},!{names.RUN_UID}"
+    for pod in _items(calls, "listing replicas", "v1", "Pod", replicas):
+        pods.setdefault(_key(pod), []).append(pod)
     listed = []
-    for item in found.get("items") or []:
+    for item in deployments:
         meta = item["metadata"]
-        labels = meta.get("labels") or {}
+        project, function = _key(item)
         desired = int((item.get("spec") or {}).get("replicas") or 0)
         ready = int((item.get("status") or {}).get("readyReplicas") or 0)
+        autoscaler = autoscalers.get((project, function))
+        bounds = (autoscaler or {}).get("spec") or {}
         listed.append(
             {
-                "project": labels.get(names.PROJECT, ""),
+                "project": project,
                 "name": meta["name"],
                 "owner": (meta.get("annotations") or {}).get(names.DEPLOYED_BY, ""),
                 "state": deployment_state(desired, ready),
                 "desired": desired,
                 "ready": ready,
+                "min_replicas": bounds.get("minReplicas", 1) if autoscaler else None,
+                "max_replicas": bounds.get("maxReplicas") if autoscaler else None,
+                "scaling": scaling_of(autoscaler) if autoscaler else "",
+                "replicas": _replicas(pods.get((project, function), [])),
                 "url": f"http://{meta['name']}.{calls.namespace}.svc:{port}",
             }
         )
     return listed
+
+
+def _replicas(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A deployment's pods as its replicas, oldest first: ``state`` is ``ready`` when the pod
+    is, else its phase; ``restarts`` its containers' restarts."""
+    pods = sorted(pods, key=lambda p: (p["metadata"].get("creationTimestamp") or "", _name(p)))
+    found = []
+    for index, pod in enumerate(pods):
+        status = pod.get("status") or {}
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        containers = status.get("containerStatuses") or []
+        found.append(
+            {
+                "index": index,
+                "pod": _name(pod),
+                "state": "ready"
+                if conditions.get("Ready") == "True"
+                else str(status.get("phase") or "Pending").lower(),
+                "restarts": sum(int(c.get("restartCount") or 0) for c in containers),
+            }
+        )
+    return found
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def scaling_of(autoscaler: Mapping[str, Any]) -> str:
+    """What a HorizontalPodAutoscaler last saw and did, in the words the local supervisor
+    uses (``CPU 480% of request against a target of 75%: ...``), or why it cannot scale
+    (no metrics: metrics-server missing, or no CPU request)."""
+    status = autoscaler.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    active = conditions.get("ScalingActive") or {}
+    if active.get("status") == "False":
+        return f"not scaling: {active.get('message') or active.get('reason')}"
+    target = next(
+        (
+            m["resource"]["target"].get("averageUtilization")
+            for m in (autoscaler.get("spec") or {}).get("metrics") or []
+            if m.get("type") == "Resource"
+        ),
+        None,
+    )
+    current = next(
+        (
+            m["resource"]["current"].get("averageUtilization")
+            for m in status.get("currentMetrics") or []
+            if m.get("type") == "Resource"
+        ),
+        None,
+    )
+    said = ""
+    if current is not None and target is not None:
+        said = f"CPU {current}% of request against a target of {target}%: "
+    count = status.get("desiredReplicas")
+    if count is None:
+        return said.removesuffix(": ")
+    said += f"{status.get('currentReplicas', count)} -> {count} replica(s)"
+    if status.get("lastScaleTime"):
+        said += f" (last step at {status['lastScaleTime']})"
+    return said
 
 
 def remove(calls: Calls, project: str, name: str) -> str:
