@@ -46,11 +46,19 @@ def _amount(name: str, value: Any) -> int | None:
         return None
 
 
-def _svg(key: str, title: str, words: str, body: str, height: int = _HEIGHT, **data: Any) -> Markup:
+def _svg(
+    key: str,
+    title: str,
+    words: str,
+    body: str,
+    height: int = _HEIGHT,
+    width: int = _WIDTH,
+    **data: Any,
+) -> Markup:
     extra = "".join(f' data-{name}="{escape(value)}"' for name, value in data.items())
     return Markup(
         f'<svg class="chart" id="{key}" role="img" aria-labelledby="{key}-t {key}-d" '
-        f'viewBox="0 0 {_WIDTH} {height}" preserveAspectRatio="xMinYMin meet"{extra} '
+        f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet"{extra} '
         f'xmlns="http://www.w3.org/2000/svg"><title id="{key}-t">{escape(title)}</title>'
         f'<desc id="{key}-d">{escape(words)}</desc>{body}</svg>'
     )
@@ -198,8 +206,8 @@ def node_bars(
     """One bar per resource: what pods request of it (allocatable less free) against what
     the node can hold."""
     rows = [(r, amount) for r, amount in allocatable.items() if amount > 0]
-    height = _TOP + 26 * len(rows) + 4
-    left, plot_w = 120, _WIDTH - 120 - _RIGHT - 150
+    width, height = 420, _TOP + 26 * len(rows) + 4
+    left, plot_w = 90, 420 - 90 - _RIGHT - 110
     body, shown = [], []
     for i, (resource_name, amount) in enumerate(rows):
         used = max(0, amount - free.get(resource_name, 0))
@@ -210,7 +218,7 @@ def node_bars(
         full = " bar-over" if share >= 0.9 else ""
         body.append(
             f'<text class="axis" x="{left - 6}" y="{y + 15}" text-anchor="end">'
-            f"{escape(resource_name[-18:])}</text>"
+            f"{escape(resource_name[-12:])}</text>"
             f'<rect class="capacity" x="{left}" y="{y + 3}" width="{plot_w}" height="16"/>'
             f'<rect class="bar{full}" x="{left}" y="{y + 3}" width="{plot_w * share:.1f}" '
             f'height="16"/><text class="axis" x="{left + plot_w + 6}" y="{y + 15}">'
@@ -218,7 +226,8 @@ def node_bars(
         )
     words = f"{name}: " + ("; ".join(shown) or "no allocatable resource") + "."
     title = f"Requested against allocatable on {name}"
-    return Chart(_svg(key, title, words, "".join(body), height, bars=len(rows)), words)
+    chart = _svg(key, title, words, "".join(body), height, width, bars=len(rows))
+    return Chart(chart, words)
 
 
 def is_spot(labels: Mapping[str, str], spot_selector: Mapping[str, str]) -> bool:
