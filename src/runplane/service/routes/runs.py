@@ -16,6 +16,7 @@ from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import Name, Uid
 from runplane.service.routes.submissions import RunSubmission, function_of
 from runplane.service.server import Server
+from runplane.service.usage_samples import encode
 from runplane.service.wire import LOGS_REMOVED, NEXT_CURSOR, NEXT_OFFSET
 
 router = APIRouter()
@@ -159,3 +160,11 @@ def run_logs(
 def run_usage(uid: Uid, server: Service, who: User) -> Usage:
     """What the run used: so far while it runs, in all once it ended."""
     return server.runs.usage(run_of(server, uid, who).uid)
+
+
+@router.get("/runs/{uid}/usage/samples")
+def run_usage_samples(uid: Uid, server: Service, who: User) -> dict[str, Any]:
+    """The run's memory and CPU over time, as sampled while it ran: ``[at, memory bytes,
+    CPU seconds so far]`` each, oldest first, at most a bounded number (a long run's are
+    coarser)."""
+    return {"samples": encode(server.runs.samples(run_of(server, uid, who).uid))}
