@@ -274,6 +274,8 @@ class Usage:
 
     peak_memory_bytes: int = 0
     cpu_seconds: float = 0.0
+    #: The memory the run holds now (0 where the runtime knows only the peak).
+    memory_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)

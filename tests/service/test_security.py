@@ -65,7 +65,7 @@ def test_users_act_on_their_own_runs_and_schedules(client, function_dict):
     slow = function_dict("import time\ndef handler(context):\n    time.sleep(30)\n", name="slow")
     alices = client.post("/api/v1/runs", headers=ADMIN, json={"function": slow}).json()["uid"]
     bobs = client.post("/api/v1/runs", headers=USER, json={"function": slow}).json()["uid"]
-    for path in ("", "/events", "/logs", "/usage"):
+    for path in ("", "/events", "/logs", "/usage", "/usage/samples"):
         refused = client.get(f"/api/v1/runs/{alices}{path}", headers=USER)
         assert refused.status_code == 403, path
         assert refused.json()["message"] == (

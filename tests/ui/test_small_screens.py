@@ -12,7 +12,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from .conftest import code_function, login, shot
+from .conftest import SHOTS, code_function, login, shot
+from .test_charts import HOLDER
 
 CODE = (
     "def train(context, epochs: int = 1, learning_rate: float = 0.1, label: str = 'x'):\n"
@@ -54,17 +55,26 @@ def content(service: str) -> Iterator[dict[str, str]]:
         while api.get(f"/runs/{run['uid']}").json()["state"] not in ("completed", "error"):
             assert time.monotonic() < deadline, "the run did not finish"
             time.sleep(0.1)
+        # A run long enough to be sampled: its page draws memory and CPU over time.
+        holder = code_function("holder", PROJECT, HOLDER, "hold", resources=fn["spec"]["resources"])
+        assert api.post("/functions", json=holder).status_code == 201
+        sampled = api.post("/runs", json={"function": holder}).json()
+        while api.get(f"/runs/{sampled['uid']}").json()["state"] not in ("completed", "error"):
+            assert time.monotonic() < deadline + 60, "the sampled run did not finish"
+            time.sleep(0.1)
         schedule = {"function": fn, "schedule": "0 3 * * *", "params": {"epochs": 2}}
         assert api.post("/schedules", json=schedule).status_code == 201
-        yield {"uid": run["uid"], "function": fn["metadata"]["name"]}
+        yield {"uid": run["uid"], "function": fn["metadata"]["name"], "sampled": sampled["uid"]}
 
 
-def pages(uid: str, function: str) -> list[str]:
+def pages(uid: str, function: str, sampled: str) -> list[str]:
     base = f"/ui/projects/{PROJECT}"
     return [
         "/ui/",
         f"{base}/jobs",
         f"/ui/runs/{uid}",
+        f"/ui/runs/{sampled}",
+        f"{base}/functions/holder",
         f"/ui/runs/{uid}/logs",
         f"{base}/jobs/new",
         f"{base}/jobs/new?rerun={uid}",
@@ -106,7 +116,7 @@ def test_no_page_scrolls_sideways(page: Page, content: dict[str, str], width: in
     page.set_viewport_size({"width": width, "height": 800})
     login(page)
     wide = {}
-    for path in pages(content["uid"], content["function"]):
+    for path in pages(content["uid"], content["function"], content["sampled"]):
         response = page.goto(path)
         assert response is not None, path
         assert response.status == 200, path
@@ -146,4 +156,10 @@ def test_screenshots_at_both_widths(page: Page, content: dict[str, str], width: 
     page.goto(f"/ui/projects/{PROJECT}/jobs")
     shot(page, f"jobs-{suffix}")
     page.goto("/ui/cluster")
+    expect(page.locator("#capacity svg.chart").first).to_be_visible()
     shot(page, f"cluster-{suffix}", full_page=width == 400)
+    page.goto(f"/ui/runs/{content['sampled']}")
+    usage = page.locator("#usage")
+    expect(usage.locator("svg#usage-memory polyline.series")).to_have_count(1)
+    usage.scroll_into_view_if_needed()
+    usage.screenshot(path=str(SHOTS / f"usage-{suffix}.png"))

@@ -30,6 +30,7 @@ from runplane.service.recorder import Recorder
 from runplane.service.records import RunListing, RunStore, Settled
 from runplane.service.replica_feed import ReplicaFeed
 from runplane.service.shared import Shared
+from runplane.service.usage_samples import Sample, UsageSampler, UsageStore
 from runplane.spec.bounds import check_unicode
 from runplane.spec.function import Function
 from runplane.spec.run_options import RunOptions
@@ -101,6 +102,8 @@ class RunService:
             name="runplane-recorder",
             daemon=True,
         )
+        self.usage_store = UsageStore(store.engine)
+        self._sampler = UsageSampler(self.usage_store, self._live.watched, runtime.usage)
         self._started = False
         #: A replica that does not lead (:meth:`follow`): it records, the leader acts, and
         #: its live pages learn of the leader's changes from the database.
@@ -164,6 +167,7 @@ class RunService:
         self._started = True
         self._recording.start()
         self._monitor.start()
+        self._sampler.start()
         if durable:
             self.reconciliation = launcher.reconcile()
         else:
@@ -206,6 +210,7 @@ class RunService:
         self._live.close()
         self.runtime.close()
         self._monitor.close()
+        self._sampler.close()
         self._shared.aborts.shutdown(wait=False, cancel_futures=True)
         self._recording.join(timeout=30)
         self._started = False  # closing then closes the store alone
@@ -329,6 +334,12 @@ class RunService:
             return record.usage
         return self.runtime.usage(record.uid) or record.usage
 
+    def samples(self, uid: str) -> list[Sample]:
+        """The run's memory and CPU over time: this process's own while it samples the run,
+        else what was stored (by whichever replica ran it)."""
+        held = self._sampler.points(uid)
+        return held if held is not None else self.usage_store.read(uid)
+
     def wait(self, uid: str, timeout: float | None = None) -> RunRecord:
         finished = self._live.waiter(uid)
         if finished is not None:
@@ -362,6 +373,7 @@ class RunService:
             return
         self._live.close()
         self._monitor.close()
+        self._sampler.close()
         self._shared.aborts.shutdown(wait=True)
         self.runtime.close(grace)  # its event stream ends once everything it reported is read
         self._recording.join(timeout=30)

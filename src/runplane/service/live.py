@@ -54,6 +54,11 @@ class LiveRuns:
         if finished is not None:
             finished.set()
 
+    def watched(self) -> list[str]:
+        """The runs watched here until they end (those whose usage is worth a look)."""
+        with self.lock:
+            return list(self.finished)
+
     def waiter(self, uid: str) -> threading.Event | None:
         with self.lock:
             return self.finished.get(uid)

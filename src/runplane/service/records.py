@@ -221,6 +221,11 @@ class RunStore:
         self._reader = engine.execution_options(**READ_ONLY)
         self._reads = session_factory(self._reader)
 
+    @property
+    def engine(self) -> Engine:
+        """The database, for the stores that keep a run's other tables (its usage series)."""
+        return self._engine
+
     def close(self) -> None:
         """Close the pooled connections: a closed service holds none of the database's (a
         PostgreSQL server has a fixed number to share); a later call opens one again."""

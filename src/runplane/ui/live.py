@@ -33,7 +33,7 @@ from starlette.types import Receive, Scope, Send
 from runplane.runs import RunRecord, RunState
 from runplane.service.streams import LogFollower, LogFollowers, Slot, StreamSlots, StreamsRefused
 from runplane.spec.numbers import whole_number
-from runplane.ui.pages.runs import RunFilters, filter_of, visible_run
+from runplane.ui.pages.runs import RunFilters, filter_of, run_charts, visible_run
 from runplane.ui.sessions import Session
 from runplane.ui.web import UI
 
@@ -220,21 +220,29 @@ def router(ui: UI) -> APIRouter:
                 yield "retry: 2000\n\n"
                 # What changed between the page and this subscription is sent first.
                 current = await off_loop(ui.server.runs.get, record.uid)
-                yield sse("summary", summary.render(run=current))
+                charts = await off_loop(run_charts, ui, current)
+                yield sse("summary", summary.render(run=current, charts=charts))
                 quiet = 0.0
                 while not current.finished:
                     if not alive():
                         return
                     changed = await changes.changed(_TICK)
                     if current.uid not in changed and None not in changed:
+                        if current.state is RunState.RUNNING:  # its usage moves on
+                            fresh = await off_loop(run_charts, ui, current)
+                            if [c.words for c in fresh] != [c.words for c in charts]:
+                                charts, quiet = fresh, 0.0
+                                yield sse("summary", summary.render(run=current, charts=charts))
+                                continue
                         quiet += _TICK
                         if quiet >= _KEEPALIVE:
                             quiet = 0.0
                             yield ": keepalive\n\n"
                         continue
                     current = await off_loop(ui.server.runs.get, current.uid)
+                    charts = await off_loop(run_charts, ui, current)
                     if alive():
-                        yield sse("summary", summary.render(run=current))
+                        yield sse("summary", summary.render(run=current, charts=charts))
                 yield sse("end")
 
         return _Stream(body(), slot)

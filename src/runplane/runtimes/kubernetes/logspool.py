@@ -302,6 +302,11 @@ class LogSpool:
             self._nodes.pop(node, None)
             self._serving.add(node)
 
+    def serves(self, node: str) -> bool:
+        """Whether ``node``'s kubelet answered a log request through the API server."""
+        with self._lock:
+            return node in self._serving
+
     def refusing(self, node: str) -> bool:
         """Whether ``node`` refused every log request lately (a node without a kubelet API):
         even an ended pod's last output is not asked of it."""

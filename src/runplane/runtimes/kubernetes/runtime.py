@@ -45,6 +45,7 @@ from runplane.runtimes.kubernetes.api.rest import (
 )
 from runplane.runtimes.kubernetes.api.watch import DELETED, MODIFIED, VANISHED, PodWatch
 from runplane.runtimes.kubernetes.gang import GangGate
+from runplane.runtimes.kubernetes.kubelet_stats import KubeletStats
 from runplane.runtimes.kubernetes.logspool import LogSpool, PodLog
 from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
 from runplane.runtimes.kubernetes.pod_events import (
@@ -149,6 +150,9 @@ class KubernetesRuntime:
         self._rest = rest
         #: SparkApplications' own states, watched once the cluster serves them.
         self.application_watch: PodWatch | None = None
+        self._stats = KubeletStats(self._node_summary, self._spool.serves)
+        #: The pod each running run runs in now, and its node, for its usage.
+        self._placed: dict[str, tuple[str, str]] = {}
         self._observing = threading.Lock()
         self._watching = False
         if observe:
@@ -204,8 +208,11 @@ class KubernetesRuntime:
             attempt = attempt_of(labels)
             if _finished(pod) or kind in (DELETED, VANISHED):
                 self._spool.finish(uid, meta["name"], container, node, attempt)
+                if self._placed.get(uid, ("", ""))[0] == meta["name"]:
+                    self._placed.pop(uid, None)
             else:
                 self._spool.follow(uid, meta["name"], container, node, attempt)
+                self._placed[uid] = (meta["name"], node)
         self._tracker.observe(kind, pod)
         self._gang.wake()
 
@@ -482,8 +489,17 @@ class KubernetesRuntime:
         )
 
     def usage(self, uid: str) -> Usage | None:
-        """Unknown: a cluster's usage needs its metrics API, which runplane does not assume."""
-        return None
+        """The run's pod's usage as its node's kubelet reports it (:mod:`.kubelet_stats`);
+        ``None`` where the node has no kubelet API the service may read through the API
+        server (``get`` on ``nodes/proxy``)."""
+        placed = self._placed.get(uid)
+        if placed is None:
+            return None
+        pod, node = placed
+        return self._stats.usage(node, self.namespace, pod)
+
+    def _node_summary(self, node: str) -> dict[str, Any]:
+        return self._calls.json("GET", f"/api/v1/nodes/{node}/proxy/stats/summary")
 
     # -- aborting -------------------------------------------------------------------------
 

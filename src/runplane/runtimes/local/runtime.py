@@ -382,7 +382,8 @@ class LocalRuntime:
         group = run.group
         if group is not None:
             counters = group.counters()
-            return Usage(counters.peak_memory + run.inherited, counters.cpu_seconds)
+            now = counters.memory + run.inherited if counters.memory else 0
+            return Usage(counters.peak_memory + run.inherited, counters.cpu_seconds, now)
         if run.usage_so_far is not None:
             return run.usage_so_far
         return Usage(run.peak_memory, self._processes.cpu_seconds(run.process.pid))

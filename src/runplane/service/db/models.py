@@ -111,6 +111,18 @@ class RunLabel(Base):
     )
 
 
+class RunUsage(Base):
+    """A run's memory and CPU over time (:mod:`runplane.service.usage_samples`), a bounded
+    JSON list in one row, written apart from the run's own row."""
+
+    __tablename__ = "run_usage"
+
+    run_uid: Mapped[str] = mapped_column(
+        ForeignKey("runs.uid", ondelete="CASCADE"), primary_key=True
+    )
+    points: Mapped[str] = mapped_column(Text)
+
+
 class RunCount(Base):
     """How many runs each (project, owner) has in each state, changed in the transaction
     that creates, moves or deletes a run: counts are read from these few rows, never by
@@ -272,3 +284,4 @@ ATTEMPTS = cast(Table, Attempt.__table__)
 ARTIFACTS = cast(Table, Artifact.__table__)
 LABELS = cast(Table, RunLabel.__table__)
 COUNTS = cast(Table, RunCount.__table__)
+USAGE = cast(Table, RunUsage.__table__)

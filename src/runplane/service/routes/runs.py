@@ -9,13 +9,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from pydantic import TypeAdapter
 
-from runplane.runs import MAX_LISTED, RunRecord, RunState, TransitionRecord, Usage
+from runplane.runs import MAX_LISTED, RunRecord, RunState, TransitionRecord
 from runplane.service.access import check_owner
 from runplane.service.auth import Principal
 from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import Name, Uid
 from runplane.service.routes.submissions import RunSubmission, function_of
 from runplane.service.server import Server
+from runplane.service.usage_samples import encode
 from runplane.service.wire import LOGS_REMOVED, NEXT_CURSOR, NEXT_OFFSET
 
 router = APIRouter()
@@ -156,6 +157,17 @@ def run_logs(
 
 
 @router.get("/runs/{uid}/usage")
-def run_usage(uid: Uid, server: Service, who: User) -> Usage:
-    """What the run used: so far while it runs, in all once it ended."""
-    return server.runs.usage(run_of(server, uid, who).uid)
+def run_usage(uid: Uid, server: Service, who: User) -> dict[str, int | float]:
+    """What the run used: so far while it runs, in all once it ended. The memory it holds
+    now is left out: it moves while the run runs, and the samples carry it; clients of an
+    earlier version read exactly these two fields."""
+    usage = server.runs.usage(run_of(server, uid, who).uid)
+    return {"peak_memory_bytes": usage.peak_memory_bytes, "cpu_seconds": usage.cpu_seconds}
+
+
+@router.get("/runs/{uid}/usage/samples")
+def run_usage_samples(uid: Uid, server: Service, who: User) -> dict[str, Any]:
+    """The run's memory and CPU over time, as sampled while it ran: ``[at, memory bytes,
+    CPU seconds so far]`` each, oldest first, at most a bounded number (a long run's are
+    coarser)."""
+    return {"samples": encode(server.runs.samples(run_of(server, uid, who).uid))}

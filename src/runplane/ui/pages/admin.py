@@ -25,6 +25,7 @@ from runplane.runs import RunState
 from runplane.service.access import admin_only, check_owner
 from runplane.service.schedules import next_fires
 from runplane.ui import policyform
+from runplane.ui.charts import is_spot, node_bars
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
 
@@ -186,8 +187,19 @@ def router(ui: UI) -> APIRouter:
         for run in running:
             if run.attempts:
                 where[run.attempts[-1].node].append(run)
+        selector = ui.server.settings.spot.node_selector
+        bars = {
+            node.name: node_bars(node.name, node.allocatable, node.free, f"node-bars-{i}")
+            for i, node in enumerate(nodes, 1)
+        }
+        spot = [node for node in nodes if is_spot(node.labels, selector)]
         context = {
             "nav": "cluster",
+            "bars": bars,
+            "kinds": [
+                ("Spot", spot),
+                ("On-demand", [node for node in nodes if node not in spot]),
+            ],
             "runtime": runtime.name,
             "capabilities": dataclasses.asdict(runtime.capabilities).items(),
             "nodes": nodes,

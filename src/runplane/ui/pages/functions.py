@@ -20,6 +20,7 @@ from runplane.rendering import render
 from runplane.service.sizing import suggest, suggestion_json
 from runplane.spec.function import Function, FunctionKind
 from runplane.spec.numbers import whole_number
+from runplane.ui.charts import Chart, peaks_chart
 from runplane.ui.jobform import Errors, JobForm
 from runplane.ui.pages.newjob import field_of
 from runplane.ui.pane import FIELDS, pane_context
@@ -77,12 +78,17 @@ def apply_serving(fn: Function, values: dict[str, str]) -> dict[str, str]:
     return errors
 
 
-def _suggestion(ui: UI, session: Session, project: str, name: str) -> dict[str, Any] | None:
-    """What the function's last runs the viewer may see suggest it ask for (``None``: no runs)."""
+def _suggestion(
+    ui: UI, session: Session, project: str, name: str
+) -> tuple[dict[str, Any] | None, Chart | None]:
+    """What the function's last runs the viewer may see suggest it ask for (``None``: no
+    runs), and those runs' peaks against their limit as a picture."""
     records = ui.server.runs.list_runs(
         limit=100, project=project, name=name, owner=session.who.owner_filter(), brief=True
     )
-    return suggestion_json(suggest(records, records[0].requests)) if records else None
+    if not records:
+        return None, None
+    return suggestion_json(suggest(records, records[0].requests)), peaks_chart(records)
 
 
 def router(ui: UI) -> APIRouter:
@@ -99,13 +105,15 @@ def router(ui: UI) -> APIRouter:
     def versions(
         request: Request, session: LoggedIn, project: str, name: str, saved: Version = ""
     ) -> Response:
+        suggestion, peaks = _suggestion(ui, session, project, name)
         context = {
             "project": project,
             "nav": "functions",
             "name": name,
             "versions": catalog.versions(project, name),
             "saved": saved,
-            "suggestion": _suggestion(ui, session, project, name),
+            "suggestion": suggestion,
+            "peaks": peaks,
         }
         return ui.page(request, "function_versions.html", session, context)
 

@@ -27,6 +27,7 @@ from runplane.runs import RunRecord, RunState
 from runplane.service.projects import ProjectRecord
 from runplane.service.records import RunListing
 from runplane.spec.function import Function
+from runplane.ui.charts import Chart, usage_charts
 from runplane.ui.sessions import Session
 from runplane.ui.web import ROOT, UI
 
@@ -175,9 +176,15 @@ def manifests_of(ui: UI, record: RunRecord) -> Manifests:
     )
 
 
+def run_charts(ui: UI, record: RunRecord) -> list[Chart]:
+    """The run's memory and CPU over time against its request and limit."""
+    return usage_charts(ui.server.runs.samples(record.uid), record.requests, record.limits)
+
+
 def run_context(ui: UI, record: RunRecord) -> dict[str, Any]:
     chunk, next_offset = ui.server.runs.logs(record.uid, 0)
     return {
+        "charts": run_charts(ui, record),
         "run": record,
         "project": record.project,
         "manifests": manifests_of(ui, record),

@@ -50,6 +50,8 @@ class Counters:
 
     peak_memory: int = 0
     cpu_seconds: float = 0.0
+    #: The memory the group is charged now.
+    memory: int = 0
     #: Processes the kernel's OOM killer killed in the group.
     oom_kills: int = 0
     #: Forks refused because the group was at its ``pids`` limit.

@@ -48,6 +48,7 @@ class V1Group(model.RunGroup):
         memory, cpuacct, pids = dirs["memory"], dirs["cpuacct"], dirs["pids"]
         self._peak = str(memory / "memory.max_usage_in_bytes")
         self._cpu = str(cpuacct / "cpuacct.usage")
+        self._now = str(memory / "memory.usage_in_bytes")
         self._oom = str(memory / "memory.oom_control")
         self._refused = str(pids / "pids.events")
         self.steps = {
@@ -56,7 +57,7 @@ class V1Group(model.RunGroup):
             "joins": [str(directory / "cgroup.procs") for directory in dirs.values()],
             # pids.current counts the groups beneath too: 0, and no process is left anywhere.
             "empty": [str(pids / "pids.current"), "0"],
-            "counters": [self._peak, self._cpu, self._oom, self._refused],
+            "counters": [self._peak, self._cpu, self._oom, self._refused, self._now],
             "removes": [str(directory) for directory in dirs.values()],
         }
 
@@ -66,6 +67,7 @@ class V1Group(model.RunGroup):
             cpu_seconds=files.number_text(texts.get(self._cpu, "")) / 1e9,
             oom_kills=files.keyed_text(texts.get(self._oom, "")).get("oom_kill", 0),
             pids_refused=files.keyed_text(texts.get(self._refused, "")).get("max", 0),
+            memory=files.number_text(texts.get(self._now, "")),
         )
 
     def kill(self) -> None:

@@ -23,6 +23,7 @@ class V2Group(model.RunGroup):
         self.path = str(directory)
         self._peak = str(directory / "memory.peak")
         self._cpu = str(directory / "cpu.stat")
+        self._now = str(directory / "memory.current")
         self._oom = str(directory / "memory.events")
         self._refused = str(directory / "pids.events")
         self.steps = {
@@ -30,7 +31,7 @@ class V2Group(model.RunGroup):
             "writes": list(writes),
             "joins": [str(directory / "cgroup.procs")],
             "empty": [str(directory / "cgroup.events"), "populated 0"],
-            "counters": [self._peak, self._cpu, self._oom, self._refused],
+            "counters": [self._peak, self._cpu, self._oom, self._refused, self._now],
             "removes": [str(directory)],
         }
 
@@ -40,6 +41,7 @@ class V2Group(model.RunGroup):
             cpu_seconds=files.keyed_text(texts.get(self._cpu, "")).get("usage_usec", 0) / 1e6,
             oom_kills=files.keyed_text(texts.get(self._oom, "")).get("oom_kill", 0),
             pids_refused=files.keyed_text(texts.get(self._refused, "")).get("max", 0),
+            memory=files.number_text(texts.get(self._now, "")),
         )
 
     def _populated(self) -> bool:
