@@ -46,9 +46,10 @@ from sqlalchemy.engine import URL
 
 import runplane
 from runplane import names
-from testbed import build, postgres_image, service_image, storage
+from testbed import postgres_image, service_image, storage
 from testbed.pytest_plugin import TestbedCluster
 from testbed.realnode import RealNode
+from tests.integration.test_helm_install import helm as run_helm
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(1200)]
 
@@ -259,6 +260,28 @@ def submit(install: Install, source: Path, count: int) -> list[subprocess.Popen[
     ]
 
 
+def running(
+    install: Install, tmp_path: Path, prefix: str, count: int
+) -> tuple[list[subprocess.Popen[bytes]], list[str]]:
+    """``count`` runs of 45 s submitted from the host, once all of them run (45 s: long enough
+    that all run at once on a busy machine before the first ends); the commands following them
+    (for :func:`stop`) and their uids."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    commands = submit(install, function_file(tmp_path, name, "45s", "100m"), count)
+    try:
+        until(f"{count} runs recorded", lambda: len(install.uids(name)) == count, 120, every=1)
+        uids = install.uids(name)
+        until(
+            f"all {count} running",
+            lambda: all(install.run(uid)["state"] == "running" for uid in uids),
+            90,
+        )
+    except BaseException:
+        stop(commands)
+        raise
+    return commands, uids
+
+
 def stop(commands: list[subprocess.Popen[bytes]]) -> None:
     """SIGKILL what still follows (SIGTERM or Ctrl-C would abort its run)."""
     for command in commands:
@@ -275,17 +298,6 @@ def ended_once(install: Install, uid: str) -> None:
     pods = install.pods_of(uid)
     assert len(pods) == 1, [p.metadata.name for p in pods]
     assert pods[0].status.phase == "Succeeded"
-
-
-@pytest.fixture(scope="module")
-def helm_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("helm-home")
-    return {
-        **os.environ,
-        "HELM_CACHE_HOME": str(home / "cache"),
-        "HELM_CONFIG_HOME": str(home / "config"),
-        "HELM_DATA_HOME": str(home / "data"),
-    }
 
 
 @pytest.fixture(scope="module")
@@ -313,16 +325,7 @@ def install(
     kubeconfig = testbed_cluster.kubeconfig
 
     def helm(*args: str, timeout: float = 600) -> str:
-        done = subprocess.run(
-            [str(build.build_helm()), *args, "--kubeconfig", str(kubeconfig)],
-            env=helm_env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-        return done.stdout
+        return run_helm(helm_env, kubeconfig, *args, timeout=timeout)
 
     namespace = f"replicas-{uuid.uuid4().hex[:6]}"
     core = testbed_cluster.core
@@ -425,17 +428,8 @@ def test_the_default_install_runs_two_replicas_on_its_own_postgresql(install: In
 def test_the_leader_deleted_under_20_runs_loses_and_repeats_nothing(
     install: Install, tmp_path: Path
 ) -> None:
-    # 45 s: long enough that all 20 run at once on a busy machine before the first ends.
-    name = f"held-{uuid.uuid4().hex[:6]}"
-    commands = submit(install, function_file(tmp_path, name, "45s", "100m"), 20)
+    commands, uids = running(install, tmp_path, "held", 20)
     try:
-        until("20 runs recorded", lambda: len(install.uids(name)) == 20, 120, every=1)
-        uids = install.uids(name)
-        until(
-            "all 20 running",
-            lambda: all(install.run(uid)["state"] == "running" for uid in uids),
-            90,
-        )
         holder = install.holder()
         (leader,) = [p for p in install.service_pods() if holder.startswith(p.metadata.name)]
         began = time.monotonic()
@@ -471,16 +465,8 @@ def test_the_leader_killed_outright_is_followed_once_its_lease_expires(
     ends with no SIGTERM, so it never releases the Lease. The other replica takes over when the
     Lease has gone unrenewed for leaseDurationSeconds (8 s) on its own clock; the killed
     container restarts in the same pod, with a new identity, as a follower."""
-    name = f"killed-{uuid.uuid4().hex[:6]}"
-    commands = submit(install, function_file(tmp_path, name, "45s", "100m"), 10)
+    commands, uids = running(install, tmp_path, "killed", 10)
     try:
-        until("10 runs recorded", lambda: len(install.uids(name)) == 10, 120, every=1)
-        uids = install.uids(name)
-        until(
-            "all 10 running",
-            lambda: all(install.run(uid)["state"] == "running" for uid in uids),
-            90,
-        )
         killed_identity = install.holder()
         (leader,) = [
             p for p in install.service_pods() if killed_identity.startswith(p.metadata.name)
