@@ -139,10 +139,16 @@ def image_archives(directory: Path | None = None) -> dict[str, Path]:
     return {name: where / archive for name, archive in images.ARCHIVES.items()}
 
 
+def tool_dir(name: str, version: str) -> Path:
+    """A Go tool's own key directory: its version and the toolchain, so bumping Kubernetes
+    leaves it be and bumping the tool rebuilds it alone."""
+    return cache_root() / f"{name}-{version}_{go_version()}_{sys.platform}-{go_arch()}"
+
+
 def helm_dir() -> Path:
     """The helm CLI has a key of its own (its version and the toolchain): bumping it rebuilds
     helm alone, and bumping Kubernetes leaves it be."""
-    return cache_root() / f"helm-{HELM_VERSION}_{go_version()}_{sys.platform}-{go_arch()}"
+    return tool_dir("helm", HELM_VERSION)
 
 
 def helm_binary() -> Path:
@@ -151,8 +157,7 @@ def helm_binary() -> Path:
 
 def mpi_operator_dir() -> Path:
     """The MPI Operator has a key of its own (its version and the toolchain), like helm."""
-    key = f"mpi-operator-{MPI_OPERATOR_VERSION}_{go_version()}_{sys.platform}-{go_arch()}"
-    return cache_root() / key
+    return tool_dir("mpi-operator", MPI_OPERATOR_VERSION)
 
 
 def mpi_operator_binary() -> Path:
@@ -463,62 +468,64 @@ def build_spark_operator(force: bool = False) -> Path:
 
 def build_helm(force: bool = False) -> Path:
     """Build the helm CLI if missing, under its own lock; its path."""
-    binary = helm_binary()
-    if not force and os.access(binary, os.X_OK):
-        print(f"testbed helm up to date in {binary.parent}", flush=True)
-        return binary
-    root = helm_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not force and os.access(binary, os.X_OK):
-            return binary
-        partial = root / "bin.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir()
-        timings: dict[str, float] = {}
-        builder = Builder(workdir=root / "src", out=partial, timings=timings)
-        builder.step(f"helm {HELM_VERSION}", builder.helm)
-        binary.parent.mkdir(exist_ok=True)
-        os.replace(partial / "helm", binary)  # atomic: a reader never sees half a binary
-        partial.rmdir()
-        record = {
-            "built": ["helm"],
-            "steps_s": timings,
-            "bin_bytes": binary.stat().st_size,
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        history_path = root / TIMINGS_FILE
-        history = json.loads(history_path.read_text()) if history_path.exists() else []
-        history.append(record)
-        history_path.write_text(json.dumps(history, indent=2) + "\n")
-    return binary
+    return build_cached_binary(helm_dir(), helm_binary(), HELM_VERSION, Builder.helm, force)
 
 
 def build_mpi_operator(force: bool = False) -> Path:
     """Build the MPI Operator (and copy out its CRD) if missing, under its own lock; the
     binary's path."""
-    binary, crd = mpi_operator_binary(), mpi_operator_crd()
-    if not force and os.access(binary, os.X_OK) and crd.is_file():
-        print(f"testbed mpi-operator up to date in {binary.parent}", flush=True)
+    return build_cached_binary(
+        mpi_operator_dir(),
+        mpi_operator_binary(),
+        MPI_OPERATOR_VERSION,
+        Builder.mpi_operator,
+        force,
+        extra_files=(mpi_operator_crd(),),
+    )
+
+
+def build_cached_binary(
+    root: Path,
+    binary: Path,
+    version: str,
+    compile_into: Callable[[Builder], None],
+    force: bool = False,
+    extra_files: tuple[Path, ...] = (),
+) -> Path:
+    """Build one tool kept under a key directory of its own, unless its binary (and every one of
+    ``extra_files``) is there; ``binary``.
+
+    The exclusive lock on ``root`` lets concurrent callers wait and then find the build done.
+    ``compile_into`` writes into ``builder.out`` (``root/bin.partial``): files named like one of
+    ``extra_files`` are moved there, and the binary is moved last, because its presence is what
+    says the build is whole. A rename is atomic, so no reader ever sees half a binary.
+    """
+    what = binary.name
+
+    def complete() -> bool:
+        return os.access(binary, os.X_OK) and all(extra.is_file() for extra in extra_files)
+
+    if not force and complete():
+        print(f"testbed {what} up to date in {binary.parent}", flush=True)
         return binary
-    root = mpi_operator_dir()
     root.mkdir(parents=True, exist_ok=True)
     with (root / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not force and os.access(binary, os.X_OK) and crd.is_file():
+        if not force and complete():
             return binary
         partial = root / "bin.partial"
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir()
         timings: dict[str, float] = {}
         builder = Builder(workdir=root / "src", out=partial, timings=timings)
-        builder.step(f"mpi-operator {MPI_OPERATOR_VERSION}", builder.mpi_operator)
+        builder.step(f"{what} {version}", lambda: compile_into(builder))
         binary.parent.mkdir(exist_ok=True)
-        os.replace(partial / crd.name, crd)
-        os.replace(partial / binary.name, binary)  # last: the binary says the build is whole
+        for extra in extra_files:
+            if (partial / extra.name).exists():
+                os.replace(partial / extra.name, extra)
+        os.replace(partial / what, binary)
         partial.rmdir()
-        _record(root, {"built": ["mpi-operator"], "steps_s": timings})
+        _record(root, {"built": [what], "steps_s": timings})
     return binary
 
 
@@ -550,8 +557,7 @@ def build_mpi_image(force: bool = False) -> Path:
 
 def metrics_server_dir() -> Path:
     """metrics-server has a key of its own (its version and the toolchain), as helm has."""
-    key = f"{METRICS_SERVER_VERSION}_{go_version()}_{sys.platform}-{go_arch()}"
-    return cache_root() / f"metrics-server-{key}"
+    return tool_dir("metrics-server", METRICS_SERVER_VERSION)
 
 
 def metrics_server_binary() -> Path:
@@ -560,27 +566,13 @@ def metrics_server_binary() -> Path:
 
 def build_metrics_server(force: bool = False) -> Path:
     """Build metrics-server if missing, under its own lock; its path."""
-    binary = metrics_server_binary()
-    if not force and os.access(binary, os.X_OK):
-        print(f"testbed metrics-server up to date in {binary.parent}", flush=True)
-        return binary
-    root = metrics_server_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not force and os.access(binary, os.X_OK):
-            return binary
-        partial = root / "bin.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir()
-        timings: dict[str, float] = {}
-        builder = Builder(workdir=root / "src", out=partial, timings=timings)
-        builder.step(f"metrics-server {METRICS_SERVER_VERSION}", builder.metrics_server)
-        binary.parent.mkdir(exist_ok=True)
-        os.replace(partial / "metrics-server", binary)  # atomic, as for helm
-        partial.rmdir()
-        _record(root, {"built": ["metrics-server"], "steps_s": timings})
-    return binary
+    return build_cached_binary(
+        metrics_server_dir(),
+        metrics_server_binary(),
+        METRICS_SERVER_VERSION,
+        Builder.metrics_server,
+        force,
+    )
 
 
 def _record(root: Path, record: dict[str, Any]) -> None:
@@ -595,6 +587,11 @@ def _record(root: Path, record: dict[str, Any]) -> None:
         },
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+    append_history(root, record)
+
+
+def append_history(root: Path, record: dict[str, Any]) -> None:
+    """Append one build's record to ``root``'s history, so cold and warm costs stay visible."""
     history_path = root / TIMINGS_FILE
     history = json.loads(history_path.read_text()) if history_path.exists() else []
     history.append(record)
@@ -658,10 +655,7 @@ def _build_images_locked(target: Path, todo: list[str]) -> None:
         "archive_bytes": {name: path.stat().st_size for name, path in archives.items()},
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    history_path = target / TIMINGS_FILE
-    history = json.loads(history_path.read_text()) if history_path.exists() else []
-    history.append(record)
-    history_path.write_text(json.dumps(history, indent=2) + "\n")
+    append_history(target, record)
     print(f"testbed images: done in {total:.1f}s", flush=True)
 
 
@@ -706,10 +700,7 @@ def _build_locked(target: Path, force: bool) -> Path:
         "bin_bytes": du(target),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    history_path = root / TIMINGS_FILE
-    history = json.loads(history_path.read_text()) if history_path.exists() else []
-    history.append(record)
-    history_path.write_text(json.dumps(history, indent=2) + "\n")
+    append_history(root, record)
     print(f"testbed build: done in {total:.1f}s ({record['bin_bytes'] / 1e6:.0f} MB of binaries)")
     still = missing_binaries(target)
     if still:
@@ -717,23 +708,22 @@ def _build_locked(target: Path, force: bool) -> Path:
     return target
 
 
+#: ``--print-<what>``: where a build puts it, for scripts that call a binary themselves.
+_PRINTS: dict[str, Callable[[], Path]] = {
+    "--print-bin-dir": bin_dir,
+    "--print-images-dir": images_dir,
+    "--print-helm": helm_binary,
+    "--print-mpi-operator": mpi_operator_binary,
+    "--print-metrics-server": metrics_server_binary,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
-    if "--print-bin-dir" in args:
-        print(bin_dir())
-        return 0
-    if "--print-images-dir" in args:
-        print(images_dir())
-        return 0
-    if "--print-helm" in args:
-        print(helm_binary())
-        return 0
-    if "--print-mpi-operator" in args:
-        print(mpi_operator_binary())
-        return 0
-    if "--print-metrics-server" in args:
-        print(metrics_server_binary())
-        return 0
+    for flag, where in _PRINTS.items():
+        if flag in args:
+            print(where())
+            return 0
     build(force="--force" in args, with_images="--no-images" not in args)
     return 0
 

@@ -9,7 +9,6 @@ a wait fails at once, with the controller's log, if the process died.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +20,7 @@ import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from testbed import kube
+from testbed import controllers, kube
 from testbed.pytest_plugin import TestbedCluster
 
 CRDS = Path(__file__).parent / "crds"
@@ -34,17 +33,10 @@ GROUP, VERSION = "kubernetes.dask.org", "v1"
 
 
 @dataclass
-class Operator:
+class Operator(controllers.Controller):
     """The controller's process and the testbed it runs against."""
 
     tb: TestbedCluster
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def check(self) -> None:
-        if self.process.poll() is not None:
-            tail = self.log.read_text(errors="replace")[-4000:]
-            raise AssertionError(f"the dask operator exited {self.process.returncode}:\n{tail}")
 
     def pods(
         self, selector: str, test: Callable[[list[client.V1Pod]], bool], timeout: float = 60
@@ -96,16 +88,7 @@ def install_crds(
             if error.status != 409:
                 raise
         installed.append(crd["metadata"]["name"])
-    deadline = time.monotonic() + timeout
-    for name in installed:
-        while True:
-            status = extensions.read_custom_resource_definition(name).status
-            conditions = {c.type: c.status for c in (status.conditions or [])} if status else {}
-            if conditions.get("Established") == "True":
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"CRD {name} not established after {timeout:.0f}s")
-            time.sleep(0.2)
+    controllers.await_established(extensions, installed, timeout)
 
 
 @contextmanager
@@ -114,31 +97,17 @@ def running(tb: TestbedCluster, tag: str) -> Iterator[Operator]:
     ``<run dir>/logs/dask-operator-<tag>.log``."""
     install_crds(tb)
     log = tb.run_dir / "logs" / f"dask-operator-{tag}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kopf",
-                "run",
-                "--standalone",
-                "--namespace",
-                tb.namespace,
-                "-m",
-                "dask_kubernetes.operator.controller",
-            ],
-            env={**os.environ, "KUBECONFIG": str(tb.kubeconfig)},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield Operator(tb, process, log)
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    command = [
+        sys.executable,
+        "-m",
+        "kopf",
+        "run",
+        "--standalone",
+        "--namespace",
+        tb.namespace,
+        "-m",
+        "dask_kubernetes.operator.controller",
+    ]
+    env = {**os.environ, "KUBECONFIG": str(tb.kubeconfig)}
+    with controllers.process(command, log, env=env) as process:
+        yield Operator("dask operator", process, log, tb)

@@ -12,18 +12,15 @@ with the controller's log, if the process died.
 
 from __future__ import annotations
 
-import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from testbed import build, podns
+from testbed import build, controllers, podns
 from testbed.pytest_plugin import TestbedCluster
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
@@ -31,20 +28,10 @@ CRD_NAME = f"{PLURAL}.{GROUP}"
 
 
 @dataclass
-class Operator:
+class Operator(controllers.Controller):
     """The controller's process, its log, and the namespace it watches."""
 
-    process: subprocess.Popen[bytes]
-    log: Path
     namespace: str
-
-    def check(self) -> None:
-        if self.process.poll() is not None:
-            tail = self.log.read_text(errors="replace")[-4000:]
-            raise AssertionError(f"the MPI operator exited {self.process.returncode}:\n{tail}")
-
-    def tail(self, size: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-size:]
 
 
 def install_crd(api: client.ApiClient, timeout: float = 60) -> None:
@@ -60,15 +47,7 @@ def install_crd(api: client.ApiClient, timeout: float = 60) -> None:
         existing = extensions.read_custom_resource_definition(CRD_NAME).metadata
         crd["metadata"]["resourceVersion"] = existing.resource_version if existing else None
         extensions.replace_custom_resource_definition(CRD_NAME, crd)
-    deadline = time.monotonic() + timeout
-    while True:
-        status = extensions.read_custom_resource_definition(CRD_NAME).status
-        conditions = {c.type: c.status for c in (status.conditions or [])} if status else {}
-        if conditions.get("Established") == "True":
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"CRD {CRD_NAME} not established after {timeout:.0f}s")
-        time.sleep(0.2)
+    controllers.await_established(extensions, [CRD_NAME], timeout)
 
 
 @contextmanager
@@ -78,27 +57,13 @@ def running(tb: TestbedCluster, namespace: str, tag: str) -> Iterator[Operator]:
     binary = build.build_mpi_operator()
     install_crd(tb.api)
     log = tb.run_dir / "logs" / f"mpi-operator-{tag}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(binary),
-                f"--kubeConfig={tb.kubeconfig}",
-                f"--namespace={namespace}",
-                f"--lock-namespace={namespace}",
-                "--monitoring-port=0",
-                f"--cluster-domain={podns.DOMAIN}",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield Operator(process, log, namespace)
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    command = [
+        str(binary),
+        f"--kubeConfig={tb.kubeconfig}",
+        f"--namespace={namespace}",
+        f"--lock-namespace={namespace}",
+        "--monitoring-port=0",
+        f"--cluster-domain={podns.DOMAIN}",
+    ]
+    with controllers.process(command, log) as process:
+        yield Operator("MPI operator", process, log, namespace)

@@ -12,13 +12,11 @@ Only the standard library is used: ``python -m testbed build`` runs before any d
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import shutil
 import sys
-import time
 from pathlib import Path
 
 from testbed import build
@@ -37,10 +35,7 @@ _REPLACE_LINE = re.compile(r"^\s*replace\s+(\S+\s+=>\s+\S+(?:\s+\S+)?)\s*$", re.
 
 
 def operator_dir() -> Path:
-    return build.cache_root() / (
-        f"spark-operator-{SPARK_OPERATOR_VERSION}_{build.go_version()}"
-        f"_{sys.platform}-{build.go_arch()}"
-    )
+    return build.tool_dir("spark-operator", SPARK_OPERATOR_VERSION)
 
 
 def operator_binary() -> Path:
@@ -81,79 +76,49 @@ def wrapper_gomod(upstream: str) -> str:
     )
 
 
-def missing() -> bool:
-    return not os.access(operator_binary(), os.X_OK) or not all(
-        (crd_dir() / name).is_file() for name in SPARK_CRDS
-    )
-
-
 def build_operator(force: bool = False) -> Path:
     """Build the operator if missing, under its own lock (the Go build lock of a machine that
     shares its Go caches is the caller's); the binary's path."""
-    binary = operator_binary()
-    if not force and not missing():
-        _say(f"testbed spark-operator up to date in {binary.parent}")
-        return binary
-    root = operator_dir()
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not force and not missing():
-            return binary
-        partial = root / "bin.partial"
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir()
-        timings: dict[str, float] = {}
-        builder = build.Builder(workdir=root / "src", out=partial, timings=timings)
+    return build.build_cached_binary(
+        operator_dir(),
+        operator_binary(),
+        SPARK_OPERATOR_VERSION,
+        _compile_operator,
+        force,
+        extra_files=tuple(crd_dir() / name for name in SPARK_CRDS),
+    )
 
-        def compile_operator() -> None:
-            info = json.loads(
-                builder.go(
-                    "mod", "download", "-json", f"{SPARK_OPERATOR_MODULE}@{SPARK_OPERATOR_VERSION}"
-                )
-            )
-            mod = builder.module("spark-operator", wrapper_gomod(Path(info["GoMod"]).read_text()))
-            package = f"{SPARK_OPERATOR_MODULE}/cmd/operator"
-            builder.go("get", f"{package}@{SPARK_OPERATOR_VERSION}", cwd=mod)
-            # as its own Makefile does: ``spark-operator version`` names the release
-            version = "k8s.io/component-base/version"
-            ldflags = (
-                f"-s -w -X {version}.gitVersion={SPARK_OPERATOR_VERSION}"
-                f" -X {version}.gitTreeState=clean"
-            )
-            builder.go(
-                "build",
-                "-mod=mod",
-                "-trimpath",
-                f"-ldflags={ldflags}",
-                "-o",
-                str(partial / "spark-operator"),
-                package,
-                cwd=mod,
-            )
-            crds = root / "crds.partial"
-            shutil.rmtree(crds, ignore_errors=True)
-            crds.mkdir()
-            for name in SPARK_CRDS:
-                shutil.copyfile(Path(info["Dir"]) / "config" / "crd" / "bases" / name, crds / name)
-            shutil.rmtree(crd_dir(), ignore_errors=True)
-            os.replace(crds, crd_dir())
 
-        builder.step(f"spark-operator {SPARK_OPERATOR_VERSION}", compile_operator)
-        binary.parent.mkdir(exist_ok=True)
-        os.replace(partial / "spark-operator", binary)  # atomic: never half a binary
-        partial.rmdir()
-        record = {
-            "built": ["spark-operator"],
-            "steps_s": timings,
-            "bin_bytes": binary.stat().st_size,
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        history_path = root / build.TIMINGS_FILE
-        history = json.loads(history_path.read_text()) if history_path.exists() else []
-        history.append(record)
-        history_path.write_text(json.dumps(history, indent=2) + "\n")
-    return binary
+def _compile_operator(builder: build.Builder) -> None:
+    """The binary into ``builder.out``; the module's CRDs straight into ``crd_dir()``, whole."""
+    info = json.loads(
+        builder.go("mod", "download", "-json", f"{SPARK_OPERATOR_MODULE}@{SPARK_OPERATOR_VERSION}")
+    )
+    mod = builder.module("spark-operator", wrapper_gomod(Path(info["GoMod"]).read_text()))
+    package = f"{SPARK_OPERATOR_MODULE}/cmd/operator"
+    builder.go("get", f"{package}@{SPARK_OPERATOR_VERSION}", cwd=mod)
+    # as its own Makefile does: ``spark-operator version`` names the release
+    version = "k8s.io/component-base/version"
+    ldflags = (
+        f"-s -w -X {version}.gitVersion={SPARK_OPERATOR_VERSION} -X {version}.gitTreeState=clean"
+    )
+    builder.go(
+        "build",
+        "-mod=mod",
+        "-trimpath",
+        f"-ldflags={ldflags}",
+        "-o",
+        str(builder.out / "spark-operator"),
+        package,
+        cwd=mod,
+    )
+    crds = operator_dir() / "crds.partial"
+    shutil.rmtree(crds, ignore_errors=True)
+    crds.mkdir()
+    for name in SPARK_CRDS:
+        shutil.copyfile(Path(info["Dir"]) / "config" / "crd" / "bases" / name, crds / name)
+    shutil.rmtree(crd_dir(), ignore_errors=True)
+    os.replace(crds, crd_dir())
 
 
 def _say(line: str) -> None:

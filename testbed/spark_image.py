@@ -210,10 +210,7 @@ def build_image(force: bool = False) -> Path:
             "archive_bytes": target.stat().st_size,
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        history_path = root / build.TIMINGS_FILE
-        history = json.loads(history_path.read_text()) if history_path.exists() else []
-        history.append(record)
-        history_path.write_text(json.dumps(history, indent=2) + "\n")
+        build.append_history(root, record)
         size = target.stat().st_size / 1e6
         _say(f"testbed spark image: {SPARK_IMAGE} {size:.0f} MB in {record['total_s']}s {timings}")
     return target

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from testbed import kube, spark_build
+from testbed import controllers, kube, spark_build
 from testbed.pytest_plugin import TestbedCluster
 
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
@@ -34,21 +33,10 @@ DRIVER_ROLE = "runplane-spark-driver"
 
 
 @dataclass
-class Operator:
+class Operator(controllers.Controller):
     """The controller's process and the testbed it runs against."""
 
     tb: TestbedCluster
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def check(self) -> None:
-        if self.process.poll() is not None:
-            raise AssertionError(
-                f"the spark operator exited {self.process.returncode}:\n{self.tail()}"
-            )
-
-    def tail(self, size: int = 4000) -> str:
-        return self.log.read_text(errors="replace")[-size:]
 
 
 def install_crds(tb: TestbedCluster, timeout: float = 60) -> None:
@@ -69,16 +57,7 @@ def install_crds(tb: TestbedCluster, timeout: float = 60) -> None:
             ]
             extensions.replace_custom_resource_definition(name, crd)
         names.append(name)
-    deadline = time.monotonic() + timeout
-    for name in names:
-        while True:
-            status = extensions.read_custom_resource_definition(name).status
-            conditions = {c.type: c.status for c in (status.conditions or [])} if status else {}
-            if conditions.get("Established") == "True":
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"CRD {name} not established after {timeout:.0f}s")
-            time.sleep(0.2)
+    controllers.await_established(extensions, names, timeout)
 
 
 def allow_drivers(tb: TestbedCluster, namespace: str) -> None:
@@ -153,7 +132,6 @@ def running(tb: TestbedCluster, tag: str, namespace: str | None = None) -> Itera
     kubeconfig = traditional_kubeconfig(tb.kubeconfig, work)
     server = urlsplit(yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
     log = tb.run_dir / "logs" / f"spark-operator-{tag}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
@@ -162,32 +140,17 @@ def running(tb: TestbedCluster, tag: str, namespace: str | None = None) -> Itera
         "KUBERNETES_SERVICE_HOST": server.hostname or "127.0.0.1",
         "KUBERNETES_SERVICE_PORT": str(server.port or 443),
     }
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(binary),
-                "controller",
-                "start",
-                f"--kubeconfig={kubeconfig}",
-                f"--namespaces={namespace}",
-                "--metrics-bind-address=0",
-                "--health-probe-bind-address=0",
-                "--enable-ui-service=false",
-                "--leader-election=false",
-                "--driver-pod-creation-grace-period=30s",
-            ],
-            env=env,
-            cwd=work,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield Operator(tb, process, log)
-    finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+    command = [
+        str(binary),
+        "controller",
+        "start",
+        f"--kubeconfig={kubeconfig}",
+        f"--namespaces={namespace}",
+        "--metrics-bind-address=0",
+        "--health-probe-bind-address=0",
+        "--enable-ui-service=false",
+        "--leader-election=false",
+        "--driver-pod-creation-grace-period=30s",
+    ]
+    with controllers.process(command, log, env=env, cwd=work) as process:
+        yield Operator("spark operator", process, log, tb)
