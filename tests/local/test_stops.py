@@ -75,7 +75,8 @@ def test_a_handler_that_ignores_sigterm_is_killed_after_its_grace(
     fn = make_function(STUBBORN).with_checkpoints(grace_period_seconds=2)
     uid = service.submit(fn, RunOptions(params={"ready": str(ready)})).uid
     wait_for(ready.exists, timeout=30)
-    pid = service.store.get(uid).attempts[0].process_id
+    # the process may write its file before its pid is recorded
+    pid = wait_for(lambda: service.store.get(uid).attempts[0].process_id, timeout=30)
     asked = time.time()
     service.abort(uid)
     # In its grace: the run ``aborting``, its process still there; a second abort changes
@@ -101,7 +102,7 @@ def test_a_shutdown_kills_at_once_after_its_own_grace(settings, make_function, t
     try:
         uid = service.submit(make_function(STUBBORN), RunOptions(params={"ready": str(ready)})).uid
         wait_for(ready.exists, timeout=30)
-        pid = service.store.get(uid).attempts[0].process_id
+        pid = wait_for(lambda: service.store.get(uid).attempts[0].process_id, timeout=30)
     finally:
         closing = time.monotonic()
         service.close(grace=0.5)

@@ -65,6 +65,9 @@ class Cluster:
     def existing(self) -> dict[str, list[str]]:
         return {}
 
+    def usage(self, uid: str) -> None:
+        return None  # a stand-in measures nothing, as a cluster without a kubelet API
+
     def watching(self) -> str | None:
         return self.trouble
 

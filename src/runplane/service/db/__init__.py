@@ -153,7 +153,11 @@ def connect(url: str) -> Engine:
         else:
             engine = create_engine(url, pool_pre_ping=True, json_deserializer=stored_json)
         event.listen(engine, "before_cursor_execute", _count_statement)
-        if current_revision(engine) != HEAD:
+        # On SQLite the first connection is made under the lock too: its switch to WAL takes
+        # the file's exclusive lock, which SQLite refuses at once ("database is locked"),
+        # whatever the busy timeout, while replicas starting together read it.
+        sqlite = url.startswith("sqlite:///")
+        if sqlite or current_revision(engine) != HEAD:
             with _migration_lock(engine):
                 found = current_revision(engine)
                 if found != HEAD:  # another process may have just migrated
