@@ -300,6 +300,18 @@ def ended_once(install: Install, uid: str) -> None:
     assert pods[0].status.phase == "Succeeded"
 
 
+def all_ended_once(install: Install, uids: list[str]) -> None:
+    """Await every run's completion, then check each ended once (:func:`ended_once`)."""
+    until(
+        f"all {len(uids)} completed",
+        lambda: all(install.run(uid)["state"] == "completed" for uid in uids),
+        180,
+        every=1,
+    )
+    for uid in uids:
+        ended_once(install, uid)
+
+
 @pytest.fixture(scope="module")
 def install(
     testbed_cluster: TestbedCluster,
@@ -445,14 +457,7 @@ def test_the_leader_deleted_under_20_runs_loses_and_repeats_nothing(
         install.timings["takeover_s"] = round(takeover, 2)
         print(f"\ntakeover after the leader's pod was deleted: {takeover:.2f} s")  # noqa: T201
         assert time.monotonic() - began < TAKEOVER
-        until(
-            "all 20 completed",
-            lambda: all(install.run(uid)["state"] == "completed" for uid in uids),
-            180,
-            every=1,
-        )
-        for uid in uids:
-            ended_once(install, uid)
+        all_ended_once(install, uids)
     finally:
         stop(commands)
     until("two replicas again", lambda: len(install.service_pods()) == 2, 180, every=1)
@@ -501,14 +506,7 @@ def test_the_leader_killed_outright_is_followed_once_its_lease_expires(
         assert health.json()["role"] == "follower"
         assert install.holder().startswith(other.metadata.name)
         assert install.holder() != killed_identity
-        until(
-            "all 10 completed",
-            lambda: all(install.run(uid)["state"] == "completed" for uid in uids),
-            180,
-            every=1,
-        )
-        for uid in uids:
-            ended_once(install, uid)
+        all_ended_once(install, uids)
     finally:
         stop(commands)
 
