@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Open MPI, Java and the mpijob/dask/spark engines (docs/runtimes.md); instant when present.
 bash scripts/runtime-deps.sh
-.venv/bin/ruff check src tests bench testbed
-.venv/bin/ruff format --check src tests bench testbed
+.venv/bin/ruff check src tests bench testbed scripts
+.venv/bin/ruff format --check src tests bench testbed scripts
 .venv/bin/mypy src/runplane testbed
 .venv/bin/lint-imports
 # The Kubernetes testbed binaries: built from Go modules once, cached outside the repo.

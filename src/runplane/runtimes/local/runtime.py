@@ -75,10 +75,17 @@ def _hierarchy(settings: Settings, millicores: int) -> tuple[Hierarchy | None, s
                 f"here: {why}; set local.isolation: auto to fall back to the watchdog"
             ) from None
         return None, f"{watchdog}: no cgroup is writable here ({why})"
-    pids = "no pids limit" if local.pids_limit is None else f"pids.max {local.pids_limit}"
+    if "cpu" in hierarchy.enforced:
+        cpu = "CPU quota and weight"
+    else:
+        cpu = "CPU limits as whole-core affinity: the cpu controller is not delegated here"
+    if "pids" not in hierarchy.enforced:
+        pids = "no pids limit: the pids controller is not delegated here"
+    else:
+        pids = "no pids limit" if local.pids_limit is None else f"pids.max {local.pids_limit}"
     return hierarchy, (
         f"limits by {hierarchy.version}: a cgroup per run beneath {hierarchy.where} (memory "
-        f"without swap, CPU quota and weight, {pids})"
+        f"without swap, {cpu}, {pids})"
     )
 
 

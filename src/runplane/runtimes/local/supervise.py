@@ -175,7 +175,7 @@ class Supervisor:
                 run,
                 grant,
                 self.settings,
-                pin=False,
+                pin="cpu" not in hierarchy.enforced,
                 user=user,
                 group=group_for,
                 warm=self.warm,

@@ -48,6 +48,7 @@ __all__ = [
     "cfs_quota",
     "cpu_shares",
     "cpu_weight",
+    "delegated",
     "executor_name",
     "open_hierarchy",
     "open_v2",
@@ -69,7 +70,7 @@ def open_hierarchy(node_millicores: int) -> Hierarchy:
             continue
         root_controllers = maybe_read(mount.point / "cgroup.controllers").split()
         if "memory" in root_controllers or "memory" in maybe_read(base / "cgroup.controllers"):
-            return V2(base, own[""], node_millicores, V2_CONTROLLERS)
+            return V2(base, own[""], node_millicores, delegated(base))
     bases: dict[str, Path] = {}
     for controller in V1_CONTROLLERS:
         v1 = next((m for m in found if m.fstype == "cgroup" and controller in m.options), None)
@@ -80,6 +81,18 @@ def open_hierarchy(node_millicores: int) -> Hierarchy:
             raise Unavailable(f"this process's {controller} cgroup is not visible here")
         bases[controller] = base
     return V1(bases, own, node_millicores)
+
+
+def delegated(base: Path) -> tuple[str, ...]:
+    """The controllers of :data:`V2_CONTROLLERS` that the cgroup at ``base`` is given. Hosts
+    often delegate only some (a VM's agent that hands commands ``memory`` alone): memory is
+    what runs need the kernel for; a CPU limit is kept as whole-core affinity without ``cpu``,
+    and no pids limit is set without ``pids``. With no ``memory`` all of them are asked for,
+    so that :class:`V2` names what is missing."""
+    offered = maybe_read(base / "cgroup.controllers").split()
+    if "memory" not in offered:
+        return V2_CONTROLLERS
+    return tuple(c for c in V2_CONTROLLERS if c in offered)
 
 
 def open_v2(base: Path, own: str, controllers: tuple[str, ...]) -> Hierarchy:

@@ -110,6 +110,9 @@ class Hierarchy(ABC):
     version: str
     #: This process's own group, under which runs' groups are made (for messages).
     where: str
+    #: What the kernel limits for runs here: ``memory`` always; ``cpu`` and ``pids`` where their
+    #: controllers are delegated (a CPU limit is then kept as whole-core affinity instead).
+    enforced: tuple[str, ...]
     #: Where this process's group is being made, for the message if that fails.
     _under: Path
 

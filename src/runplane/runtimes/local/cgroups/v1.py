@@ -90,6 +90,7 @@ class V1Group(model.RunGroup):
 
 class V1(model.Hierarchy):
     version = "cgroup v1"
+    enforced = ("memory", "cpu", "pids")
 
     def __init__(self, bases: dict[str, Path], own: dict[str, str], node_millicores: int) -> None:
         self._bases = bases

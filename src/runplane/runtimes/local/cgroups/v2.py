@@ -90,6 +90,7 @@ class V2(model.Hierarchy):
             self.version = "cgroup v2 (delegated)"
         self._base = base
         self._controllers = controllers
+        self.enforced = tuple(c for c in CONTROLLERS if c in controllers)
         name = files.executor_name()
         self._group = base / name
         self._under = base
