@@ -825,6 +825,8 @@ class RealNode:
     pause_image: str = images.PAUSE_IMAGE
     _lock: IO[str] | None = field(default=None, repr=False)
     _api: client.ApiClient | None = field(default=None, repr=False)
+    #: The archives imported so far (path, size, mtime): each is imported once per node.
+    _imported: set[tuple[str, int, int]] = field(default_factory=set, repr=False)
 
     @property
     def toleration(self) -> dict[str, str]:
@@ -1073,8 +1075,15 @@ class RealNode:
 
     def import_archive(self, archive: Path, timeout: float = 120.0) -> None:
         """Load an OCI archive built elsewhere (the runplane image) into the node's containerd;
-        its image is named by the archive's own annotation."""
+        its image is named by the archive's own annotation. An archive this node imported
+        already (the same file, unchanged) is not imported again: ``up`` and every test module
+        that needs an image may ask for it."""
+        stat = archive.stat()
+        key = (str(archive.resolve()), stat.st_size, stat.st_mtime_ns)
+        if key in self._imported:
+            return
         _ctr(self.bin_dir, self.paths, "images", "import", str(archive), timeout=timeout)
+        self._imported.add(key)
 
     def _containerd_up(self) -> bool:
         if not self.paths.socket.exists():
