@@ -217,7 +217,26 @@ def _job(tb: TestbedCluster, uid: str) -> dict[str, Any]:
     return found
 
 
-def test_an_mpijob_run_follows_its_launcher_and_waits_for_its_workers(
+def _operator_says(tb: TestbedCluster, uid: str, *conditions: tuple[str, str, str]) -> None:
+    """What the MPI Operator records on the MPIJob: its conditions (type, reason, message)."""
+    client.CustomObjectsApi(tb.api).patch_namespaced_custom_object_status(
+        "kubeflow.org",
+        "v2beta1",
+        tb.namespace,
+        "mpijobs",
+        f"trainer-{uid[:16]}-1",
+        {
+            "status": {
+                "conditions": [
+                    {"type": kind, "status": "True", "reason": reason, "message": message}
+                    for kind, reason, message in conditions
+                ]
+            }
+        },
+    )
+
+
+def test_an_mpijob_run_ends_as_its_operator_says_with_its_launcher_s_report(
     runtime: tuple[KubernetesRuntime, Events, TestbedCluster], tmp_path: Path
 ) -> None:
     rt, events, testbed = runtime
@@ -248,6 +267,32 @@ def test_an_mpijob_run_follows_its_launcher_and_waits_for_its_workers(
     for index in range(2):
         _as_operator(testbed, worker, f"{TEST}-run-worker-{index}")
     _as_operator(testbed, launcher, f"{TEST}-run-launcher", {"runplane.io/test-duration": "2s"})
+    created = ("Created", "MPIJobCreated", "MPIJob created.")
+    _operator_says(testbed, uid, created, ("Running", "MPIJobRunning", "MPIJob is running."))
+    events.wait(uid, lambda e: e.state is RunState.RUNNING)
+    # The launcher's pod ending is not the run's end: its operator has not said so yet.
+    deadline = time.monotonic() + 60
+    while testbed.core.read_namespaced_pod(
+        f"{TEST}-run-launcher", testbed.namespace
+    ).status.phase not in ("Succeeded", "Failed"):
+        assert time.monotonic() < deadline, "kwok never ended the launcher"
+        time.sleep(0.1)
+    # a run launched now reports after the launcher's end, had it been published (the
+    # watch keeps order)
+    code = tmp_path / "marker.py"
+    code.write_text("def handler(context):\n    return 1\n")
+    marker = uuid.uuid4().hex
+    rt.launch(
+        build_request(
+            runplane.code_to_function("marker", filename=str(code), handler="handler"),
+            tb_settings,
+            uid=marker,
+        )
+    )
+    events.wait(marker, lambda e: e.state is RunState.PENDING)
+    rt.abort(marker, "Aborted", "done")
+    assert not any(e.state.terminal for e in events.of(uid)), events.of(uid)
+    _operator_says(testbed, uid, created, ("Succeeded", "MPIJobSucceeded", "MPIJob completed."))
     done = events.wait(uid, lambda e: e.state.terminal, timeout=60)
     assert (done.state, done.reason) == (RunState.COMPLETED, "Completed")
     states = [e.state for e in events.of(uid)]

@@ -116,18 +116,6 @@ def _conditions(job: dict[str, Any]) -> dict[str, str]:
     return {c["type"]: c["status"] for c in (job.get("status") or {}).get("conditions") or []}
 
 
-def _await_condition(
-    tb: TestbedCluster, namespace: str, uid: str, condition: str, timeout: float = 60
-) -> dict[str, str]:
-    """The MPIJob's conditions once ``condition`` is true (the operator records the end of the
-    launcher's Job after the launcher pod's own end, which the run follows)."""
-    deadline = time.monotonic() + timeout
-    while _conditions(job := _job(tb, namespace, uid)).get(condition) != "True":
-        assert time.monotonic() < deadline, (condition, job.get("status"))
-        time.sleep(0.2)
-    return _conditions(job)
-
-
 def _no_pods_left(core: k8s.CoreV1Api, service: Service, uid: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while left := pods_of(core, service, uid):
@@ -167,8 +155,9 @@ def test_an_allreduce_across_two_worker_pods_returns_its_result(
     assert "rank 0 of 2" in output, output
     assert "rank 1 of 2" in output, output
     assert "runplane-results" not in output  # the report is not output
-    # the operator says what the run says
-    conditions = _await_condition(testbed_cluster, service.namespace, uid, "Succeeded")
+    # the run ended because the operator said so: its condition is there already
+    conditions = _conditions(_job(testbed_cluster, service.namespace, uid))
+    assert conditions.get("Succeeded") == "True", conditions
     assert conditions.get("Created") == "True", conditions
     real_node.timings["mpijob_allreduce_s"] = round(took, 1)
 
@@ -181,7 +170,12 @@ def test_a_rank_that_raises_ends_the_run_error_naming_the_rank(
     assert run["state"] == "error", run
     assert "rank 1: ValueError: rank 1 has no data" in run["status_text"], run
     assert "Traceback" in service.output(uid)
-    _await_condition(testbed_cluster, service.namespace, uid, "Failed")
+    # the end is the operator's: its Failed condition's reason and message are the run's
+    job = _job(testbed_cluster, service.namespace, uid)
+    (failed,) = [c for c in job["status"]["conditions"] if c["type"] == "Failed"]
+    assert failed["status"] == "True", job["status"]
+    assert run["reason"] == failed["reason"].rstrip("/"), (run, failed)
+    assert f"the MPI Operator: {failed['message'].strip()}" in run["status_text"], (run, failed)
 
 
 @pytest.mark.parametrize("how", ["abort", "threshold"])

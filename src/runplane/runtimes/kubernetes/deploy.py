@@ -9,6 +9,7 @@ made, so a deploy leaves exactly what the function says.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -25,6 +26,9 @@ from runplane.runtimes.kubernetes.api.rest import (
     collection_path,
     object_path,
 )
+from runplane.runtimes.kubernetes.gone import await_pods_gone
+
+log = logging.getLogger(__name__)
 
 _AUTOSCALER = ("autoscaling/v2", "HorizontalPodAutoscaler")
 _MOUNTED = ("ConfigMap", "Secret")
@@ -184,8 +188,15 @@ def scaling_of(autoscaler: Mapping[str, Any]) -> str:
     return said
 
 
-def remove(calls: Calls, project: str, name: str) -> str:
-    """Delete a serving function's Deployment, Service and autoscaler; ``project/name``."""
+#: The most seconds a removal waits for its replicas' pods to be gone: a replica that stops
+#: on SIGTERM is gone within a few, and the answer must come within a client's 30 s request
+#: timeout (a pod that waits out a 30 s grace period is logged as still stopping).
+REMOVAL_WAIT = 25.0
+
+
+def remove(calls: Calls, project: str, name: str, wait: float = REMOVAL_WAIT) -> str:
+    """Delete a serving function's Deployment, Service and autoscaler, and return once its
+    replicas' pods are gone (at most ``wait`` seconds: :mod:`.gone`); ``project/name``."""
     if not any(d["project"] == project and d["name"] == name for d in listing(calls, 0)):
         raise NotFoundError(
             f"deployment {name!r} of project {project!r} does not exist in namespace "
@@ -194,6 +205,16 @@ def remove(calls: Calls, project: str, name: str) -> str:
     for api_version, kind in (("apps/v1", "Deployment"), ("v1", "Service"), _AUTOSCALER):
         path = object_path(api_version, kind, calls.namespace, name)
         calls.change(f"deleting {kind} {name}", "DELETE", path, body=BACKGROUND)
+    replicas = f"{_selector(project, name)},!{names.RUN_UID}"
+    left = await_pods_gone(calls, replicas, wait)
+    if left:
+        log.warning(
+            "deployment %s/%s removed; pods still stopping after %.0fs: %s",
+            project,
+            name,
+            wait,
+            ", ".join(left),
+        )
     return f"{project}/{name}"
 
 

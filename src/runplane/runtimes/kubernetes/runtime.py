@@ -30,7 +30,7 @@ from runplane.rendering.workloads import gang_pod_specs
 from runplane.runs import RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
-from runplane.runtimes.kubernetes import applications, cluster, deploy
+from runplane.runtimes.kubernetes import applications, cluster, deploy, mpijobs
 from runplane.runtimes.kubernetes.api.calls import Calls, ClusterError
 from runplane.runtimes.kubernetes.api.client import api_client, pooled
 from runplane.runtimes.kubernetes.api.namespaces import ensure_namespace
@@ -150,6 +150,9 @@ class KubernetesRuntime:
         self._rest = rest
         #: SparkApplications' own states, watched once the cluster serves them.
         self.application_watch: PodWatch | None = None
+        #: MPIJobs' conditions, by API version, watched once the cluster serves them.
+        self.mpijob_watches: dict[str, PodWatch] = {}
+        self._mpijob_version: str = settings.mpijob_api_version
         self._stats = KubeletStats(self._node_summary, self._spool.serves)
         #: The pod each running run runs in now, and its node, for its usage.
         self._placed: dict[str, tuple[str, str]] = {}
@@ -166,6 +169,7 @@ class KubernetesRuntime:
                 self.node_watch.start()
                 self.watch.start()
         self._watch_applications()
+        self._watch_mpijobs(self._mpijob_version)
 
     def _watch_applications(self) -> None:
         """Watch this runtime's SparkApplications, once, where the cluster serves them (their
@@ -188,6 +192,43 @@ class KubernetesRuntime:
                     name="runplane-spark-watch",
                     path=plural,
                 ).start()
+
+    def _watch_mpijobs(self, api_version: str) -> None:
+        """Watch this runtime's MPIJobs of ``api_version``, once, where the cluster serves
+        them (:mod:`.mpijobs`: their runs' states are their operator's)."""
+        plural = collection_path(api_version, mpijobs.KIND, self.namespace)
+        with self._observing:
+            if api_version in self.mpijob_watches or not self._watching:
+                return
+            try:
+                served = self._calls.serves(api_version, plural.rsplit("/", 1)[1])
+            except ClusterError as error:
+                log.info("MPIJobs not watched: %s", error)
+                return
+            if served:
+                self.mpijob_watches[api_version] = PodWatch(
+                    self._rest,
+                    self.namespace,
+                    self._selector(),
+                    self._observe_mpijob,
+                    name="runplane-mpijob-watch",
+                    path=plural,
+                ).start()
+
+    def _observe_mpijob(self, kind: str, mpijob: dict[str, Any]) -> None:
+        uid = ((mpijob.get("metadata") or {}).get("labels") or {}).get(names.RUN_UID)
+        if not uid:
+            return
+        if kind in (DELETED, VANISHED):
+            self._tracker.operator_gone(uid)
+            return
+        event = mpijobs.mpijob_event(mpijob)
+        if event is None or not mpijobs.news(event):
+            return
+        if event.state.terminal:
+            self._tracker.operator_ended(event)
+        else:
+            self._tracker.deliver(f"workload-{mpijob['metadata'].get('uid', uid)}", event)
 
     def _observe_application(self, kind: str, application: dict[str, Any]) -> None:
         if kind in (DELETED, VANISHED):
@@ -298,6 +339,8 @@ class KubernetesRuntime:
         self.node_watch.stop()
         if self.application_watch is not None:
             self.application_watch.stop()
+        for watch in self.mpijob_watches.values():
+            watch.stop()
         self._spool.close()
         self._events.close()
 
@@ -322,6 +365,8 @@ class KubernetesRuntime:
             self._submitter.submit(request.manifests)
         if request.pod.get("kind") == applications.KIND:
             self._watch_applications()
+        if request.pod.get("kind") == mpijobs.KIND:
+            self._watch_mpijobs(str(request.pod.get("apiVersion")))
 
     def _await_earlier_attempts(self, request: RunRequest) -> None:
         """A retried attempt starts once the pods of the run's earlier attempts have stopped,

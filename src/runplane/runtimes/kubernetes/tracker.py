@@ -4,6 +4,12 @@ A watch sees the same pod many times (label changes, IP assignment, a re-list af
 reconnect); only observations that change what the run's record would say become events, and
 nothing follows a pod's end. While runplane aborts a run, whatever its pod does is part of the
 abort: a pod that was running when the delete arrived ends ``aborted``, not ``error``.
+
+An MPIJob's run ends as its operator says (:mod:`.mpijobs`), not as its launcher pod does:
+the launcher's end is held, with the results read from its log, until the MPIJob's
+``Succeeded`` or ``Failed`` condition arrives; the two are joined into the run's end (the
+operator's state, reason and message; the launcher's results, node and exit code). Whichever
+comes first waits for the other, the operator's end at most :data:`LAUNCHER_WAIT` seconds.
 """
 
 from __future__ import annotations
@@ -18,9 +24,14 @@ from runplane import names
 from runplane.runs import Reason, RunState
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.kubernetes.api.watch import DELETED, VANISHED
+from runplane.runtimes.kubernetes.mpijobs import is_launcher
 from runplane.runtimes.kubernetes.pod_events import pod_to_event, results_in_log
 
 log = logging.getLogger(__name__)
+
+#: Seconds an MPIJob's end waits for its launcher pod's (whose log has the results) before
+#: it is the run's end alone: a launcher that never ran, or whose pod is gone, has none.
+LAUNCHER_WAIT = 30.0
 
 
 #: Reads a finished pod's report from its log (where large results are, and an mpijob's
@@ -44,6 +55,12 @@ class RunTracker:
         self._main_started: set[str] = set()
         #: Pods runplane deletes because their node is gone, with the event that says so.
         self._losing: dict[str, RunEvent] = {}
+        #: MPIJob runs: the launcher's end awaiting the operator's (pod key, event), the
+        #: operator's end awaiting the launcher's, and the runs whose end is published.
+        self._launcher_end: dict[str, tuple[str, RunEvent]] = {}
+        self._operator_end: dict[str, RunEvent] = {}
+        self._joined: set[str] = set()
+        self.launcher_wait = LAUNCHER_WAIT
 
     def observe(self, kind: str, pod: dict[str, Any]) -> None:
         """A :class:`~runplane.runtimes.kubernetes.api.watch.PodWatch` handler."""
@@ -81,7 +98,60 @@ class RunTracker:
                     event = replace(event, message=error)  # a rank's error names the rank
             except Exception:  # the pod (or its node) may be gone: the end is still the end
                 log.warning("results of pod %s could not be read", key, exc_info=True)
+        if event is not None and event.state.terminal and is_launcher(pod):
+            self._launcher_ended(key, event, gone)
+            return
         self.deliver(key, event, forget=gone)
+
+    # -- an MPIJob's end: its operator's, joined to its launcher's
+
+    def _launcher_ended(self, key: str, event: RunEvent, gone: bool) -> None:
+        with self._lock:
+            if event.uid in self._aborting:
+                ended = None  # the abort's end, as for any pod
+            elif event.uid in self._joined:
+                return  # the run's end is out already
+            else:
+                ended = self._operator_end.pop(event.uid, None)
+                if ended is None:
+                    self._launcher_end[event.uid] = (key, event)
+                    return
+                self._joined.add(event.uid)
+        self.deliver(key, event if ended is None else _joined(ended, event), forget=gone)
+
+    def operator_ended(self, event: RunEvent) -> None:
+        """The MPIJob's operator says its run ended (``event``): the run's end once its
+        launcher's is known, or after :attr:`launcher_wait` seconds without it."""
+        with self._lock:
+            if event.uid in self._joined or event.uid in self._aborting:
+                return
+            held = self._launcher_end.pop(event.uid, None)
+            if held is None:
+                if event.uid not in self._operator_end:
+                    timer = threading.Timer(self.launcher_wait, self._operator_alone, [event.uid])
+                    timer.daemon = True
+                    timer.start()
+                self._operator_end[event.uid] = event
+                return
+            self._joined.add(event.uid)
+        self.deliver(held[0], _joined(event, held[1]))
+
+    def _operator_alone(self, uid: str) -> None:
+        with self._lock:
+            event = self._operator_end.pop(uid, None)
+            if event is None or uid in self._joined:
+                return
+            self._joined.add(uid)
+        self.deliver(f"workload-{uid}", event)
+
+    def operator_gone(self, uid: str) -> None:
+        """The run's MPIJob is deleted: a launcher's end still held is the run's end now."""
+        with self._lock:
+            self._joined.discard(uid)
+            self._operator_end.pop(uid, None)
+            held = self._launcher_end.pop(uid, None)
+        if held is not None:
+            self.deliver(*held)
 
     def _ended(self, key: str) -> bool:
         with self._lock:
@@ -151,3 +221,20 @@ class RunTracker:
             exit_code=event.exit_code if state is RunState.ABORTED else None,
             at=event.at,
         )
+
+
+def _joined(operator: RunEvent, launcher: RunEvent) -> RunEvent:
+    """The run's end: the operator's state, reason and message, with the launcher's results,
+    node and exit code; a failed launcher's own words (a rank's error) lead the message."""
+    if operator.state is RunState.COMPLETED:
+        if launcher.state is RunState.COMPLETED:
+            return launcher
+        return replace(launcher, state=RunState.COMPLETED, reason="Completed", message="")
+    own = launcher.message or launcher.reason
+    said = f"the MPI Operator: {operator.message}" if operator.message else ""
+    return replace(
+        launcher,
+        state=operator.state,
+        reason=operator.reason,
+        message="; ".join(part for part in (own, said) if part),
+    )

@@ -290,7 +290,7 @@ class PodWatch:
             shutdown(response)
         delivered = False
         try:
-            for line in _lines(response):
+            for line in lines(response):
                 if self._stop.is_set():
                     break
                 self._receive(orjson.loads(line))
@@ -362,7 +362,7 @@ class PodWatch:
                 self._indexed.setdefault(index(kept), {})[uid] = kept
 
 
-def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+def lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
     """Complete lines of a streamed watch response, however the chunks split them."""
     pending = b""
     for chunk in response.stream(65536, decode_content=True):
