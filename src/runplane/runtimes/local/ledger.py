@@ -27,7 +27,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -219,12 +218,15 @@ class Ledger:
         grants = []
         quotas = self.quotas
 
-        def order(row: tuple[Any, ...]) -> tuple[bool, int, float, str]:
-            requests = json.loads(row[4])
-            borrowing = bool(quotas) and borrows(quotas, usage, row[11], row[12], requests)
-            return (borrowing, -row[2], row[3], row[0])
-
-        waiting = sorted((r for r in live if not r[1]), key=order)
+        borrowing = {
+            row[0]: borrows(quotas, usage, row[11], row[12], json.loads(row[4]))
+            for row in live
+            if quotas and not row[1]
+        }
+        waiting = sorted(
+            (r for r in live if not r[1]),
+            key=lambda r: (borrowing.get(r[0], False), -r[2], r[3], r[0]),
+        )
         ahead: dict[tuple[str, str], int] = {}
         waits: dict[str, str] = {}
         for row in waiting:
@@ -234,6 +236,10 @@ class Ledger:
             if short:
                 waits[row[0]] = waiting_text(*queue, short, ahead.get(queue, 0))
                 ahead[queue] = ahead.get(queue, 0) + 1
+                if not borrowing.get(row[0], False):
+                    # Its own quota, lent while it was idle: nobody borrows more of it, and
+                    # it is given back as the borrowers' runs end (nothing is preempted).
+                    add_usage(usage, *queue, requests)
                 continue
             if pods < 1 or any(amount > free.get(name, 0) for name, amount in requests.items()):
                 ahead[queue] = ahead.get(queue, 0) + 1
