@@ -28,7 +28,7 @@ from runplane.service.deployments import (
 )
 from runplane.service.nodes import label_node, node_views
 from runplane.service.projects import DeletionStrategy, ProjectStore
-from runplane.service.quotas import project_usage, require_project
+from runplane.service.quotas import project_usage
 from runplane.service.records import RunStore
 from runplane.spec.function import Function
 
@@ -83,8 +83,8 @@ class EmbeddedService(RunService):
     def set_project_quota(
         self, name: str, flavor: str, values: Mapping[str, Any]
     ) -> dict[str, Any]:
-        require_project(self.projects.names(), name)
-        self.quotas.set_flavor(name, flavor, values, self.default_owner, admin=True)
+        user = self.default_owner
+        self.quotas.set_flavor(name, flavor, values, user, True, self.projects.names)
         return self.project_quotas(name)
 
     def clear_project_quota(self, name: str, flavor: str | None = None) -> dict[str, Any]:

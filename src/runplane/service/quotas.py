@@ -83,16 +83,28 @@ class QuotaStore:
         return self.get(project).kueue()
 
     def set_flavor(
-        self, project: str, flavor: str, values: Mapping[str, Any], user: str, admin: bool
+        self,
+        project: str,
+        flavor: str,
+        values: Mapping[str, Any],
+        user: str,
+        admin: bool,
+        projects: Callable[[], list[str]] | None = None,
     ) -> ProjectQuota:
         """Replace the project's quota on ``flavor`` with ``values`` (``{'cpu': '16',
         'gpus': {'nominal': 2, 'borrowing_limit': 0}}``): an admin's to do; checked whole
-        before anything is stored."""
+        before anything is stored, then, given ``projects`` (every project's name), set only
+        on a project that exists."""
         check_dns_label("project", project, "'team-a'")
         check_flavor("flavor", flavor)
         if not admin:
             raise _admins_only(project, user)
         quotas = ProjectQuota.flavor_of(f"quotas.{flavor}", values)
+        if projects is not None and project not in projects():
+            raise NotFoundError(
+                f"project {project!r} does not exist: create it first "
+                f"(runplane.new_project({project!r}), or POST /api/v1/projects)"
+            )
         now = time.time()
         with self._sessions.begin() as session:
             session.execute(
@@ -197,12 +209,3 @@ def project_usage(store: QuotaStore, runs: RunStore, project: str) -> dict[str, 
     check_dns_label("project", project, "'team-a'")
     holding = runs.list_runs(project, states=HOLDING, limit=MAX_HOLDING, brief=True)
     return {"project": project, "flavors": usage_view(store.get(project), holding)}
-
-
-def require_project(names: list[str], project: str) -> None:
-    """A quota is set on a project that exists (a record, runs, functions or schedules)."""
-    if project not in names:
-        raise NotFoundError(
-            f"project {project!r} does not exist: create it first "
-            f"(POST /api/v1/projects {{'name': '{project}'}})"
-        )

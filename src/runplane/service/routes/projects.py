@@ -14,7 +14,7 @@ from runplane.service.projects import (
     DeletionStrategy,
     ProjectRecord,
 )
-from runplane.service.quotas import project_usage, require_project
+from runplane.service.quotas import project_usage
 from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import Name, PathName
 
@@ -110,9 +110,8 @@ def set_quota(
 ) -> dict[str, Any]:
     """Replace the project's quota on ``flavor`` (``on-demand`` or ``spot``) with ``{'cpu':
     '16', 'memory': '64Gi', 'gpus': {'nominal': 2, 'borrowing_limit': 0}}``: admins only."""
-    if who.admin:
-        require_project(server.projects.names(), project)
-    server.runs.quotas.set_flavor(project, flavor, body, who.user, admin=who.admin)
+    names = server.projects.names
+    server.runs.quotas.set_flavor(project, flavor, body, who.user, who.admin, names)
     return project_usage(server.runs.quotas, server.runs.store, project)
 
 
