@@ -52,7 +52,7 @@ def test_quotas_through_the_service(service_url: str, tmp_path: Path) -> None:
         "project team-a: quotas",
         "FLAVOR      RESOURCE   USED   NOMINAL   BORROWING LIMIT   LENDING LIMIT",
         "on-demand   cpu        0      16        none              8",
-        "on-demand   memory     0Mi    64Gi      none              none",
+        "on-demand   memory     0      64Gi      none              none",
         "on-demand   gpus       0      2         0                 none",
     ]
     # A limit alone changes that limit; the quota stays.
@@ -106,4 +106,4 @@ def test_a_quota_on_the_embedded_default_needs_its_project(tmp_path: Path) -> No
     assert made.returncode == 0, made.stderr
     done = quota(env, "team-a", "--cpu", "1", "--memory", "2Gi")
     assert done.returncode == 0, done.stderr
-    assert "on-demand   memory     0Mi    2Gi" in done.stdout
+    assert "on-demand   memory     0      2Gi" in done.stdout

@@ -41,7 +41,7 @@ def test_admins_set_and_clear_quotas_and_users_read_them(client):
             "nominal": "64Gi",
             "borrowing_limit": None,
             "lending_limit": None,
-            "used": "0Mi",
+            "used": "0",
         },
         "gpus": {"nominal": "2", "borrowing_limit": "0", "lending_limit": None, "used": "0"},
     }

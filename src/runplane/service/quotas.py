@@ -163,7 +163,7 @@ def _shown(resource: str, amount: int) -> str:
     if resource == "cpu":
         return f"{amount / 1000:g}"
     if resource == "memory":
-        return mebibytes(amount)
+        return mebibytes(amount) if amount else "0"
     return str(amount)
 
 
