@@ -134,3 +134,24 @@ def test_idle_quota_is_borrowed_and_given_back_first(
         runs.release(name)
     for uid in (own, borrowed, lender, more):
         assert service.wait(uid, timeout=60).state == "completed"
+
+
+def test_a_quota_wait_is_pending_not_scheduled_for_the_thresholds(
+    make_function: Callable[..., Function], service: EmbeddedService, tmp_path: Path
+):
+    runs = _projects(make_function, service, tmp_path)
+    service.set_project_quota(
+        "team-a", "on-demand", {"cpu": {"nominal": "0", "borrowing_limit": 0}}
+    )
+    fn = (
+        make_function(HOLD, handler="hold", name="bounded", project="team-a")
+        .with_requests(cpu="500m", mem="64Mi")
+        .set_state_thresholds({"pending_not_scheduled": "1s"})
+    )
+    uid = service.submit(fn, RunOptions(params={"gate": str(runs.gates / "never")})).uid
+    record = service.wait(uid, timeout=60)
+    assert record.state == "aborted"
+    assert record.status_text == (
+        "Run aborted due to exceeded state threshold: pending_not_scheduled (last reason: "
+        "waiting for quota: project team-a needs 0.5 CPUs more on on-demand; no run ahead of it)"
+    )
