@@ -188,59 +188,96 @@ QuotaTable = Mapping[str, ProjectQuota]
 Usage = Mapping[tuple[str, str], Mapping[str, int]]
 
 
+class QuotaBook:
+    """Every project's quotas with what runs hold, for one admission pass: checking a run and
+    counting it admitted cost a few additions per resource, however many projects there are.
+
+    As Kueue counts: each project's quota is its nominal amount, of which the part it does not
+    lend is its own; the cohort's pool (per flavor and resource) is what every project lends,
+    and a project beyond its own part draws on the pool, beyond its nominal amount at most its
+    borrowing limit.
+    """
+
+    def __init__(self, table: QuotaTable, usage: Usage | None = None) -> None:
+        #: (project, flavor) → Kubernetes resource name → (nominal, borrowing limit, lendable).
+        self._limits: dict[tuple[str, str], dict[str, tuple[int, int | None, int]]] = {}
+        self._pool: dict[tuple[str, str], int] = {}
+        self._drawn: dict[tuple[str, str], int] = {}
+        self._used: dict[tuple[str, str], dict[str, int]] = {
+            queue: dict(held) for queue, held in (usage or {}).items()
+        }
+        for project, quota in table.items():
+            for flavor, resources in quota.flavors.items():
+                limits = self._limits.setdefault((project, flavor), {})
+                for resource, terms in resources.items():
+                    kube_name = RESOURCES[resource]
+                    limits[kube_name] = terms.amounts(kube_name)
+                    nominal, _, lendable = limits[kube_name]
+                    key = (flavor, kube_name)
+                    self._pool[key] = self._pool.get(key, 0) + lendable
+                    used = self._used.get((project, flavor), {}).get(kube_name, 0)
+                    drawn = max(used - (nominal - lendable), 0)
+                    self._drawn[key] = self._drawn.get(key, 0) + drawn
+
+    def shortfall(self, project: str, flavor: str, requests: Mapping[str, int]) -> dict[str, int]:
+        """What ``requests`` lack to fit ``project``'s quota on ``flavor`` now, by Kubernetes
+        resource name (empty: they fit), borrowing idle quota of the cohort within limits."""
+        short: dict[str, int] = {}
+        limits = self._limits.get((project, flavor))
+        if not limits:
+            return short
+        held = self._used.get((project, flavor), {})
+        for kube_name, (nominal, borrowing, lendable) in limits.items():
+            wanted = requests.get(kube_name, 0)
+            if not wanted:
+                continue
+            used = held.get(kube_name, 0)
+            after = used + wanted
+            lacking = 0 if borrowing is None else max(after - nominal - borrowing, 0)
+            own = nominal - lendable
+            key = (flavor, kube_name)
+            drawn = self._drawn.get(key, 0) - max(used - own, 0) + max(after - own, 0)
+            lacking = max(lacking, drawn - self._pool.get(key, 0))
+            if lacking > 0:
+                short[kube_name] = lacking
+        return short
+
+    def borrows(self, project: str, flavor: str, requests: Mapping[str, int]) -> bool:
+        """Whether ``requests`` would take ``project`` beyond its nominal quota on ``flavor``
+        (such runs are admitted after every run within its own quota: reclaimed first)."""
+        held = self._used.get((project, flavor), {})
+        return any(
+            held.get(kube_name, 0) + requests.get(kube_name, 0) > nominal
+            for kube_name, (nominal, _, _) in self._limits.get((project, flavor), {}).items()
+        )
+
+    def add(self, project: str, flavor: str, requests: Mapping[str, int]) -> None:
+        """Count ``requests`` as held by ``project`` on ``flavor``."""
+        held = self._used.setdefault((project, flavor), {})
+        limits = self._limits.get((project, flavor), {})
+        for kube_name, amount in requests.items():
+            used = held.get(kube_name, 0)
+            held[kube_name] = used + amount
+            if kube_name in limits:
+                nominal, _, lendable = limits[kube_name]
+                own = nominal - lendable
+                key = (flavor, kube_name)
+                change = max(used + amount - own, 0) - max(used - own, 0)
+                self._drawn[key] = self._drawn.get(key, 0) + change
+
+
 def shortfall(
     table: QuotaTable, usage: Usage, project: str, flavor: str, requests: Mapping[str, int]
 ) -> dict[str, int]:
-    """What ``requests`` lack to fit ``project``'s quota on ``flavor`` now, by Kubernetes
-    resource name (empty: they fit), borrowing idle quota of the cohort within the limits.
-
-    As Kueue counts: each project's quota is its nominal amount, of which the part it does not
-    lend is its own; the cohort's pool is what every project lends, and a project beyond its
-    own part draws on the pool, beyond its nominal amount at most its borrowing limit.
-    """
-    quota = table.get(project)
-    resources = quota.flavors.get(flavor, {}) if quota else {}
-    short: dict[str, int] = {}
-    for resource, limits in resources.items():
-        kube_name = RESOURCES[resource]
-        wanted = requests.get(kube_name, 0)
-        if not wanted:
-            continue
-        nominal, borrowing, lendable = limits.amounts(kube_name)
-        after = usage.get((project, flavor), {}).get(kube_name, 0) + wanted
-        lacking = 0
-        if borrowing is not None:
-            lacking = max(after - nominal - borrowing, 0)
-        pool, drawn = 0, max(after - (nominal - lendable), 0)
-        for other, other_quota in table.items():
-            terms = other_quota.flavors.get(flavor, {}).get(resource)
-            if terms is None:
-                continue
-            other_nominal, _, other_lendable = terms.amounts(kube_name)
-            pool += other_lendable
-            if other != project:
-                used = usage.get((other, flavor), {}).get(kube_name, 0)
-                drawn += max(used - (other_nominal - other_lendable), 0)
-        lacking = max(lacking, drawn - pool)
-        if lacking > 0:
-            short[kube_name] = lacking
-    return short
+    """:meth:`QuotaBook.shortfall` of one run."""
+    return QuotaBook(table, usage).shortfall(project, flavor, requests)
 
 
 def borrows(
     table: QuotaTable, usage: Usage, project: str, flavor: str, requests: Mapping[str, int]
 ) -> bool:
-    """Whether ``requests`` would take ``project`` beyond its nominal quota on ``flavor``
-    (such runs are admitted after every run within its own quota: reclaimed first)."""
-    quota = table.get(project)
-    resources = quota.flavors.get(flavor, {}) if quota else {}
-    held = usage.get((project, flavor), {})
-    for resource, limits in resources.items():
-        kube_name = RESOURCES[resource]
-        nominal, _, _ = limits.amounts(kube_name)
-        if held.get(kube_name, 0) + requests.get(kube_name, 0) > nominal:
-            return True
-    return False
+    """:meth:`QuotaBook.borrows` of one run."""
+    return QuotaBook(table, usage).borrows(project, flavor, requests)
 
 
 def _amount_text(kube_name: str, amount: int) -> str:
@@ -261,16 +298,3 @@ def waiting_text(project: str, flavor: str, short: Mapping[str, int], ahead: int
         f"{WAITING_FOR_QUOTA}: project {project} needs {needs} more on {flavor}; "
         f"{queue} ahead of it"
     )
-
-
-def add_usage(
-    usage: dict[tuple[str, str], dict[str, int]],
-    project: str,
-    flavor: str,
-    requests: Mapping[str, int],
-    sign: int = 1,
-) -> None:
-    """Count ``requests`` as held by ``project`` on ``flavor`` (``sign=-1``: let go)."""
-    held = usage.setdefault((project, flavor), {})
-    for name, amount in requests.items():
-        held[name] = held.get(name, 0) + sign * amount

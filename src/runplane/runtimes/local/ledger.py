@@ -31,14 +31,7 @@ from pathlib import Path
 import psutil
 
 from runplane.placement import Node
-from runplane.placement.quotas import (
-    ON_DEMAND,
-    QuotaTable,
-    add_usage,
-    borrows,
-    shortfall,
-    waiting_text,
-)
+from runplane.placement.quotas import ON_DEMAND, QuotaBook, QuotaTable, waiting_text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
@@ -204,7 +197,7 @@ class Ledger:
         pods = free.pop("pods", 0)
         core_load = dict.fromkeys(self._cpu_ids, 0)
         used_gpus: set[str] = set()
-        usage: dict[tuple[str, str], dict[str, int]] = {}
+        book = QuotaBook(self.quotas)
         for row in live:
             if row[1]:
                 requests = json.loads(row[4])
@@ -214,15 +207,16 @@ class Ledger:
                     core_load[cpu] = core_load.get(cpu, 0) + 1
                 used_gpus.update(json.loads(row[8]))
                 pods -= 1
-                add_usage(usage, row[11], row[12], requests)
+                book.add(row[11], row[12], requests)
         grants = []
-        quotas = self.quotas
-
-        borrowing = {
-            row[0]: borrows(quotas, usage, row[11], row[12], json.loads(row[4]))
-            for row in live
-            if quotas and not row[1]
-        }
+        queues = {row[0]: (row[11], row[12]) for row in live}
+        quotas = bool(self.quotas)
+        asked = {row[0]: json.loads(row[4]) for row in live if not row[1]}
+        borrowing = (
+            {uid: book.borrows(*queues[uid], requests) for uid, requests in asked.items()}
+            if quotas
+            else {}
+        )
         waiting = sorted(
             (r for r in live if not r[1]),
             key=lambda r: (borrowing.get(r[0], False), -r[2], r[3], r[0]),
@@ -230,16 +224,17 @@ class Ledger:
         ahead: dict[tuple[str, str], int] = {}
         waits: dict[str, str] = {}
         for row in waiting:
-            requests = json.loads(row[4])
+            requests = asked[row[0]]
             queue = (row[11], row[12])
-            short = shortfall(quotas, usage, *queue, requests) if quotas else {}
+            short = book.shortfall(*queue, requests) if quotas else {}
             if short:
-                waits[row[0]] = waiting_text(*queue, short, ahead.get(queue, 0))
+                if row[0] in wanted:  # worded for this process's own runs only
+                    waits[row[0]] = waiting_text(*queue, short, ahead.get(queue, 0))
                 ahead[queue] = ahead.get(queue, 0) + 1
                 if not borrowing.get(row[0], False):
                     # Its own quota, lent while it was idle: nobody borrows more of it, and
                     # it is given back as the borrowers' runs end (nothing is preempted).
-                    add_usage(usage, *queue, requests)
+                    book.add(*queue, requests)
                 continue
             if pods < 1 or any(amount > free.get(name, 0) for name, amount in requests.items()):
                 ahead[queue] = ahead.get(queue, 0) + 1
@@ -247,7 +242,7 @@ class Ledger:
             for name, amount in requests.items():
                 free[name] = free.get(name, 0) - amount
             pods -= 1
-            add_usage(usage, *queue, requests)
+            book.add(*queue, requests)
             if row[0] not in wanted:
                 continue  # a claim ahead of ours takes this capacity when its owner asks
             cpu_ids = sorted(core_load, key=lambda c: (core_load[c], c))[: row[5]]
@@ -260,7 +255,7 @@ class Ledger:
                 (json.dumps(cpu_ids), json.dumps(gpu_ids), row[0]),
             )
             grants.append(Grant(row[0], tuple(cpu_ids), tuple(gpu_ids)))
-        self.quota_waits = {uid: text for uid, text in waits.items() if uid in wanted}
+        self.quota_waits = waits
         return grants
 
     def occupied(self) -> Node:
