@@ -99,6 +99,7 @@ def test_a_quota_on_the_embedded_default_needs_its_project(tmp_path: Path) -> No
     made = subprocess.run(
         [sys.executable, "-c", "import runplane; runplane.new_project('team-a')"],
         env=env,
+        cwd=tmp_path,  # its project.yaml goes there
         capture_output=True,
         text=True,
         timeout=60,
