@@ -188,6 +188,9 @@ class Reason(StrEnum):
     #: attempt, for the service's next start, for the leading replica to launch it.
     PENDING = "Pending"
     UNSCHEDULABLE = "Unschedulable"
+    #: Admitted by no queue yet: the run's project has not the quota for it now (a node
+    #: might well fit it: that is ``Unschedulable``'s to say).
+    WAITING_FOR_QUOTA = "WaitingForQuota"
     SCHEDULED = "Scheduled"
     RETRYING = "Retrying"
     REQUEUED = "Requeued"

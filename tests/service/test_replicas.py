@@ -65,6 +65,9 @@ class Cluster:
     def existing(self) -> dict[str, list[str]]:
         return {}
 
+    def apply_quotas(self, quotas: Any) -> None:
+        pass  # a stand-in admits every run
+
     def usage(self, uid: str) -> None:
         return None  # a stand-in measures nothing, as a cluster without a kubelet API
 

@@ -161,6 +161,7 @@ PAGES = [
     "/ui/cluster",
     "/ui/new-project",
     "/ui/projects/flow/settings",
+    "/ui/projects/flow/quotas",
 ]
 #: Roles whose nodes a user operates or reads: each must have a name.
 CONTROLS = {"button", "textbox", "combobox", "checkbox", "link", "DisclosureTriangle"}

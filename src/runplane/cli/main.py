@@ -28,6 +28,7 @@ from runplane.cli.options import (
     resource_options,
 )
 from runplane.cli.projects import project_group
+from runplane.cli.quotas import get_project_command, quota_command
 from runplane.cli.run_list import runs_command
 from runplane.cli.runs import abort_command, get_group, logs_command, run_command
 from runplane.cli.service import deploy_command, schedule_group
@@ -168,10 +169,12 @@ for _add in (
     get_functions_command,
     get_schedules_command,
     get_projects_command,
+    get_project_command,
     get_deployments_command,
     get_nodes_commands,
 ):
     _add(get_group)
+project_group.add_command(quota_command)
 
 
 def main(argv: list[str] | None = None) -> None:

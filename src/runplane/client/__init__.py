@@ -133,6 +133,17 @@ class Backend(Protocol):
 
     def delete_project(self, name: str, deletion_strategy: str = "restricted") -> None: ...
 
+    def project_quotas(self, name: str) -> dict[str, Any]:
+        """The project's quotas per flavor and resource, with what its runs hold now."""
+
+    def set_project_quota(
+        self, name: str, flavor: str, values: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Replace the project's quota on ``flavor`` (admins); its quotas after."""
+
+    def clear_project_quota(self, name: str, flavor: str | None = None) -> dict[str, Any]:
+        """Drop the project's quota on ``flavor`` (``None``: every flavor; admins)."""
+
 
 def backend(settings: Settings | None = None) -> Backend:
     """The service runs go to: ``RUNPLANE_API`` when set, else this machine."""

@@ -238,6 +238,21 @@ class ApiBackend:
         params = {"deletion_strategy": deletion_strategy}
         self._call("DELETE", f"/projects/{quote(name, safe='')}", params=params)
 
+    def project_quotas(self, name: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/projects/{quote(name, safe='')}/quotas"))
+
+    def set_project_quota(
+        self, name: str, flavor: str, values: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        path = f"/projects/{quote(name, safe='')}/quotas/{quote(flavor, safe='')}"
+        return dict(self._call("PUT", path, json=dict(values)))
+
+    def clear_project_quota(self, name: str, flavor: str | None = None) -> dict[str, Any]:
+        path = f"/projects/{quote(name, safe='')}/quotas"
+        if flavor is not None:
+            path += f"/{quote(flavor, safe='')}"
+        return dict(self._call("DELETE", path))
+
 
 def _deployment_path(project: str, name: str) -> str:
     return f"/deployments/{quote(project, safe='')}/{quote(name, safe='')}"

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from runplane.bootstrap import Invocation
 from runplane.placement import NodeSummary
+from runplane.placement.quotas import QuotaTable
 from runplane.rendering.resources import EffectiveResources
 from runplane.rendering.workloads import main_pod_spec
 from runplane.runs import Usage
@@ -154,6 +155,12 @@ class Runtime(Protocol):
         object of a cluster, this machine's stored labels here; the node's labels after.
         Placement decided from now on sees them. Raise ``NotFoundError`` for a node this
         runtime does not have (when ``capabilities.node_labels``)."""
+
+    def apply_quotas(self, quotas: QuotaTable) -> None:
+        """Hold runs to these project quotas from now on (every project's, ``{}``: none):
+        called at the service's start and after every change an admin makes. A run its
+        project's quota cannot hold now waits with :data:`~runplane.runs.Reason`
+        ``WAITING_FOR_QUOTA`` and :func:`~runplane.placement.quotas.waiting_text`'s words."""
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
         """Create or update a serving function's objects (when ``capabilities.deploy``)."""

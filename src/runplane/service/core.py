@@ -26,6 +26,7 @@ from runplane.runtimes.contract import Runtime
 from runplane.runtimes.request import build_request
 from runplane.service.launcher import Launcher, Reconciliation
 from runplane.service.monitor import Monitor
+from runplane.service.quotas import QuotaStore
 from runplane.service.recorder import Recorder
 from runplane.service.records import RunListing, RunStore, Settled
 from runplane.service.replica_feed import ReplicaFeed
@@ -88,6 +89,8 @@ class RunService:
         self.reconciliation = Reconciliation()
         self._shared = shared = Shared(settings, store, runtime)
         self.store, self.runtime = store, runtime
+        #: Project quotas: each change is handed to the runtime, which holds runs to them.
+        self.quotas = QuotaStore(store.engine, runtime.apply_quotas)
         #: Uids of runs as their records change, for live clients.
         self.feed = shared.feed
         self._live = shared.live
@@ -151,6 +154,7 @@ class RunService:
         """
         store, runtime, launcher = self.store, self.runtime, self._launcher
         durable = runtime.capabilities.durable
+        runtime.apply_quotas(self.quotas.table())  # before any run is queued again
         settled = Settled()
         if not durable:
             settled = store.mark_lost(

@@ -28,6 +28,7 @@ from runplane.service.deployments import (
 )
 from runplane.service.nodes import label_node, node_views
 from runplane.service.projects import DeletionStrategy, ProjectStore
+from runplane.service.quotas import project_usage
 from runplane.service.records import RunStore
 from runplane.spec.function import Function
 
@@ -72,6 +73,23 @@ class EmbeddedService(RunService):
     def delete_project(self, name: str, deletion_strategy: str = "restricted") -> None:
         strategy = DeletionStrategy(deletion_strategy)
         self.projects.delete(name, self.default_owner, admin=True, strategy=strategy)
+        self.quotas.forget(name)
+
+    # Project quotas, as ``runplane serve`` offers them; this machine's user is their admin.
+
+    def project_quotas(self, name: str) -> dict[str, Any]:
+        return project_usage(self.quotas, self.store, name)
+
+    def set_project_quota(
+        self, name: str, flavor: str, values: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        user = self.default_owner
+        self.quotas.set_flavor(name, flavor, values, user, True, self.projects.names)
+        return self.project_quotas(name)
+
+    def clear_project_quota(self, name: str, flavor: str | None = None) -> dict[str, Any]:
+        self.quotas.clear(name, flavor, self.default_owner, admin=True)
+        return self.project_quotas(name)
 
     # Serving deployments and node labels, as ``runplane serve`` offers them: here every
     # deployment is this machine's user's, so none is checked for an owner.

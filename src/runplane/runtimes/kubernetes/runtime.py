@@ -26,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from runplane import names
 from runplane.config import Settings
 from runplane.placement import NodeSummary
+from runplane.placement.quotas import QuotaTable
 from runplane.rendering.workloads import gang_pod_specs
 from runplane.runs import RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
@@ -109,6 +110,8 @@ class KubernetesRuntime:
     ) -> None:
         self.namespace = settings.namespace
         self.instance = instance
+        #: Every project's quotas, as the service last gave them (:meth:`apply_quotas`).
+        self.quotas: QuotaTable = {}
         self._service_port = settings.serving.service_port
         api = api or api_client(kubeconfig, context, pool=_CONNECTIONS)
         rest = RestApi(api)
@@ -428,6 +431,11 @@ class KubernetesRuntime:
             {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"},
         )
         return nodes, pods
+
+    def apply_quotas(self, quotas: QuotaTable) -> None:
+        """Project quotas become the cluster's queues where Kueue runs; without it, a cluster
+        has nothing that holds them, and runs are admitted as before."""
+        self.quotas = dict(quotas)
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
         """Patch the Node object's labels: the scheduler places pods on them at once."""

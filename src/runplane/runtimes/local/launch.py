@@ -134,6 +134,7 @@ class LocalRun:
             self.requirements.requests,
             self.cores,
             self.gpus,
+            project=self.request.invocation.project,
         )
 
 

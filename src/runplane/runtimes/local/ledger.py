@@ -9,10 +9,16 @@ leaves capacity held.
 Granting follows kube-scheduler's queue: waiting claims are taken by priority, then submit time;
 a claim that does not fit now is passed over (it does not block smaller ones behind it), and
 capacity a higher claim would take is not given to a lower one.
+
+Project quotas (:mod:`runplane.placement.quotas`) are decided in the same transaction: a claim
+its project's quota cannot hold now waits, saying so, and holds no capacity; claims within
+their project's nominal quota are taken before claims that would borrow idle quota of other
+projects, so a lender gets its quota back as borrowers' runs end (nothing is preempted).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -25,6 +31,7 @@ from pathlib import Path
 import psutil
 
 from runplane.placement import Node
+from runplane.placement.quotas import ON_DEMAND, QuotaBook, QuotaTable, waiting_text
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
@@ -38,9 +45,16 @@ CREATE TABLE IF NOT EXISTS claims (
     cpu_ids TEXT NOT NULL DEFAULT '[]',
     gpu_ids TEXT NOT NULL DEFAULT '[]',
     owner_pid INTEGER NOT NULL,
-    owner_started REAL NOT NULL
+    owner_started REAL NOT NULL,
+    project TEXT NOT NULL DEFAULT '',
+    flavor TEXT NOT NULL DEFAULT 'on-demand'
 )
 """
+#: Columns a ledger file made before project quotas lacks, added when it is opened.
+_ADDED = {
+    "project": "TEXT NOT NULL DEFAULT ''",
+    "flavor": "TEXT NOT NULL DEFAULT 'on-demand'",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +68,10 @@ class Claim:
     #: Cores to confine the run to (0: not confined).
     cores: int
     gpus: int
+    #: The run's project and the flavor of capacity it takes (this machine's), which its
+    #: project's quota counts it against.
+    project: str = ""
+    flavor: str = ON_DEMAND
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +108,20 @@ class Ledger:
         self._connection.execute("PRAGMA journal_mode=WAL")
         self._connection.execute("PRAGMA synchronous=NORMAL")
         self._connection.execute(_SCHEMA)
+        columns = {row[1] for row in self._connection.execute("PRAGMA table_info(claims)")}
+        for column, kind in _ADDED.items():
+            if column not in columns:
+                with contextlib.suppress(sqlite3.OperationalError):  # another process did
+                    self._connection.execute(f"ALTER TABLE claims ADD COLUMN {column} {kind}")
         # One connection per process, shared by its threads: one operation at a time.
         self._lock = threading.RLock()
         self._node = node
         self._cpu_ids = tuple(cpu_ids)
         self._gpu_ids = tuple(gpu_ids)
+        #: Every project's quotas, as this process's service last gave them.
+        self.quotas: QuotaTable = {}
+        #: Why each claim of this process's waits for quota, as the last grant found.
+        self.quota_waits: dict[str, str] = {}
 
     def close(self) -> None:
         self._connection.close()
@@ -137,6 +164,8 @@ class Ledger:
                 claim.cores,
                 claim.gpus,
                 *_OWNER,
+                claim.project,
+                claim.flavor,
             )
             for claim in claims
         ]
@@ -148,7 +177,7 @@ class Ledger:
             connection.executemany("DELETE FROM claims WHERE uid = ?", gone)
             connection.executemany(
                 "INSERT OR REPLACE INTO claims (uid, priority, submitted, requests, cores, gpus,"
-                " owner_pid, owner_started) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " owner_pid, owner_started, project, flavor) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             return self._grant(connection, wanted) if wanted else []
@@ -156,7 +185,7 @@ class Ledger:
     def _grant(self, connection: sqlite3.Connection, wanted: set[str]) -> list[Grant]:
         rows = connection.execute(
             "SELECT uid, granted, priority, submitted, requests, cores, gpus, cpu_ids,"
-            " gpu_ids, owner_pid, owner_started FROM claims"
+            " gpu_ids, owner_pid, owner_started, project, flavor FROM claims"
         ).fetchall()
         live = []
         for row in rows:
@@ -168,23 +197,52 @@ class Ledger:
         pods = free.pop("pods", 0)
         core_load = dict.fromkeys(self._cpu_ids, 0)
         used_gpus: set[str] = set()
+        book = QuotaBook(self.quotas)
         for row in live:
             if row[1]:
-                for name, amount in json.loads(row[4]).items():
+                requests = json.loads(row[4])
+                for name, amount in requests.items():
                     free[name] = free.get(name, 0) - amount
                 for cpu in json.loads(row[7]):
                     core_load[cpu] = core_load.get(cpu, 0) + 1
                 used_gpus.update(json.loads(row[8]))
                 pods -= 1
+                book.add(row[11], row[12], requests)
         grants = []
-        waiting = sorted((r for r in live if not r[1]), key=lambda r: (-r[2], r[3], r[0]))
+        queues = {row[0]: (row[11], row[12]) for row in live}
+        quotas = bool(self.quotas)
+        asked = {row[0]: json.loads(row[4]) for row in live if not row[1]}
+        borrowing = (
+            {uid: book.borrows(*queues[uid], requests) for uid, requests in asked.items()}
+            if quotas
+            else {}
+        )
+        waiting = sorted(
+            (r for r in live if not r[1]),
+            key=lambda r: (borrowing.get(r[0], False), -r[2], r[3], r[0]),
+        )
+        ahead: dict[tuple[str, str], int] = {}
+        waits: dict[str, str] = {}
         for row in waiting:
-            requests = json.loads(row[4])
+            requests = asked[row[0]]
+            queue = (row[11], row[12])
+            short = book.shortfall(*queue, requests) if quotas else {}
+            if short:
+                if row[0] in wanted:  # worded for this process's own runs only
+                    waits[row[0]] = waiting_text(*queue, short, ahead.get(queue, 0))
+                ahead[queue] = ahead.get(queue, 0) + 1
+                if not borrowing.get(row[0], False):
+                    # Its own quota, lent while it was idle: nobody borrows more of it, and
+                    # it is given back as the borrowers' runs end (nothing is preempted).
+                    book.add(*queue, requests)
+                continue
             if pods < 1 or any(amount > free.get(name, 0) for name, amount in requests.items()):
+                ahead[queue] = ahead.get(queue, 0) + 1
                 continue
             for name, amount in requests.items():
                 free[name] = free.get(name, 0) - amount
             pods -= 1
+            book.add(*queue, requests)
             if row[0] not in wanted:
                 continue  # a claim ahead of ours takes this capacity when its owner asks
             cpu_ids = sorted(core_load, key=lambda c: (core_load[c], c))[: row[5]]
@@ -197,6 +255,7 @@ class Ledger:
                 (json.dumps(cpu_ids), json.dumps(gpu_ids), row[0]),
             )
             grants.append(Grant(row[0], tuple(cpu_ids), tuple(gpu_ids)))
+        self.quota_waits = waits
         return grants
 
     def occupied(self) -> Node:

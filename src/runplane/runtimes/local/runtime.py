@@ -13,6 +13,7 @@ can never fit waits with the reason. Everything the runtime learns leaves as a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import sys
 import threading
@@ -25,6 +26,7 @@ from runplane import names
 from runplane.config import PreemptibleNodes, Settings
 from runplane.errors import ConfigError, NotFoundError
 from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
+from runplane.placement.quotas import ON_DEMAND, SPOT, QuotaTable
 from runplane.runs import Condition, Reason, RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
@@ -229,9 +231,20 @@ class LocalRuntime:
             self._emit(run.uid, RunState.PENDING, Reason.UNSCHEDULABLE, run.message)
             return
         with self._lock:
-            self._to_claim[run.uid] = run.claim
+            self._to_claim[run.uid] = self._claim(run)
             self._waiting[run.uid] = run
         self._emit(run.uid, RunState.PENDING, Reason.PENDING, "waiting for capacity")
+        self._wake.set()
+
+    def _claim(self, run: LocalRun) -> Claim:
+        """The run's claim on the ledger, counted against its project's quota on this
+        machine's flavor: ``spot`` when its labels are the spot preset's, else ``on-demand``."""
+        return dataclasses.replace(run.claim, flavor=SPOT if self._spot else ON_DEMAND)
+
+    def apply_quotas(self, quotas: QuotaTable) -> None:
+        """Decide this process's runs by these project quotas from the scheduler's next turn
+        on (``{}``: none)."""
+        self._ledger.quotas = dict(quotas)
         self._wake.set()
 
     def _schedule(self) -> None:
@@ -264,7 +277,14 @@ class LocalRuntime:
             return
         occupied = self._ledger.occupied()
         explained: dict[str, str] = {}  # runs asking alike are explained once (a queue of many)
+        quota_waits = self._ledger.quota_waits
         for run in waiting:
+            quota_wait = quota_waits.get(run.uid)
+            if quota_wait is not None:
+                if quota_wait != run.message:
+                    run.message = quota_wait
+                    self._emit(run.uid, RunState.PENDING, Reason.WAITING_FOR_QUOTA, quota_wait)
+                continue
             key = repr(run.requirements)
             if key not in explained:
                 fit = evaluate(run.requirements, [occupied])
@@ -425,7 +445,7 @@ class LocalRuntime:
         fit = evaluate(run.requirements, [self.node])
         if fit.schedulable and run.never_fits:
             run.never_fits = False
-            self._to_claim[run.uid] = run.claim  # queued at the scheduler's next turn
+            self._to_claim[run.uid] = self._claim(run)  # queued at the scheduler's next turn
             run.message = "waiting for capacity"
             self._emit(run.uid, RunState.PENDING, Reason.PENDING, run.message)
         elif not fit.schedulable and not run.never_fits:

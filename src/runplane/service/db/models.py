@@ -276,6 +276,22 @@ class Project(Base):
     retention: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
+class ProjectQuota(Base):
+    """One resource's quota of a project on one flavor of capacity, as an admin wrote it
+    (:mod:`runplane.placement.quotas`); a project with no rows is not limited."""
+
+    __tablename__ = "project_quotas"
+
+    project: Mapped[str] = mapped_column(String(63), primary_key=True)
+    flavor: Mapped[str] = mapped_column(String(16), primary_key=True)
+    resource: Mapped[str] = mapped_column(String(16), primary_key=True)
+    nominal: Mapped[str] = mapped_column(String(64))
+    borrowing_limit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    lending_limit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    updated_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str] = mapped_column(String(253), default="")
+
+
 #: The run tables as SQL Core sees them, for the statements on the path of every run (its
 #: record, its events, its waiter's read), which skip the ORM's per-object bookkeeping.
 RUNS = cast(Table, Run.__table__)

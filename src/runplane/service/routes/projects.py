@@ -14,6 +14,7 @@ from runplane.service.projects import (
     DeletionStrategy,
     ProjectRecord,
 )
+from runplane.service.quotas import project_usage
 from runplane.service.routes.context import Service, User
 from runplane.service.routes.fields import Name, PathName
 
@@ -93,3 +94,36 @@ def delete_project(
     while it has runs, stored functions or schedules; ``cascading`` deletes its stored
     functions and schedules with it and keeps its runs' records."""
     server.projects.delete(project, who.user, admin=who.admin, strategy=deletion_strategy)
+    server.runs.quotas.forget(project)
+
+
+@router.get("/projects/{project}/quotas")
+def get_quotas(project: PathName, server: Service, _: User) -> dict[str, Any]:
+    """The project's quota per flavor and resource (Kueue's nominal quota, borrowing and
+    lending limits) with what its runs hold now (``used``): anyone may read it."""
+    return project_usage(server.runs.quotas, server.runs.store, project)
+
+
+@router.put("/projects/{project}/quotas/{flavor}")
+def set_quota(
+    project: PathName, flavor: str, body: dict[str, Any], server: Service, who: User
+) -> dict[str, Any]:
+    """Replace the project's quota on ``flavor`` (``on-demand`` or ``spot``) with ``{'cpu':
+    '16', 'memory': '64Gi', 'gpus': {'nominal': 2, 'borrowing_limit': 0}}``: admins only."""
+    names = server.projects.names
+    server.runs.quotas.set_flavor(project, flavor, body, who.user, who.admin, names)
+    return project_usage(server.runs.quotas, server.runs.store, project)
+
+
+@router.delete("/projects/{project}/quotas")
+def clear_quotas(project: PathName, server: Service, who: User) -> dict[str, Any]:
+    """Drop the project's quotas on every flavor: admins only."""
+    server.runs.quotas.clear(project, None, who.user, admin=who.admin)
+    return project_usage(server.runs.quotas, server.runs.store, project)
+
+
+@router.delete("/projects/{project}/quotas/{flavor}")
+def clear_quota(project: PathName, flavor: str, server: Service, who: User) -> dict[str, Any]:
+    """Drop the project's quota on ``flavor``: admins only."""
+    server.runs.quotas.clear(project, flavor, who.user, admin=who.admin)
+    return project_usage(server.runs.quotas, server.runs.store, project)
