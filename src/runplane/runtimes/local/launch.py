@@ -32,6 +32,7 @@ from runplane.runtimes.local.cgroups import RunGroup
 from runplane.runtimes.local.ledger import Claim, Grant
 from runplane.runtimes.local.outpipe import OutputPipe, output_target
 from runplane.runtimes.local.process import FreshProcess, RunProcess
+from runplane.runtimes.local.resize import Sizes
 from runplane.runtimes.local.secretvolumes import SecretVolume
 from runplane.runtimes.local.stopping import DEFAULT_GRACE_SECONDS, Stop
 from runplane.runtimes.local.users import RunUser, RunUsers
@@ -87,6 +88,9 @@ class LocalRun:
     isolation: str = ""
     #: The pipe its output comes through, while its supervisor holds it.
     output: OutputPipe | None = None
+    #: Its limits as they are now, once it runs: what a resize in place changes
+    #: (:mod:`.resize`).
+    sizes: Sizes | None = None
     _wake: int | None = None
     _wake_lock: threading.Lock = field(default_factory=threading.Lock)
     #: What starts the run's process(es) when not the single child (an mpijob's mpirun and
