@@ -16,14 +16,15 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Self, Unpack
+from typing import Any, Self, Unpack
 
 import psutil
 
 from runplane.config import Settings
-from runplane.runs import LIVE, RunRecord, Usage, check_limit
+from runplane.runs import LIVE, ResizeRecord, RunRecord, Usage, check_limit
 from runplane.runtimes.contract import Runtime
 from runplane.runtimes.request import build_request
+from runplane.service import resizing
 from runplane.service.launcher import Launcher, Reconciliation
 from runplane.service.monitor import Monitor
 from runplane.service.recorder import Recorder
@@ -326,6 +327,10 @@ class RunService:
             chunk = notice[offset:]
             return chunk, offset + len(chunk)
         return self.runtime.logs(record.uid, offset)
+
+    def resize(self, uid: str, mem: Any = None, cpu: Any = None, by: str = "") -> ResizeRecord:
+        """Change a running run's limits in place as ``by`` asks (:mod:`.resizing`)."""
+        return resizing.resize(self.runtime, self.store.get(uid), mem, cpu, by)
 
     def usage(self, uid: str) -> Usage:
         """What the run used: the final figures once it ended, the runtime's so far before."""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runplane.config import Settings
+from runplane.runs import ResizeRecord
 from runplane.runtimes.contract import Answer, Call
 from runplane.runtimes.local.runtime import LocalRuntime
 from runplane.service.catalog import FunctionCatalog
@@ -72,6 +73,10 @@ class EmbeddedService(RunService):
     def delete_project(self, name: str, deletion_strategy: str = "restricted") -> None:
         strategy = DeletionStrategy(deletion_strategy)
         self.projects.delete(name, self.default_owner, admin=True, strategy=strategy)
+
+    def resize(self, uid: str, mem: Any = None, cpu: Any = None, by: str = "") -> ResizeRecord:
+        """Resize a running run in place, as this machine's user."""
+        return super().resize(uid, mem, cpu, by or self.default_owner)
 
     # Serving deployments and node labels, as ``runplane serve`` offers them: here every
     # deployment is this machine's user's, so none is checked for an owner.

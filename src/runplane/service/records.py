@@ -30,7 +30,7 @@ from runplane.runs import (
     check_uid,
 )
 from runplane.runtimes.events import RunEvent
-from runplane.service import run_counts
+from runplane.service import resizes, run_counts
 from runplane.service.db import READ_ONLY, session_factory
 from runplane.service.db.models import (
     ARTIFACTS,
@@ -107,6 +107,7 @@ def _record(
     attempts: Iterable[Any],
     artifacts: Iterable[Any],
     brief: bool = False,
+    resized: Iterable[Any] = (),
 ) -> RunRecord:
     """The record of a run's row and its children's, read as ORM objects or as rows (the
     same names either way)."""
@@ -143,6 +144,7 @@ def _record(
         attempt=run.attempt or 1,
         retry_at=run.retry_at,
         logs_removed_at=run.logs_removed_at,
+        resizes=resizes.records(resized),
     )
 
 
@@ -191,6 +193,7 @@ def _read(connection: Connection, uid: str) -> RunRecord:
         connection.execute(transitions, {"uid": uid}),
         connection.execute(attempts, {"uid": uid}),
         connection.execute(artifacts, {"uid": uid}),
+        resized=connection.execute(resizes.READ, {"uid": uid}) if run.resized else (),
     )
 
 

@@ -27,7 +27,7 @@ from runplane import names
 from runplane.config import Settings
 from runplane.placement import NodeSummary
 from runplane.rendering.workloads import gang_pod_specs
-from runplane.runs import RunState, Usage
+from runplane.runs import ResizeRecord, RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.kubernetes import applications, cluster, deploy
@@ -55,6 +55,7 @@ from runplane.runtimes.kubernetes.pod_events import (
     node_lost_event,
     pod_to_event,
 )
+from runplane.runtimes.kubernetes.resize import PodResizer
 from runplane.runtimes.kubernetes.submit import WORKLOADS, Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
 from runplane.runtimes.labelling import check_label_change
@@ -119,6 +120,7 @@ class KubernetesRuntime:
         self._sync_timeout = sync_timeout
         self._events = EventChannel()
         self._tracker = RunTracker(self._publish, self._results_from_log)
+        self._resizer = PodResizer(self._calls, self._pods, self._publish)
         self._nodes = NodeBook(settings.spot, self._node_lost)
         self._gang = GangGate(self._snapshot, self._admit, self._publish, gang_interval)
         self.node_watch = PodWatch(
@@ -500,6 +502,14 @@ class KubernetesRuntime:
 
     def _node_summary(self, node: str) -> dict[str, Any]:
         return self._calls.json("GET", f"/api/v1/nodes/{node}/proxy/stats/summary")
+
+    # -- resizing -------------------------------------------------------------------------
+
+    def resize(
+        self, uid: str, memory: int | None, cpu: int | None, by: str, why: str
+    ) -> ResizeRecord:
+        """Resize the run's pod in place through its ``resize`` subresource (:mod:`.resize`)."""
+        return self._resizer.resize(uid, memory, cpu, by, why)
 
     # -- aborting -------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import psutil
 
 from runplane.runs import ResizeRecord
 from runplane.runtimes.local.cgroups import RunGroup
+from runplane.runtimes.resizing import millicores
 from runplane.spec.autoresize import AutoResizePlan
 from runplane.spec.quantity import mebibytes
 
@@ -38,10 +39,6 @@ Room = Callable[[str, Mapping[str, int]], str]
 
 class Refused(Exception):
     """A resize that cannot be granted; the message says why, in words for the run's page."""
-
-
-def millicores(amount: int | None) -> str:
-    return "unlimited" if amount is None else f"{amount}m"
 
 
 @dataclass
@@ -177,18 +174,3 @@ def resize(
         mode=mode,
         by=by,
     )
-
-
-def described(record: ResizeRecord) -> str:
-    """A resize in words, for the run's status text."""
-    parts = []
-    if record.memory_to != record.memory_from:
-        parts.append(f"memory {_memory(record.memory_from)} → {_memory(record.memory_to)}")
-    if record.cpu_to != record.cpu_from:
-        parts.append(f"CPU {millicores(record.cpu_from)} → {millicores(record.cpu_to)}")
-    who = "right-sized" if record.mode == "auto" else f"resized by {record.by or 'a person'}"
-    return f"{who} in place: {', '.join(parts)} ({record.why})"
-
-
-def _memory(amount: int | None) -> str:
-    return "unlimited" if amount is None else mebibytes(amount)

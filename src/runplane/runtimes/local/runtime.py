@@ -40,12 +40,13 @@ from runplane.runtimes.local.node import (
     store_label_change,
 )
 from runplane.runtimes.local.remains import end_left
-from runplane.runtimes.local.resize import Refused, described, resize
+from runplane.runtimes.local.resize import Refused, resize
 from runplane.runtimes.local.supervise import Supervisor
 from runplane.runtimes.local.users import RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable
 from runplane.runtimes.output import OUTPUT, read_output, run_dir
+from runplane.runtimes.resizing import described
 from runplane.spec.scheduling import in_requirements
 
 log = logging.getLogger(__name__)

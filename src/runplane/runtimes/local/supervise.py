@@ -41,13 +41,13 @@ from runplane.runtimes.local.resize import (
     Room,
     Sizes,
     Watch,
-    described,
     resize,
     wanted,
 )
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable, started_at
+from runplane.runtimes.resizing import described
 from runplane.spec.quantity import mebibytes
 
 log = logging.getLogger(__name__)
