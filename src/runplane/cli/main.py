@@ -29,7 +29,13 @@ from runplane.cli.options import (
 )
 from runplane.cli.projects import project_group
 from runplane.cli.run_list import runs_command
-from runplane.cli.runs import abort_command, get_group, logs_command, run_command
+from runplane.cli.runs import (
+    abort_command,
+    get_group,
+    logs_command,
+    resize_command,
+    run_command,
+)
 from runplane.cli.service import deploy_command, schedule_group
 from runplane.cli.serving import serve, ui_command
 from runplane.cli.sizing import cost_command
@@ -152,6 +158,7 @@ for _command in (
     get_group,
     logs_command,
     abort_command,
+    resize_command,
     schedule_group,
     deploy_command,
     invoke_command,

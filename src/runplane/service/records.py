@@ -36,6 +36,7 @@ from runplane.service.db.models import (
     ARTIFACTS,
     ATTEMPTS,
     LABELS,
+    RESIZES,
     RUNS,
     TRANSITIONS,
     Attempt,
@@ -434,6 +435,9 @@ class RunStore:
             runs = connection.execute(query.limit(limit)).all()
             found = [run.uid for run in runs]
             children = [_children(connection, ATTEMPTS, ATTEMPTS.c.number, found)]
+            # Resizes only where a run had some: most pages cost no statement more.
+            grown = [run.uid for run in runs if run.resized]
+            resized = _children(connection, RESIZES, RESIZES.c.id, grown) if grown else {}
             if not brief:
                 children += [
                     _children(connection, TRANSITIONS, TRANSITIONS.c.id, found),
@@ -447,6 +451,7 @@ class RunStore:
                 attempts.get(run.uid, ()),
                 artifacts.get(run.uid, ()),
                 brief=brief,
+                resized=resized.get(run.uid, ()),
             )
             for run in runs
         ]
