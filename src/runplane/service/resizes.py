@@ -14,7 +14,7 @@ from runplane.runtimes.events import RunEvent
 from runplane.service.db.models import RESIZES, RUNS
 
 _INSERT = insert(RESIZES)
-_COUNT = update(RUNS).where(RUNS.c.uid == bindparam("uid")).values(resized=RUNS.c.resized + 1)
+_COUNT = update(RUNS).where(RUNS.c.uid == bindparam("_uid")).values(resized=RUNS.c.resized + 1)
 READ = select(RESIZES).where(RESIZES.c.run_uid == bindparam("uid")).order_by(RESIZES.c.id)
 
 
@@ -23,7 +23,7 @@ def write(connection: Connection, events: Sequence[RunEvent]) -> None:
     rows = [_row(event.uid, event.resize) for event in events if event.resize is not None]
     if rows:
         connection.execute(_INSERT, rows)
-        connection.execute(_COUNT, [{"uid": row["run_uid"]} for row in rows])
+        connection.execute(_COUNT, [{"_uid": row["run_uid"]} for row in rows])
 
 
 def _row(uid: str, record: ResizeRecord) -> dict[str, Any]:

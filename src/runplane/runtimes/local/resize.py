@@ -138,16 +138,17 @@ def resize(
                     )
         if cpu_to is not None and cpu_from is not None and cpu_to > cpu_from:
             more["cpu"] = cpu_to - cpu_from
-        available = psutil.virtual_memory().available
-        if more.get("memory", 0) > available:
-            raise Refused(
-                f"this machine has {mebibytes(available)} of memory available, less than the "
-                f"{mebibytes(more['memory'])} more asked"
-            )
         if more:
             not_granted = room(uid, more)
             if not_granted:
                 raise Refused(not_granted)
+        available = psutil.virtual_memory().available
+        if more.get("memory", 0) > available:
+            room(uid, {name: -amount for name, amount in more.items()})
+            raise Refused(
+                f"this machine has {mebibytes(available)} of memory available, less than the "
+                f"{mebibytes(more['memory'])} more asked"
+            )
         if group is not None:
             try:
                 group.set_limits(
