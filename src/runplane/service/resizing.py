@@ -58,7 +58,7 @@ def resize(runtime: Runtime, record: RunRecord, memory: Any, cpu: Any, by: str) 
     kind = check_kind(record.function.get("kind") or "job")
     if kind is not FunctionKind.JOB:
         raise ResizeRefusedError(
-            f"run {record.uid} is a {kind.value} run, of several processes or pods; only a "
+            f"run {record.uid} is of kind {kind.value}, with several processes or pods; only a "
             "job is resized in place (change its function's limits for its next run)"
         )
     return runtime.resize(record.uid, memory_to, cpu_to, by, f"asked by {by or 'a person'}")
