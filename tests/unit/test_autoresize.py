@@ -16,7 +16,8 @@ from runplane.errors import ConflictError, InvalidValueError, MissingValueError
 from runplane.rendering.autoresize import plan_of
 from runplane.runs import ResizeRecord, RunRecord
 from runplane.runtimes.local.cgroups import Counters, RunGroup
-from runplane.runtimes.local.resize import Refused, Sizes, Watch, resize, wanted
+from runplane.runtimes.local.resize import Refused, resize
+from runplane.runtimes.resizing import Sizes, Watch, wanted
 from runplane.service.resizing import amounts
 from runplane.service.sizing import suggest
 from runplane.spec.autoresize import AutoResizePlan
@@ -118,30 +119,38 @@ class _Group(RunGroup):
 def test_memory_above_the_threshold_for_the_window_is_due_for_a_resize() -> None:
     watch = Watch(AutoResizePlan(300 * MI, None, 2.0, 0.9, 1.0))
     sizes, group = Sizes(128 * MI, None), _Group(memory=100 * MI)
-    assert wanted(watch, sizes, group, 0.0) is None  # below the threshold
+    assert wanted(watch, sizes, group.memory, group.periods, 0.0) is None  # below the threshold
     group.memory = 120 * MI
-    assert wanted(watch, sizes, group, 10.0) is None  # above it, not for the window yet
+    assert (
+        wanted(watch, sizes, group.memory, group.periods, 10.0) is None
+    )  # above it, not for the window yet
     group.memory = 100 * MI
-    assert wanted(watch, sizes, group, 10.5) is None  # a spike: the window starts again
+    assert (
+        wanted(watch, sizes, group.memory, group.periods, 10.5) is None
+    )  # a spike: the window starts again
     group.memory = 120 * MI
-    assert wanted(watch, sizes, group, 11.0) is None
-    memory, cpu, why = wanted(watch, sizes, group, 12.0) or (0, 0, "")
+    assert wanted(watch, sizes, group.memory, group.periods, 11.0) is None
+    memory, cpu, why = wanted(watch, sizes, group.memory, group.periods, 12.0) or (0, 0, "")
     assert (memory, cpu) == (256 * MI, None)
     assert why == "memory 120Mi stayed above 90% of its limit 128Mi for 1 s"
     sizes.memory = 256 * MI
     group.memory = 250 * MI
     watch.above_since = 0.0
-    assert (wanted(watch, sizes, group, 20.0) or (0,))[0] == 300 * MI  # capped at max_mem
+    assert (wanted(watch, sizes, group.memory, group.periods, 20.0) or (0,))[
+        0
+    ] == 300 * MI  # capped at max_mem
     sizes.memory = 300 * MI
-    assert wanted(watch, sizes, group, 30.0) is None  # at max_mem: nothing more to give
+    assert (
+        wanted(watch, sizes, group.memory, group.periods, 30.0) is None
+    )  # at max_mem: nothing more to give
 
 
 def test_a_throttled_cpu_is_raised_within_max_cpu() -> None:
     watch = Watch(AutoResizePlan(128 * MI, 1500, 2.0, 0.9, 1.0))
     sizes, group = Sizes(128 * MI, 500), _Group(periods=(100, 10))
-    assert wanted(watch, sizes, group, 0.0) is None
+    assert wanted(watch, sizes, group.memory, group.periods, 0.0) is None
     group.periods = (200, 90)  # throttled in 80 of the last 100 periods
-    assert wanted(watch, sizes, group, 1.5) == (
+    assert wanted(watch, sizes, group.memory, group.periods, 1.5) == (
         None,
         1000,
         "CPU was throttled in 80 of 100 periods at its limit 500m",

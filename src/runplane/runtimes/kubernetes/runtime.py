@@ -30,7 +30,7 @@ from runplane.rendering.workloads import gang_pod_specs
 from runplane.runs import ResizeRecord, RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
-from runplane.runtimes.kubernetes import applications, cluster, deploy
+from runplane.runtimes.kubernetes import applications, autoresize, cluster, deploy
 from runplane.runtimes.kubernetes.api.calls import Calls, ClusterError
 from runplane.runtimes.kubernetes.api.client import api_client, pooled
 from runplane.runtimes.kubernetes.api.namespaces import ensure_namespace
@@ -44,6 +44,7 @@ from runplane.runtimes.kubernetes.api.rest import (
     pods_path,
 )
 from runplane.runtimes.kubernetes.api.watch import DELETED, MODIFIED, VANISHED, PodWatch
+from runplane.runtimes.kubernetes.autoresize import RightSizer
 from runplane.runtimes.kubernetes.gang import GangGate
 from runplane.runtimes.kubernetes.kubelet_stats import KubeletStats
 from runplane.runtimes.kubernetes.logspool import LogSpool, PodLog
@@ -153,6 +154,7 @@ class KubernetesRuntime:
         #: SparkApplications' own states, watched once the cluster serves them.
         self.application_watch: PodWatch | None = None
         self._stats = KubeletStats(self._node_summary, self._spool.serves)
+        self._rightsizer = RightSizer(self._memory_now, self._resizer, self._publish)
         #: The pod each running run runs in now, and its node, for its usage.
         self._placed: dict[str, tuple[str, str]] = {}
         self._observing = threading.Lock()
@@ -212,9 +214,11 @@ class KubernetesRuntime:
                 self._spool.finish(uid, meta["name"], container, node, attempt)
                 if self._placed.get(uid, ("", ""))[0] == meta["name"]:
                     self._placed.pop(uid, None)
+                self._rightsizer.observe(uid, pod, False, attempt)
             else:
                 self._spool.follow(uid, meta["name"], container, node, attempt)
                 self._placed[uid] = (meta["name"], node)
+                self._rightsizer.observe(uid, pod, True, attempt)
         self._tracker.observe(kind, pod)
         self._gang.wake()
 
@@ -296,6 +300,7 @@ class KubernetesRuntime:
         """Stop watching. Pods keep running (``grace`` has nothing to wait for): they belong to
         the cluster, not to this process."""
         self._gang.close()
+        self._rightsizer.close()
         self.watch.stop()
         self.node_watch.stop()
         if self.application_watch is not None:
@@ -499,6 +504,11 @@ class KubernetesRuntime:
             return None
         pod, node = placed
         return self._stats.usage(node, self.namespace, pod)
+
+    def _memory_now(self, node: str, pod: str) -> int | None:
+        """The memory a pod holds now, as its kubelet said at most a second ago."""
+        usage = self._stats.usage(node, self.namespace, pod, fresh=autoresize.FRESH)
+        return None if usage is None else usage.memory_bytes
 
     def _node_summary(self, node: str) -> dict[str, Any]:
         return self._calls.json("GET", f"/api/v1/nodes/{node}/proxy/stats/summary")

@@ -32,12 +32,12 @@ from runplane.runtimes.local.cgroups import RunGroup
 from runplane.runtimes.local.ledger import Claim, Grant
 from runplane.runtimes.local.outpipe import OutputPipe, output_target
 from runplane.runtimes.local.process import FreshProcess, RunProcess
-from runplane.runtimes.local.resize import Sizes
 from runplane.runtimes.local.secretvolumes import SecretVolume
 from runplane.runtimes.local.stopping import DEFAULT_GRACE_SECONDS, Stop
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import LauncherUnavailable, WarmLauncher
 from runplane.runtimes.output import private_dir, run_dir
+from runplane.runtimes.resizing import Sizes
 from runplane.spec.bounds import MAX_ENV_VALUE_BYTES
 from runplane.spec.quantity import whole_cores
 

@@ -35,19 +35,11 @@ from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
 from runplane.runtimes.local.outpipe import OutputPipe
 from runplane.runtimes.local.process import Exit, RunProcess
-from runplane.runtimes.local.resize import (
-    LOOK_INTERVAL,
-    Refused,
-    Room,
-    Sizes,
-    Watch,
-    resize,
-    wanted,
-)
+from runplane.runtimes.local.resize import LOOK_INTERVAL, Refused, Room, resize
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable, started_at
-from runplane.runtimes.resizing import described
+from runplane.runtimes.resizing import Sizes, Watch, described, wanted
 from runplane.spec.quantity import mebibytes
 
 log = logging.getLogger(__name__)
@@ -281,7 +273,8 @@ class Supervisor:
         (:mod:`.resize`), and say so on the run; a refusal is told once per reason."""
         assert run.sizes is not None
         try:
-            due = wanted(watch, run.sizes, group, time.monotonic())
+            held = group.counters().memory + run.sizes.inherited
+            due = wanted(watch, run.sizes, held, group.throttling(), time.monotonic())
         except OSError:  # the group is being emptied: the run is ending
             return
         if due is None:
