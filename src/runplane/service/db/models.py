@@ -59,7 +59,7 @@ class Run(Base):
     logs_removed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: How many resizes its attempts had (rows of ``run_resizes``): a record's read asks for
     #: them only when there are some.
-    resized: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    resized: Mapped[int] = mapped_column(Integer, server_default="0")
 
     transitions: Mapped[list[Transition]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="Transition.id"
