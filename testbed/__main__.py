@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from testbed.cluster import Cluster
+    from testbed.realnode import RealNode
 
 
 def _run_dir(arg: str | None) -> Path:
@@ -61,10 +62,11 @@ def cmd_up(args: argparse.Namespace) -> int:
             )
             if not args.no_metrics_server:
                 _start_metrics_server(running, detach=args.detach)
+            _start_operators(running, node, args)
     except BaseException:
         try:
             if node:
-                node.stop()  # a later step failed (metrics-server): nothing is left behind
+                node.stop()  # a later step failed (an operator): nothing is left behind
         finally:
             running.stop()
         raise
@@ -109,6 +111,24 @@ def _start_metrics_server(running: Cluster, detach: bool) -> None:
     running.processes.append(server.process)
     running.save_state()
     print(f"metrics-server serving metrics.k8s.io in {server.start_s:.1f}s")
+
+
+def _start_operators(running: Cluster, node: RealNode, args: argparse.Namespace) -> None:
+    """The MPI and Spark operators, watching every namespace, their images on the node; kept
+    with the control plane's processes like metrics-server."""
+    from testbed import mpi_operator, spark_operator
+
+    chosen = (
+        ("MPI Operator", mpi_operator.start, args.no_mpi_operator),
+        ("Spark Operator", spark_operator.start, args.no_spark_operator),
+    )
+    for name, start, left_out in chosen:
+        if left_out:
+            continue
+        began = time.monotonic()
+        running.processes.append(start(running, node, not args.detach))
+        running.save_state()
+        print(f"{name} watching every namespace in {time.monotonic() - began:.1f}s")
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -196,6 +216,16 @@ def main(argv: list[str] | None = None) -> int:
         "--no-metrics-server",
         action="store_true",
         help="with --real-node: leave out metrics-server (autoscalers then see no metrics)",
+    )
+    p.add_argument(
+        "--no-mpi-operator",
+        action="store_true",
+        help="with --real-node: leave out the MPI Operator and its image (mpijob runs refused)",
+    )
+    p.add_argument(
+        "--no-spark-operator",
+        action="store_true",
+        help="with --real-node: leave out the Spark Operator and its image (spark runs refused)",
     )
     p.set_defaults(func=cmd_up)
     for name, func in (("down", cmd_down), ("status", cmd_status)):

@@ -36,6 +36,8 @@ STAGES_DIR = Path(__file__).resolve().parent / "stages"
 STATE_FILE = "state.json"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_VALUE = "fake"
+#: The kwok nodes' InternalIP (and their pods' hostIP): loopback, where no kubelet serves.
+KWOK_NODE_IP = "127.0.0.1"
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
 #: The real node's pod network (testbed/realnode.py) and the host's address on its bridge.
@@ -411,9 +413,12 @@ def apiserver_argv(lay: Layout, settings: Settings) -> list[str]:
         # from that group, so kwok (admin credentials) and the tests are unaffected.
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
-        # A real kubelet listens on 127.0.0.1 only and refuses a loopback node IP, so logs and
-        # exec must reach it by its name, which resolves to loopback. Harmless without one.
-        "--kubelet-preferred-address-types=Hostname,InternalIP",
+        # A node's InternalIP: the real node's kubelet listens on its routable own address
+        # (testbed/realnode.py), which logs, exec and the node proxy (kubelet stats) reach;
+        # the kwok nodes' is loopback, which nothing serves and the node proxy refuses. The
+        # kubelet's serving certificate is from the run's CA and names that address.
+        "--kubelet-preferred-address-types=InternalIP",
+        f"--kubelet-certificate-authority={c.ca.cert}",
         "--allow-privileged=true",
         *aggregation_args(c),
         "--max-requests-inflight=2000",
@@ -517,7 +522,10 @@ def kwok_argv(lay: Layout, settings: Settings, config: Path, kubeconfig: Path) -
         f"--node-lease-duration-seconds={settings.node_lease_seconds}",
         f"--server-address=127.0.0.1:{lay.ports['kwok']}",
         "--cidr=10.0.0.1/16",
-        "--node-ip=10.1.0.1",
+        # no kubelet serves there: a log request for a kwok pod is refused at once (on any
+        # machine, unlike an address that some network might route) and the node proxy
+        # refuses a loopback address outright
+        f"--node-ip={KWOK_NODE_IP}",
         f"--v={_kwok_level(settings.verbosity)}",
     ]
 

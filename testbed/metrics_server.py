@@ -5,13 +5,13 @@ module by ``testbed/build.py``), not a pod. The apiserver reaches it as an aggre
 ``v1beta1.metrics.k8s.io`` APIService names a Service without a selector whose one endpoint is
 the host's address on the pod bridge, where metrics-server listens with a certificate from the
 run's CA; the apiserver routes to that endpoint directly (``cluster.aggregation_args``).
-metrics-server scrapes the kubelet's ``/metrics/resource`` by the node's name (which resolves to
-loopback, where the kubelet listens) every ``RESOLUTION``, and the controller-manager's
-autoscaler reads ``metrics.k8s.io`` through the apiserver as in any cluster.
+metrics-server scrapes the kubelet's ``/metrics/resource`` at the node's InternalIP (where the
+kubelet listens, ``realnode.NODE_ADDRESS``) every ``RESOLUTION``, verifying its serving
+certificate by the run's CA, and the controller-manager's autoscaler reads ``metrics.k8s.io``
+through the apiserver as in any cluster.
 
 It uses the admin kubeconfig (to list nodes and pods, and to read the apiserver's request
-header settings in ``kube-system``); the kubelet's self-signed serving certificate is not
-verified (``--kubelet-insecure-tls``). Both are testbed shortcuts, not advice.
+header settings in ``kube-system``): a testbed shortcut, not advice.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ def _unless_absent(call: Callable[[], object]) -> None:
 
 def argv(cluster: Cluster, port: int, serving: pki.KeyPair) -> list[str]:
     kubeconfig = str(cluster.kubeconfig)
+    ca = cluster.run_dir / "pki" / "ca.crt"
     return [
         str(build.metrics_server_binary()),
         f"--kubeconfig={kubeconfig}",
@@ -98,9 +99,9 @@ def argv(cluster: Cluster, port: int, serving: pki.KeyPair) -> list[str]:
         f"--secure-port={port}",
         f"--tls-cert-file={serving.cert}",
         f"--tls-private-key-file={serving.key}",
-        "--kubelet-preferred-address-types=Hostname",
+        "--kubelet-preferred-address-types=InternalIP",
         "--kubelet-use-node-status-port",
-        "--kubelet-insecure-tls",
+        f"--kubelet-certificate-authority={ca}",
         # the kwok nodes have no kubelet to scrape
         "--node-selector=" + ",".join(f"{k}={v}" for k, v in topology.REAL_NODE_LABELS.items()),
         f"--metric-resolution={RESOLUTION}",

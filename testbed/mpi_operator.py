@@ -15,13 +15,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from testbed import build, controllers, podns
-from testbed.pytest_plugin import TestbedCluster
+from testbed import build, controllers, kube, podns
+from testbed.cluster import Cluster, Process, _spawn
+
+if TYPE_CHECKING:
+    from testbed.pytest_plugin import TestbedCluster
+    from testbed.realnode import RealNode
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 CRD_NAME = f"{PLURAL}.{GROUP}"
@@ -50,6 +56,22 @@ def install_crd(api: client.ApiClient, timeout: float = 60) -> None:
     controllers.await_established(extensions, [CRD_NAME], timeout)
 
 
+#: Where the operator started by ``up`` (watching every namespace) keeps its election lock.
+LOCK_NAMESPACE = "kube-system"
+
+
+def argv(binary: Path, kubeconfig: Path, namespace: str, lock_namespace: str) -> list[str]:
+    """The controller's command line; an empty ``namespace`` watches every namespace."""
+    return [
+        str(binary),
+        f"--kubeConfig={kubeconfig}",
+        *([f"--namespace={namespace}"] if namespace else []),
+        f"--lock-namespace={lock_namespace}",
+        "--monitoring-port=0",
+        f"--cluster-domain={podns.DOMAIN}",
+    ]
+
+
 @contextmanager
 def running(tb: TestbedCluster, namespace: str, tag: str) -> Iterator[Operator]:
     """The CRD installed and the controller watching ``namespace`` for the block; its log is
@@ -57,13 +79,17 @@ def running(tb: TestbedCluster, namespace: str, tag: str) -> Iterator[Operator]:
     binary = build.build_mpi_operator()
     install_crd(tb.api)
     log = tb.run_dir / "logs" / f"mpi-operator-{tag}.log"
-    command = [
-        str(binary),
-        f"--kubeConfig={tb.kubeconfig}",
-        f"--namespace={namespace}",
-        f"--lock-namespace={namespace}",
-        "--monitoring-port=0",
-        f"--cluster-domain={podns.DOMAIN}",
-    ]
+    command = argv(binary, tb.kubeconfig, namespace, namespace)
     with controllers.process(command, log) as process:
         yield Operator("MPI operator", process, log, namespace)
+
+
+def start(cluster: Cluster, node: RealNode, die_with_parent: bool = True) -> Process:
+    """For ``python -m testbed up``: the MPI image on the real node, the CRD, and the
+    controller watching every namespace, as a process of the control plane's (``down`` stops
+    it). Each is built first if the cache lacks it."""
+    binary = build.build_mpi_operator()
+    node.import_archive(build.build_mpi_image())
+    install_crd(kube.api_client(cluster.kubeconfig, pool=2))
+    command = argv(binary, cluster.kubeconfig, "", LOCK_NAMESPACE)
+    return _spawn("mpi-operator", command, cluster.run_dir, None, die_with_parent)

@@ -8,9 +8,14 @@ offline (``testbed/images.py``); only runc is Debian's (``scripts/testbed-deps.s
 
 Design points, each learnt the hard way (docs/testing.md, "Real node"):
 
-* kubelet listens on 127.0.0.1 only (anonymous, AlwaysAllow: the apiserver has no kubelet
-  client certificate) and refuses a loopback node IP, so the apiserver reaches it through the
-  node's *name*, which must resolve to loopback in ``/etc/hosts``.
+* kubelet listens on the node's own address only, ``NODE_ADDRESS`` on a port-less link of its
+  own (``NODE_LINK``), which is also its InternalIP (``--node-ip``) and in its serving
+  certificate (from the run's CA, which the apiserver verifies it by). The apiserver dials a
+  node's InternalIP, for logs, exec and its node proxy; the proxy refuses loopback addresses,
+  so a loopback address would serve logs but not ``/api/v1/nodes/<node>/proxy/stats/summary``.
+  Pods cannot reach that address (their only routes are the bridge and the Service range).
+  kubelet accepts anonymous requests (AlwaysAllow: the apiserver has no kubelet client
+  certificate), so what can reach the address can drive the kubelet: the host, no pod.
 * kubelet joins as ``system:node:<name>`` (group ``system:nodes``) with a certificate from the
   run's CA; the apiserver runs the Node authorizer and NodeRestriction for it.
 * State lives in one dedicated work directory; logs go to the run directory's ``logs/`` so they
@@ -77,6 +82,13 @@ POD_SUBNET = POD_CIDR
 #: host's side of the pod network, where kubelet's probes come from, the pods' DNS listens,
 #: and the apiserver's advertised endpoint is (``cluster.ADVERTISE_ADDRESS``).
 BRIDGE_ADDRESS = POD_GATEWAY
+#: The node's own address, where kubelet listens and the apiserver reaches it: routable (the
+#: apiserver's node proxy refuses loopback and link-local addresses), on this machine only, out
+#: of the pods' reach (outside the pod network and the Service range, which are all their
+#: routes lead to). It sits on a link of its own with no ports, a bridge because that is what
+#: every kernel the testbed runs on can make (some have no ``dummy`` links).
+NODE_LINK = "rnnode0"
+NODE_ADDRESS = "10.250.0.1"
 CLUSTER_DOMAIN = podns.DOMAIN
 #: The responder's command line names its module, so teardown can find it after a crash.
 PODNS_MODULE = "testbed.podns"
@@ -182,13 +194,14 @@ def _maps_to_loopback(name: str, hosts: Path = Path("/etc/hosts")) -> bool:
 
 def node_name(requested: str | None = None, hosts: Path = Path("/etc/hosts")) -> str:
     """The machine's hostname if it maps to loopback, else ``localhost``; an explicit name must
-    map to loopback itself. The apiserver dials the kubelet by this name."""
+    map to loopback itself, so that whatever looks the node's name up finds this machine (the
+    apiserver itself dials ``NODE_ADDRESS``, the node's InternalIP)."""
     if requested:
         if not _maps_to_loopback(requested, hosts):
             raise RuntimeError(
                 f"real node name {requested!r} must resolve to a loopback address in {hosts} "
-                f"(found {_hosts_addresses(requested, hosts) or 'no entry'}): kubelet listens "
-                f"on 127.0.0.1 only; add `127.0.1.1 {requested}` or pick another name"
+                f"(found {_hosts_addresses(requested, hosts) or 'no entry'}): the node is this "
+                f"machine; add `127.0.1.1 {requested}` or pick another name"
             )
         return requested
     for candidate in (socket.gethostname().lower(), "localhost"):
@@ -310,8 +323,9 @@ def cni_config(paths: Paths) -> dict[str, Any]:
     }
 
 
-def kubelet_config(paths: Paths, ca: Path) -> dict[str, Any]:
-    """Only what differs from kubelet's defaults, and why: cgroup v1 hosts need
+def kubelet_config(paths: Paths, ca: Path, serving: pki.KeyPair) -> dict[str, Any]:
+    """Only what differs from kubelet's defaults, and why: it serves on the node's address with
+    a certificate of the run's CA (``serving``) naming it; cgroup v1 hosts need
     ``failCgroupV1: false``; there is no systemd, hence cgroupfs; ``makeIPTablesUtilChains``
     would add KUBE-* chains to the host's iptables; the host's resolv.conf is not the pods':
     their only nameserver is the testbed's (``testbed.podns``) on the bridge."""
@@ -323,8 +337,10 @@ def kubelet_config(paths: Paths, ca: Path) -> dict[str, Any]:
         "cgroupDriver": "cgroupfs",
         "containerRuntimeEndpoint": sock,
         "imageServiceEndpoint": sock,
-        "address": "127.0.0.1",
+        "address": NODE_ADDRESS,
         "port": KUBELET_PORT,
+        "tlsCertFile": str(serving.cert),
+        "tlsPrivateKeyFile": str(serving.key),
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": KUBELET_HEALTHZ_PORT,
@@ -398,6 +414,8 @@ def kubelet_argv(bin_dir: Path, paths: Paths, kubeconfig: Path, name: str) -> li
         # without it kubelet writes its self-signed serving cert to /var/lib/kubelet/pki
         f"--cert-dir={paths.kubelet_root / 'pki'}",
         f"--hostname-override={name}",
+        # its InternalIP, the address the apiserver dials (kubelet refuses a loopback one)
+        f"--node-ip={NODE_ADDRESS}",
         f"--node-labels={labels}",
         "--v=1",
     ]
@@ -525,6 +543,27 @@ def _create_bridge() -> None:
 def _delete_bridge() -> None:
     if _bridge_exists():
         subprocess.run(["ip", "link", "del", BRIDGE], check=False, capture_output=True)
+
+
+def _node_link_exists() -> bool:
+    return Path("/sys/class/net", NODE_LINK).exists()
+
+
+def _create_node_link() -> None:
+    """The link that holds ``NODE_ADDRESS`` (a /32: it routes nothing but itself)."""
+    for argv in (
+        ["ip", "link", "add", NODE_LINK, "type", "bridge"],
+        ["ip", "addr", "add", f"{NODE_ADDRESS}/32", "dev", NODE_LINK],
+        ["ip", "link", "set", NODE_LINK, "up"],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
+
+
+def _delete_node_link() -> None:
+    if _node_link_exists():
+        subprocess.run(["ip", "link", "del", NODE_LINK], check=False, capture_output=True)
 
 
 def _kube_proxy_tables() -> list[str]:
@@ -670,7 +709,8 @@ def teardown(work: Path | None = None, processes: Iterable[Process] = ()) -> Non
     the API first (``RealNode.stop``), so kubelet takes their sandboxes down itself.
 
     Order: kube-proxy and its nftables tables; kubelet; leftover tasks; containerd; leftover
-    shims and container processes; mounts; cgroups; the bridge; kernel tunables; host dirs that
+    shims and container processes; mounts; cgroups; the bridge and the node's link; kernel
+    tunables; host dirs that
     did not exist before; the work dir."""
     paths = Paths(work or work_dir())
     state = _read_state(paths)
@@ -696,6 +736,7 @@ def teardown(work: Path | None = None, processes: Iterable[Process] = ()) -> Non
     if not _foreign_kubelets(paths.work):
         _remove_cgroups()
     _delete_bridge()
+    _delete_node_link()
     _restore_sysctls(state.get("kernel_tunables") or {})
     for directory in state.get("created_host_dirs") or ():
         if directory in HOST_DIRS:  # never trust a state file with other paths
@@ -704,13 +745,15 @@ def teardown(work: Path | None = None, processes: Iterable[Process] = ()) -> Non
 
 
 def leftovers(work: Path | None = None) -> list[str]:
-    """What a clean stop must not leave: processes, mounts, cgroups, the bridge, the work dir."""
+    """What a clean stop must not leave: processes, mounts, cgroups, the links, the work dir."""
     paths = Paths(work or work_dir())
     found = [f"process {pid} {argv0}" for pid, argv0 in _our_processes(paths.work)]
     found += [f"mount {point}" for point in _our_mounts(paths.work)]
     found += [f"cgroup {tree}" for tree in _cgroup_trees()]
     if _bridge_exists():
         found.append(f"link {BRIDGE}")
+    if _node_link_exists():
+        found.append(f"link {NODE_LINK}")
     found += [f"nftables table {table}" for table in _kube_proxy_tables()]
     if paths.work.exists():
         found.append(f"directory {paths.work}")
@@ -782,6 +825,8 @@ class RealNode:
     pause_image: str = images.PAUSE_IMAGE
     _lock: IO[str] | None = field(default=None, repr=False)
     _api: client.ApiClient | None = field(default=None, repr=False)
+    #: The archives imported so far (path, size, mtime): each is imported once per node.
+    _imported: set[tuple[str, int, int]] = field(default_factory=set, repr=False)
 
     @property
     def toleration(self) -> dict[str, str]:
@@ -931,13 +976,20 @@ class RealNode:
         certs = pki.issue_client(
             self.run_dir / "pki", f"node-{self.name}", f"system:node:{self.name}", "system:nodes"
         )
+        serving = pki.issue_server(
+            self.run_dir / "pki",
+            f"kubelet-{self.name}",
+            f"system:node:{self.name}",
+            (self.name,),
+            (NODE_ADDRESS,),
+        )
         ca = self.run_dir / "pki" / "ca.crt"
         kubelet_kc = self.run_dir / "kubelet.kubeconfig"
         write_kubeconfig(kubelet_kc, cluster.server, ca, certs.cert, certs.key, self.name)
         (paths.etc / "containerd.toml").write_text(containerd_config(paths, runc, self.bin_dir))
         (paths.cni_conf / "10-runplane.conflist").write_text(json.dumps(cni_config(paths)))
         (paths.etc / "kubelet.yaml").write_text(
-            yaml.safe_dump(kubelet_config(paths, ca), sort_keys=False)
+            yaml.safe_dump(kubelet_config(paths, ca, serving), sort_keys=False)
         )
 
         # containerd finds containerd-shim-runc-v2 on PATH
@@ -952,6 +1004,7 @@ class RealNode:
         self.timings["images_import_s"] = round(time.monotonic() - began, 2)
 
         _create_bridge()
+        _create_node_link()
         argv = [
             sys.executable,
             "-m",
@@ -1022,8 +1075,15 @@ class RealNode:
 
     def import_archive(self, archive: Path, timeout: float = 120.0) -> None:
         """Load an OCI archive built elsewhere (the runplane image) into the node's containerd;
-        its image is named by the archive's own annotation."""
+        its image is named by the archive's own annotation. An archive this node imported
+        already (the same file, unchanged) is not imported again: ``up`` and every test module
+        that needs an image may ask for it."""
+        stat = archive.stat()
+        key = (str(archive.resolve()), stat.st_size, stat.st_mtime_ns)
+        if key in self._imported:
+            return
         _ctr(self.bin_dir, self.paths, "images", "import", str(archive), timeout=timeout)
+        self._imported.add(key)
 
     def _containerd_up(self) -> bool:
         if not self.paths.socket.exists():

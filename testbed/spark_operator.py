@@ -18,15 +18,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from testbed import controllers, kube, spark_build
-from testbed.pytest_plugin import TestbedCluster
+from testbed import build, controllers, kube, spark_build, spark_image
+from testbed.cluster import Cluster, Process, _spawn
+
+if TYPE_CHECKING:
+    from testbed.pytest_plugin import TestbedCluster
+    from testbed.realnode import RealNode
 
 GROUP, VERSION, PLURAL = "sparkoperator.k8s.io", "v1beta2", "sparkapplications"
 DRIVER_ROLE = "runplane-spark-driver"
@@ -39,9 +43,10 @@ class Operator(controllers.Controller):
     tb: TestbedCluster
 
 
-def install_crds(tb: TestbedCluster, timeout: float = 60) -> None:
+def install_crds(tb: TestbedCluster | client.ApiClient, timeout: float = 60) -> None:
     """The operator's own CRDs, replacing any older copy, each awaited until served."""
-    extensions = client.ApiextensionsV1Api(tb.api)
+    api = tb if isinstance(tb, client.ApiClient) else tb.api
+    extensions = client.ApiextensionsV1Api(api)
     names = []
     for file in spark_build.SPARK_CRDS:
         crd = yaml.safe_load((spark_build.crd_dir() / file).read_text())
@@ -52,7 +57,7 @@ def install_crds(tb: TestbedCluster, timeout: float = 60) -> None:
             if error.status != 409:
                 raise
             current = extensions.read_custom_resource_definition(name)
-            crd["metadata"]["resourceVersion"] = kube.plain(tb.api, current)["metadata"][
+            crd["metadata"]["resourceVersion"] = kube.plain(api, current)["metadata"][
                 "resourceVersion"
             ]
             extensions.replace_custom_resource_definition(name, crd)
@@ -60,9 +65,9 @@ def install_crds(tb: TestbedCluster, timeout: float = 60) -> None:
     controllers.await_established(extensions, names, timeout)
 
 
-def allow_drivers(tb: TestbedCluster, namespace: str) -> None:
+def allow_drivers(api: client.ApiClient, namespace: str) -> None:
     """What a driver does with its namespace's default service account."""
-    rbac = client.RbacAuthorizationV1Api(tb.api)
+    rbac = client.RbacAuthorizationV1Api(api)
     role: Any = {
         "metadata": {"name": DRIVER_ROLE},
         "rules": [
@@ -127,12 +132,19 @@ def running(tb: TestbedCluster, tag: str, namespace: str | None = None) -> Itera
     if not os.access(binary, os.X_OK):
         raise AssertionError(f"no spark operator at {binary}: run `python -m testbed build`")
     install_crds(tb)
-    allow_drivers(tb, namespace)
+    allow_drivers(tb.api, namespace)
     work = tb.run_dir / f"spark-operator-{tag}"
     kubeconfig = traditional_kubeconfig(tb.kubeconfig, work)
-    server = urlsplit(yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
     log = tb.run_dir / "logs" / f"spark-operator-{tag}.log"
-    env = {
+    command = argv(binary, kubeconfig, namespace)
+    with controllers.process(command, log, env=environment(kubeconfig), cwd=work) as process:
+        yield Operator("spark operator", process, log, tb)
+
+
+def environment(kubeconfig: Path) -> dict[str, str]:
+    """What spark-submit, run by the controller, needs: pyspark's folder and the API server."""
+    server = urlsplit(yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]["server"])
+    return {
         **os.environ,
         "KUBECONFIG": str(kubeconfig),
         "SPARK_HOME": spark_home(),
@@ -140,17 +152,40 @@ def running(tb: TestbedCluster, tag: str, namespace: str | None = None) -> Itera
         "KUBERNETES_SERVICE_HOST": server.hostname or "127.0.0.1",
         "KUBERNETES_SERVICE_PORT": str(server.port or 443),
     }
-    command = [
+
+
+def argv(binary: Path, kubeconfig: Path, namespace: str) -> list[str]:
+    """The controller's command line; an empty ``namespace`` watches every namespace."""
+    return [
         str(binary),
         "controller",
         "start",
         f"--kubeconfig={kubeconfig}",
-        f"--namespaces={namespace}",
+        *([f"--namespaces={namespace}"] if namespace else []),
         "--metrics-bind-address=0",
         "--health-probe-bind-address=0",
         "--enable-ui-service=false",
         "--leader-election=false",
         "--driver-pod-creation-grace-period=30s",
     ]
-    with controllers.process(command, log, env=env, cwd=work) as process:
-        yield Operator("spark operator", process, log, tb)
+
+
+#: The namespace whose default service account ``up`` lets drivers use (``runplane serve``'s
+#: default namespace); a run in another namespace needs ``allow_drivers`` there too.
+DRIVER_NAMESPACE = "default"
+
+
+def start(cluster: Cluster, node: RealNode, die_with_parent: bool = True) -> Process:
+    """For ``python -m testbed up``: the Spark image on the real node, the CRDs, drivers
+    allowed in :data:`DRIVER_NAMESPACE`, and the controller watching every namespace, as a
+    process of the control plane's (``down`` stops it). Each is built first if the cache
+    lacks it."""
+    binary = build.build_spark_operator()
+    node.import_archive(spark_image.build_image(), timeout=300)
+    api = kube.api_client(cluster.kubeconfig, pool=2)
+    install_crds(api)
+    allow_drivers(api, DRIVER_NAMESPACE)
+    kubeconfig = traditional_kubeconfig(cluster.kubeconfig, cluster.run_dir / "spark-operator")
+    command = argv(binary, kubeconfig, "")
+    env = environment(kubeconfig)
+    return _spawn("spark-operator", command, cluster.run_dir, env, die_with_parent)

@@ -7,6 +7,7 @@ pulls, resource accounting), so runplane's own real-node tests can rely on them.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -114,9 +115,36 @@ def test_pod_runs_and_its_log_is_read_through_the_api(
     assert kube.pod_status(pod).phase == "Succeeded"
     assert kube.node_name(pod) == real_node.name
     assert kube.pod_status(pod).pod_ip  # an address from the CNI bridge
-    # The apiserver fetches the log from the kubelet, dialling the node by name (loopback).
+    # The apiserver fetches the log from the kubelet, dialling the node's InternalIP.
     log = testbed_cluster.core.read_namespaced_pod_log(name, testbed_cluster.namespace)
     assert log.strip() == "hello from the real node"
+
+
+def test_the_node_proxy_reaches_the_kubelet_at_the_node_s_own_address(
+    testbed_cluster: TestbedCluster, real_node: RealNode, real_pod: MakePod
+) -> None:
+    """The apiserver proxies to the kubelet (which it refuses for a loopback address): a
+    running pod's working set is in the kubelet's stats summary read through the node proxy."""
+    node = testbed_cluster.core.read_node(real_node.name)
+    internal = [a.address for a in node.status.addresses if a.type == "InternalIP"]
+    assert internal == [realnode.NODE_ADDRESS]
+    name = real_pod(
+        "held", ["python3", "-c", "import time; b = bytearray(24 << 20); time.sleep(60)"]
+    )
+    testbed_cluster.wait_pod(name, _phase("Running"), timeout=60)
+
+    def working_set() -> int:
+        answer = testbed_cluster.core.connect_get_node_proxy_with_path(
+            real_node.name, "stats/summary", _preload_content=False
+        )
+        summary = json.loads(answer.data)
+        assert summary["node"]["nodeName"] == real_node.name
+        for pod in summary.get("pods") or []:
+            if pod["podRef"]["name"] == name:
+                return sum(int(c["memory"]["workingSetBytes"]) for c in pod["containers"])
+        return 0
+
+    _wait_for("the pod's 24 MiB in the summary", lambda: working_set() >= 24 << 20, timeout=60)
 
 
 def test_memory_limit_is_enforced_by_the_kernel(

@@ -24,6 +24,16 @@ SUMMARY = {
             ],
         },
         {"podRef": {"name": "run-b", "namespace": "runs"}, "memory": {"workingSetBytes": 7}},
+        {
+            "podRef": {"name": "run-c", "namespace": "runs"},
+            "cpu": {"usageCoreNanoSeconds": 134_000_000},
+            "containers": [
+                {
+                    "cpu": {"usageCoreNanoSeconds": 0},
+                    "memory": {"workingSetBytes": 50 << 20},
+                }
+            ],
+        },
     ],
 }
 
@@ -33,6 +43,9 @@ def test_a_summary_gives_each_pod_its_working_set_and_cpu_time() -> None:
     assert found["runs/run-a"].memory_bytes == 42 << 20
     assert found["runs/run-a"].cpu_seconds == 2.0
     assert found["runs/run-b"].memory_bytes == 7
+    # a container whose CPU reads 0 (cgroup v1) takes its pod's
+    assert found["runs/run-c"].cpu_seconds == 0.134
+    assert found["runs/run-c"].memory_bytes == 50 << 20
     assert pods_usage({}) == {}
 
 

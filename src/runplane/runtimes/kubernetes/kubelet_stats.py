@@ -37,16 +37,20 @@ class _Node:
 def pods_usage(summary: dict[str, Any]) -> dict[str, Usage]:
     """Each pod's usage in a kubelet summary, by ``namespace/name``: its working set (what
     the kubelet evicts and the OOM killer goes by) and its CPU time, summed over its
-    containers."""
+    containers.
+
+    A container's CPU time may read 0 where its pod's does not (a cgroup v1 host's kubelet
+    reports containers' CPU as 0 and the pod's cgroup's as measured), so the CPU time is the
+    larger of the two; the pod's own figures serve where containers are not broken out."""
     found = {}
     for pod in summary.get("pods") or []:
         ref = pod.get("podRef") or {}
         containers = pod.get("containers") or []
         memory = sum(int((c.get("memory") or {}).get("workingSetBytes") or 0) for c in containers)
         cpu = sum(int((c.get("cpu") or {}).get("usageCoreNanoSeconds") or 0) for c in containers)
-        if not containers:  # the pod's own figures, where containers are not broken out
+        cpu = max(cpu, int((pod.get("cpu") or {}).get("usageCoreNanoSeconds") or 0))
+        if not containers:
             memory = int((pod.get("memory") or {}).get("workingSetBytes") or 0)
-            cpu = int((pod.get("cpu") or {}).get("usageCoreNanoSeconds") or 0)
         found[f"{ref.get('namespace')}/{ref.get('name')}"] = Usage(memory, cpu / 1e9, memory)
     return found
 
