@@ -5,6 +5,8 @@ OOM-killed and retried larger."""
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from kubernetes import client as k8s
 
 import runplane
 from runplane import names
+from runplane.spec.quantity import resource_amount
 from testbed.pytest_plugin import TestbedCluster
 from testbed.realnode import RealNode
 from tests.growing import GROWING
@@ -122,3 +125,70 @@ def test_without_right_sizing_the_job_is_oom_killed_and_retried(
     first, second = run["attempts"]
     assert (first["reason"], first["failure"]) == ("OOMKilled", "oom")
     assert second["limits"]["memory"] == "512Mi"
+
+
+def test_right_sizing_the_node_cannot_grant_falls_back_to_a_larger_retry(
+    service: Service, core: k8s.CoreV1Api, real_node: RealNode, tmp_path: Path
+) -> None:
+    fn = _growing(tmp_path, "no-room").with_autoresize(max_mem="1Gi", step=2, window="1s")
+    fn.with_retries(2, on=["oom"], backoff=0)
+    uid = service.submit(fn, params={"room_wait": "60"})
+    service.wait(uid, {"running"}, timeout=120)
+    filler = _fill(core, service, real_node)  # the node's requests full: a resize waits
+    try:
+        deadline = time.monotonic() + 120
+        while not _fallbacks(run := service.get(uid)):
+            assert time.monotonic() < deadline, f"no fallback was recorded: {run}"
+            time.sleep(0.2)
+        (fallback,) = run["resizes"]
+        assert (fallback["memory_from"], fallback["memory_to"]) == (128 * MiB, 256 * MiB)
+        assert "Deferred" in fallback["why"] or "Infeasible" in fallback["why"], fallback
+    finally:
+        core.delete_namespaced_pod(filler, service.namespace, grace_period_seconds=0)
+    run = service.wait(uid, {"completed", "error"}, timeout=300)
+    assert run["state"] == "completed", run["status_text"]
+    first, second = run["attempts"]
+    assert (first["reason"], first["failure"]) == ("OOMKilled", "oom")
+    assert second["limits"]["memory"] == "256Mi"  # the size right-sizing asked for
+    assert "the size live right-sizing asked for" in second["adjustments"]
+
+
+def _fallbacks(run: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in run["resizes"] if r["outcome"] == "fallback"]
+
+
+def _fill(core: k8s.CoreV1Api, service: Service, real_node: RealNode) -> str:
+    """A pod that requests all but 32 MiB of the real node's unrequested memory (and uses
+    none of it), Running before this returns; its name."""
+    node = core.read_node(real_node.name)
+    allocatable = resource_amount("memory", node.status.allocatable["memory"])
+    pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={real_node.name}")
+    requested = sum(
+        resource_amount("memory", (c.resources.requests or {}).get("memory", 0))
+        for pod in pods.items
+        if pod.status.phase not in ("Succeeded", "Failed")
+        for c in pod.spec.containers
+    )
+    name = f"filler-{uuid.uuid4().hex[:6]}"
+    body = {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": real_node.node_selector,
+            "tolerations": [real_node.toleration],
+            "containers": [
+                {
+                    "name": "sleep",
+                    "image": real_node.image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["python3", "-c", "import time; time.sleep(3600)"],
+                    "resources": {"requests": {"memory": str(allocatable - requested - 32 * MiB)}},
+                }
+            ],
+        },
+    }
+    core.create_namespaced_pod(service.namespace, body)
+    deadline = time.monotonic() + 120
+    while core.read_namespaced_pod(name, service.namespace).status.phase != "Running":
+        assert time.monotonic() < deadline, "the filler pod did not start"
+        time.sleep(0.2)
+    return name
