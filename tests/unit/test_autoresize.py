@@ -78,6 +78,16 @@ def test_what_cannot_be_raised_is_refused_when_rendered() -> None:
         runplane.render(bare.with_limits(cpu="1").with_autoresize(max_mem="1Gi"))
 
 
+def test_the_admins_memory_cap_caps_right_sizing_too() -> None:
+    from runplane.config import Settings
+
+    fn = _job().with_autoresize(max_mem="4Gi")
+    capped = Settings(retry_limits={"max_memory": "512Mi"})
+    assert plan_of(runplane.render(fn, capped).manifests[0]).max_memory == 512 * MI  # type: ignore[union-attr]
+    tight = Settings(retry_limits={"max_memory": "64Mi"})  # never below the limit itself
+    assert plan_of(runplane.render(fn, tight).manifests[0]).max_memory == 128 * MI  # type: ignore[union-attr]
+
+
 def test_only_a_job_is_right_sized() -> None:
     with pytest.raises(ConflictError, match="applies to job functions"):
         runplane.new_function("d", kind="dask").with_autoresize(max_mem="1Gi")

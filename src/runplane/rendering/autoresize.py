@@ -8,9 +8,11 @@ needs one (memory always, CPU when ``max_cpu`` is given) and ``max_*`` may not b
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from runplane import names
+from runplane.config import Settings
 from runplane.errors import InvalidValueError
 from runplane.spec.autoresize import EXAMPLE, AutoResizePlan
 from runplane.spec.function import Function
@@ -23,9 +25,12 @@ RESIZE_POLICY = [
 ]
 
 
-def autoresize_plan(function: Function, limits: dict[str, Any]) -> AutoResizePlan | None:
-    """The function's right-sizing as numbers, checked against its effective ``limits``;
-    ``None`` when it has none."""
+def autoresize_plan(
+    function: Function, limits: dict[str, Any], settings: Settings
+) -> AutoResizePlan | None:
+    """The function's right-sizing as numbers, checked against its effective ``limits`` and
+    capped by the admin's ``retry_limits.max_memory`` (the most memory any attempt may get,
+    grown by a retry or in place); ``None`` when it has none."""
     setting = function.spec.autoresize
     if setting is None:
         return None
@@ -61,6 +66,10 @@ def autoresize_plan(function: Function, limits: dict[str, Any]) -> AutoResizePla
                 f"at least the CPU limit {limits['cpu']} (right-sizing only raises it)",
                 f"with_autoresize(max_mem=..., max_cpu='{limits['cpu']}') or more",
             )
+    cap = settings.retry_limits.max_memory
+    if cap:
+        most = max(min(plan.max_memory, resource_amount("memory", cap)), memory)
+        plan = dataclasses.replace(plan, max_memory=most)
     return plan
 
 

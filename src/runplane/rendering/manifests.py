@@ -475,7 +475,7 @@ def render(
                 "spec": pod,
             }
         ]
-        plan = autoresize_plan(function, limits)
+        plan = autoresize_plan(function, limits, settings)
         if plan is not None:
             mark(manifests[0], plan)
     manifests.extend(_secrets(function, settings, labels))
