@@ -94,6 +94,16 @@ def resize(
                         "the kernel could not bring the run's memory under the new limit"
                     ) from None
                 raise Refused(f"the run's cgroup refused the change: {error.strerror}") from None
+        less = {
+            name: after - before
+            for name, before, after in (
+                ("memory", memory_from, memory_to),
+                ("cpu", cpu_from, cpu_to),
+            )
+            if before is not None and after is not None and after < before
+        }
+        if less:  # what a smaller limit no longer needs is given back to the machine
+            room(uid, less)
         sizes.memory, sizes.cpu = memory_to, cpu_to
     return ResizeRecord(
         at=time.time(),
