@@ -1,7 +1,8 @@
 """Live right-sizing on the testbed's real kubelet node: a running job's pod resized in place
-through its ``resize`` subresource (restartCount 0, attempt 1), a resize the node cannot grant
-refused in the kubelet's words and left to the OOM retry, and the same job without right-sizing
-OOM-killed and retried larger."""
+through its ``resize`` subresource (restartCount 0, attempt 1), by a person or as its memory
+nears the limit; a resize the node cannot grant refused in the API server's or the kubelet's
+words and left to the OOM retry (with the size asked for); and the same job without
+right-sizing OOM-killed and retried larger."""
 
 from __future__ import annotations
 
@@ -104,7 +105,8 @@ def test_a_resize_the_node_cannot_grant_is_refused_and_the_oom_kill_retried(
     service.wait(uid, {"running"}, timeout=120)
     refused = service.http.post(f"{service.url}/runs/{uid}/resize", json={"mem": "64Ti"})
     assert refused.status_code == 409, refused.text
-    assert "the node says Infeasible" in refused.json()["message"]
+    # Above the node's allocatable: the API server refuses it before the kubelet is asked.
+    assert "node didn't have enough allocatable resources: memory" in refused.json()["message"]
     pod = _pod(core, service, uid)
     assert pod.spec.containers[0].resources.limits["memory"] == "128Mi"  # taken back
     run = service.wait(uid, {"completed", "error"}, timeout=300)
