@@ -128,6 +128,13 @@ class RunFinishedError(RunplaneError):
     http_status = 409
 
 
+class ResizeRefusedError(RunplaneError):
+    """A running run's limits cannot be changed in place as asked (its kind, its state, or
+    its node cannot); the message says why."""
+
+    http_status = 409
+
+
 class RunFailedError(RunplaneError):
     """A run waited for ended in ``error`` or ``aborted`` (``wait_for_completion``)."""
 

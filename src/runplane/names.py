@@ -55,6 +55,9 @@ MANAGER = "runplane"
 #: one after a restart) records the run ``aborted``, not ``error``.
 ABORT_REASON = f"{PREFIX}abort-reason"
 ABORT_MESSAGE = f"{PREFIX}abort-message"
+#: A job's live right-sizing (``with_autoresize``) as its pod carries it: the runtimes read it
+#: from what they run (``rendering/autoresize.py``).
+AUTORESIZE = f"{PREFIX}autoresize"
 #: The extended resource ``with_limits(gpus=...)`` asks for unless ``gpu_type`` says otherwise.
 GPU = "nvidia.com/gpu"
 

@@ -226,6 +226,8 @@ class Reason(StrEnum):
     #: has ended.
     ORPHAN = "Orphan"
     ENDED = "Ended"
+    #: A running attempt's limits were changed in place (live right-sizing).
+    RESIZED = "Resized"
 
 
 #: How a threshold's abort is worded; the condition follows it.
@@ -331,6 +333,31 @@ class AttemptRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ResizeRecord:
+    """One in-place change of a running attempt's limits, or one refused (live right-sizing):
+    when, from what to what (bytes; millicores, ``None`` where unchanged or unlimited), why,
+    and whether runplane decided it (``auto``) or a person asked for it (``manual``, ``by``
+    them)."""
+
+    at: float
+    attempt: int
+    memory_from: int | None
+    memory_to: int | None
+    cpu_from: int | None
+    cpu_to: int | None
+    why: str
+    mode: str = "auto"
+    by: str = ""
+    #: ``applied``; ``refused`` (the runtime or node could not grant it; the run goes on as
+    #: it was); ``fallback`` (it could not, and the attempt's OOM kill is retried larger).
+    outcome: str = "applied"
+
+    @property
+    def applied(self) -> bool:
+        return self.outcome == "applied"
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """A run as recorded: a plain snapshot, safe to hand to any client."""
 
@@ -370,6 +397,8 @@ class RunRecord:
     transitions: list[TransitionRecord] = field(default_factory=list)
     attempts: list[AttemptRecord] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+    #: Its attempts' limits changed in place (live right-sizing), oldest first.
+    resizes: list[ResizeRecord] = field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -392,6 +421,9 @@ class RunRecord:
             TransitionRecord(**{**t, "state": RunState(t["state"])}) for t in values["transitions"]
         ]
         values["attempts"] = [AttemptRecord(**_known(AttemptRecord, a)) for a in values["attempts"]]
+        values["resizes"] = [
+            ResizeRecord(**_known(ResizeRecord, r)) for r in values.get("resizes", [])
+        ]
         return cls(**_known(cls, values))
 
 

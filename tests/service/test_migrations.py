@@ -60,3 +60,38 @@ def test_a_database_a_newer_runplane_migrated_is_refused_in_words(database: str)
     assert "schema revision 9999_newer" in message
     assert "a newer runplane migrated it" in message
     assert "password" not in message
+
+
+def test_a_database_with_runs_gains_their_resizes(database: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, insert
+
+    from runplane.runs import ResizeRecord, RunState
+    from runplane.runtimes.events import RunEvent
+    from runplane.service.db import MIGRATIONS
+    from runplane.service.db.models import RUNS
+    from runplane.service.records import RunStore
+
+    from .run_rows import run_row
+
+    engine = create_engine(database)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0010")
+    row = run_row(1000.0, project="old", state="running", function={"kind": "job"})
+    with engine.begin() as connection:
+        connection.execute(insert(RUNS), [row])  # the runs table as of 0010
+    engine.dispose()
+    store = RunStore(db.connect(database))
+    try:
+        before = store.get(row["uid"])
+        assert before.resizes == []
+        grown = ResizeRecord(1001.0, 1, 128 << 20, 256 << 20, None, None, "near its limit")
+        store.apply_many([RunEvent(row["uid"], RunState.RUNNING, reason="Resized", resize=grown)])
+        assert store.get(row["uid"]).resizes == [grown]
+        assert store.list_runs(project="old")[0].resizes == [grown]
+    finally:
+        store.close()

@@ -361,3 +361,28 @@ def test_a_record_from_a_newer_service_still_reads() -> None:
     data["something_new"] = 1
     data["attempts"][0]["also_new"] = 2
     assert RunRecord.from_json(data).attempts[0].number == 1
+
+
+def test_an_oom_retry_starts_from_what_right_sizing_gave_or_asked_for() -> None:
+    from runplane.runs import ResizeRecord
+
+    mi = 2**20
+    fn = runplane.new_function("f").with_retries(5, on=["oom"], backoff=0)
+
+    def resized(outcome: str, to: int) -> ResizeRecord:
+        return ResizeRecord(110.0, 1, 128 * mi, to * mi, None, None, "near", outcome=outcome)
+
+    oom = ended(RunState.ERROR, "OOMKilled")
+    grown = dataclasses.replace(record(fn, [attempt(1)]), resizes=[resized("applied", 256)])
+    decision, _ = decide(grown, oom, Settings(), NOW, lambda: 2**32)
+    assert decision is not None
+    assert decision.limits["memory"] == "384Mi"  # 256Mi as resized in place, x1.5
+    assert "memory limit 256Mi as resized in place" in decision.adjustments
+    refused = dataclasses.replace(record(fn, [attempt(1)]), resizes=[resized("fallback", 1024)])
+    decision, _ = decide(refused, oom, Settings(), NOW, lambda: 2**32)
+    assert decision is not None
+    assert (decision.requests["memory"], decision.limits["memory"]) == ("1024Mi", "1024Mi")
+    assert "the size live right-sizing asked for" in decision.adjustments
+    decision, _ = decide(refused, oom, Settings(), NOW, lambda: 512 * mi)
+    assert decision is not None
+    assert decision.limits["memory"] == "512Mi"  # as far as the largest node holds it

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from runplane.runtimes import resizing
 from runplane.spec import quantity
 
 if TYPE_CHECKING:
@@ -95,6 +96,28 @@ def attempts_table(record: RunRecord) -> Any:
     return table
 
 
+def resizes_table(record: RunRecord) -> Any:
+    """One row per in-place resize of the run's attempts (live right-sizing)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("at", "#", "how", "memory", "cpu", "outcome", "why"):
+        table.add_column(column)
+    for resize in record.resizes:
+        how = resize.mode if resize.mode == "auto" else f"{resize.mode} ({resize.by or '-'})"
+        table.add_row(
+            _clock(resize.at),
+            str(resize.attempt),
+            escape(how),
+            f"{resizing.memory(resize.memory_from)} → {resizing.memory(resize.memory_to)}",
+            f"{resizing.millicores(resize.cpu_from)} → {resizing.millicores(resize.cpu_to)}",
+            resize.outcome,
+            escape(resize.why),
+        )
+    return table
+
+
 def run_detail(
     record: RunRecord,
     usage: tuple[int, float] | None = None,
@@ -151,6 +174,8 @@ def run_detail(
         for what, words in got:
             received.add_row(escape(what.lower()), escape(words))
         parts += ["[bold]what it got[/]", received, ""]
+    if record.resizes:
+        parts += ["[bold]resizes[/]", resizes_table(record), ""]
     return [
         *parts,
         "[bold]attempts[/]",

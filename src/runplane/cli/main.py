@@ -30,7 +30,13 @@ from runplane.cli.options import (
 from runplane.cli.projects import project_group
 from runplane.cli.quotas import get_project_command, quota_command
 from runplane.cli.run_list import runs_command
-from runplane.cli.runs import abort_command, get_group, logs_command, run_command
+from runplane.cli.runs import (
+    abort_command,
+    get_group,
+    logs_command,
+    resize_command,
+    run_command,
+)
 from runplane.cli.service import deploy_command, schedule_group
 from runplane.cli.serving import serve, ui_command
 from runplane.cli.sizing import cost_command
@@ -153,6 +159,7 @@ for _command in (
     get_group,
     logs_command,
     abort_command,
+    resize_command,
     schedule_group,
     deploy_command,
     invoke_command,

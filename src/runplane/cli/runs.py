@@ -22,6 +22,7 @@ from runplane.cli.options import (
     run_options,
 )
 from runplane.runs import RunState
+from runplane.runtimes.resizing import described
 
 if TYPE_CHECKING:
     from runplane.client import Backend
@@ -254,6 +255,23 @@ def logs_command(uid: str, follow: bool) -> None:
     for _, chunk in follow_run(service, uid, interval=0.2):
         sys.stdout.write(chunk)
         sys.stdout.flush()
+
+
+@click.command(
+    "resize",
+    epilog=example("runplane resize 3f2a9c --mem 4Gi --cpu 2", "runplane resize 3f2a9c --mem 1Gi"),
+)
+@click.argument("uid", shell_complete=complete_uid)
+@click.option("--mem", default=None, help="The new memory limit (a quantity: 512Mi, 4Gi).")
+@click.option("--cpu", default=None, help="The new CPU limit (a quantity: 500m, 2).")
+def resize_command(uid: str, mem: str | None, cpu: str | None) -> None:
+    """Change a running job's memory and CPU limits in place, without restarting it.
+
+    Its requests grow by as much as its limits. Refused, with the reason, where the run is not
+    running, its kind has several processes or pods, or its node cannot grant the size.
+    """
+    record = _service().resize(uid, mem, cpu)
+    click.echo(f"{uid} {described(record)}")
 
 
 @click.command("abort", epilog=example("runplane abort 3f2a9c"))

@@ -16,7 +16,7 @@ from runplane.client.handle import RunHandle
 from runplane.client.retry import apply_retry
 from runplane.config import Settings, current
 from runplane.errors import InvalidValueError
-from runplane.runs import RunRecord, RunState, Usage
+from runplane.runs import ResizeRecord, RunRecord, RunState, Usage
 from runplane.spec.function import Function, FunctionKind, require_kind
 from runplane.spec.loaders import embed_command
 from runplane.spec.run_options import RunArguments, RunOptions
@@ -53,6 +53,9 @@ class Backend(Protocol):
     def wait(self, uid: str, timeout: float | None = None) -> RunRecord: ...
 
     def abort(self, uid: str) -> RunRecord: ...
+
+    def resize(self, uid: str, mem: Any = None, cpu: Any = None) -> ResizeRecord:
+        """Change a running job's limits in place (``mem``, ``cpu``: quantities)."""
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]: ...
 

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import httpx
 
 from runplane.errors import InvalidValueError, RunplaneError
-from runplane.runs import RunRecord, Usage, check_limit, check_uid
+from runplane.runs import ResizeRecord, RunRecord, Usage, check_limit, check_uid
 from runplane.runtimes.contract import Answer, Call
 from runplane.service.wire import (
     API,
@@ -99,6 +99,11 @@ class ApiBackend:
 
     def abort(self, uid: str) -> RunRecord:
         return RunRecord.from_json(self._call("POST", f"/runs/{check_uid(uid)}/abort"))
+
+    def resize(self, uid: str, mem: Any = None, cpu: Any = None) -> ResizeRecord:
+        body = {key: value for key, value in (("mem", mem), ("cpu", cpu)) if value is not None}
+        answer = self._call("POST", f"/runs/{check_uid(uid)}/resize", json=body)
+        return ResizeRecord(**{k: v for k, v in answer.items() if k in ResizeRecord.__slots__})
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
         answer = self._send("GET", f"/runs/{check_uid(uid)}/logs", params={"offset": offset})

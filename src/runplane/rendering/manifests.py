@@ -14,6 +14,7 @@ from typing import Any
 from runplane import names
 from runplane.config import Settings
 from runplane.errors import ConflictError, InvalidValueError
+from runplane.rendering.autoresize import autoresize_plan, mark
 from runplane.rendering.bootstrap import bootstrap_configmap, bootstrap_volume
 from runplane.rendering.dask import (
     DASK_IMAGE,
@@ -474,6 +475,9 @@ def render(
                 "spec": pod,
             }
         ]
+        plan = autoresize_plan(function, limits, settings)
+        if plan is not None:
+            mark(manifests[0], plan)
     manifests.extend(_secrets(function, settings, labels))
     every_pod = [*pod_specs(manifests[0]), *([local_pod] if local_pod else [])]
     if any(

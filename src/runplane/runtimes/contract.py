@@ -16,7 +16,7 @@ from runplane.placement import NodeSummary
 from runplane.placement.quotas import QuotaTable
 from runplane.rendering.resources import EffectiveResources
 from runplane.rendering.workloads import main_pod_spec
-from runplane.runs import Usage
+from runplane.runs import ResizeRecord, Usage
 from runplane.runtimes.events import RunEvent
 
 #: The most output one ``Runtime.logs`` call returns, so a long log streams in pieces.
@@ -134,6 +134,14 @@ class Runtime(Protocol):
 
     def abort(self, uid: str, reason: str, message: str) -> bool:
         """Stop a run; ``False`` if this runtime has nothing of it left to stop."""
+
+    def resize(
+        self, uid: str, memory: int | None, cpu: int | None, by: str, why: str
+    ) -> ResizeRecord:
+        """Change a running run's memory limit (bytes) and CPU limit (millicores) in place,
+        never restarting it (``None``: as it is); the change is also told as a ``Resized``
+        event. Raises :class:`~runplane.errors.ResizeRefusedError` with the reason where the
+        run, its kind or its node cannot."""
 
     def events(self) -> AsyncIterator[RunEvent]:
         """Every state change of every run this runtime launched or finds, in order, until

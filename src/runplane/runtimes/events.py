@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from runplane.runs import Condition, FailureClass, RunState, Usage, classify
+from runplane.runs import Condition, FailureClass, ResizeRecord, RunState, Usage, classify
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,9 @@ class RunEvent:
     #: unset, and the service sets it once as the event enters it (:meth:`classified`), so
     #: recording and the retry decision read one answer.
     failure: FailureClass | None = None
+    #: A change of the running attempt's limits in place (or one refused), to record with the
+    #: run; the event's state is then the run's unchanged one.
+    resize: ResizeRecord | None = None
 
     def classified(self) -> RunEvent:
         """This event with its failure class (see :func:`~runplane.runs.classify`): the first

@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Self, Unpack
+from typing import Any, Self, Unpack
 
 import psutil
 
 from runplane.config import Settings
-from runplane.runs import LIVE, RunRecord, Usage, check_limit
+from runplane.errors import ResizeRefusedError
+from runplane.runs import LIVE, ResizeRecord, RunRecord, RunState, Usage, check_limit
 from runplane.runtimes.contract import Runtime
 from runplane.runtimes.request import build_request
+from runplane.service import resizing
 from runplane.service.launcher import Launcher, Reconciliation
 from runplane.service.monitor import Monitor
 from runplane.service.quotas import QuotaStore
@@ -330,6 +333,24 @@ class RunService:
             chunk = notice[offset:]
             return chunk, offset + len(chunk)
         return self.runtime.logs(record.uid, offset)
+
+    def resize(self, uid: str, mem: Any = None, cpu: Any = None, by: str = "") -> ResizeRecord:
+        """Change a running run's limits in place as ``by`` asks (:mod:`.resizing`). A run
+        that dies with its process is resized by that process only: another's is refused,
+        naming it."""
+        record = self.store.get(uid)
+        owner_pid, _ = self.store.owner(record.uid)
+        if (
+            not self.runtime.capabilities.durable
+            and owner_pid is not None
+            and owner_pid != os.getpid()
+            and record.state is RunState.RUNNING
+        ):
+            raise ResizeRefusedError(
+                f"run {record.uid} is held by another runplane process (pid {owner_pid}); "
+                "resize it through the service that runs it (runplane serve, RUNPLANE_API)"
+            )
+        return resizing.resize(self.runtime, record, mem, cpu, by)
 
     def usage(self, uid: str) -> Usage:
         """What the run used: the final figures once it ended, the runtime's so far before."""

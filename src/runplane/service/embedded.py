@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runplane.config import Settings
+from runplane.runs import ResizeRecord
 from runplane.runtimes.contract import Answer, Call
 from runplane.runtimes.local.runtime import LocalRuntime
 from runplane.service.catalog import FunctionCatalog
@@ -90,6 +91,10 @@ class EmbeddedService(RunService):
     def clear_project_quota(self, name: str, flavor: str | None = None) -> dict[str, Any]:
         self.quotas.clear(name, flavor, self.default_owner, admin=True)
         return self.project_quotas(name)
+
+    def resize(self, uid: str, mem: Any = None, cpu: Any = None, by: str = "") -> ResizeRecord:
+        """Resize a running run in place, as this machine's user."""
+        return super().resize(uid, mem, cpu, by or self.default_owner)
 
     # Serving deployments and node labels, as ``runplane serve`` offers them: here every
     # deployment is this machine's user's, so none is checked for an owner.

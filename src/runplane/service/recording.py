@@ -22,7 +22,7 @@ from runplane.bootstrap import RESULTS_LIMIT
 from runplane.errors import InvalidValueError
 from runplane.runs import Reason, RunState
 from runplane.runtimes.events import RunEvent
-from runplane.service import run_counts
+from runplane.service import resizes, run_counts
 from runplane.service.db.models import ARTIFACTS, ATTEMPTS, RUNS, TRANSITIONS
 from runplane.service.retries import RetryDecision
 from runplane.spec.bounds import check_json
@@ -104,6 +104,7 @@ def apply_burst(
     burst = _Burst(connection, {event.uid for event in events})
     applied = [burst.apply(event, retries.get(index)) for index, event in enumerate(events)]
     burst.write()
+    resizes.write(connection, [event for event in events if burst.holds(event)])
     return applied
 
 
@@ -133,6 +134,11 @@ class _Burst:
         self._artifacts: list[dict[str, Any]] = []
         #: How the burst moves runs between states, for the counts (see :mod:`run_counts`).
         self._moved: Counter[run_counts.Key] = Counter()
+
+    def holds(self, event: RunEvent) -> bool:
+        """Whether the event's run is recorded and on the event's attempt."""
+        run = self._runs.get(event.uid)
+        return run is not None and event.attempt == (run["attempt"] or 1)
 
     def apply(self, event: RunEvent, retry: RetryDecision | None) -> RunEvent | None:
         run = self._runs.get(event.uid)

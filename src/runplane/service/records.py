@@ -30,12 +30,13 @@ from runplane.runs import (
     check_uid,
 )
 from runplane.runtimes.events import RunEvent
-from runplane.service import run_counts
+from runplane.service import resizes, run_counts
 from runplane.service.db import READ_ONLY, session_factory
 from runplane.service.db.models import (
     ARTIFACTS,
     ATTEMPTS,
     LABELS,
+    RESIZES,
     RUNS,
     TRANSITIONS,
     Attempt,
@@ -107,6 +108,7 @@ def _record(
     attempts: Iterable[Any],
     artifacts: Iterable[Any],
     brief: bool = False,
+    resized: Iterable[Any] = (),
 ) -> RunRecord:
     """The record of a run's row and its children's, read as ORM objects or as rows (the
     same names either way)."""
@@ -143,6 +145,7 @@ def _record(
         attempt=run.attempt or 1,
         retry_at=run.retry_at,
         logs_removed_at=run.logs_removed_at,
+        resizes=resizes.records(resized),
     )
 
 
@@ -191,6 +194,7 @@ def _read(connection: Connection, uid: str) -> RunRecord:
         connection.execute(transitions, {"uid": uid}),
         connection.execute(attempts, {"uid": uid}),
         connection.execute(artifacts, {"uid": uid}),
+        resized=connection.execute(resizes.READ, {"uid": uid}) if run.resized else (),
     )
 
 
@@ -431,6 +435,9 @@ class RunStore:
             runs = connection.execute(query.limit(limit)).all()
             found = [run.uid for run in runs]
             children = [_children(connection, ATTEMPTS, ATTEMPTS.c.number, found)]
+            # Resizes only where a run had some: most pages cost no statement more.
+            grown = [run.uid for run in runs if run.resized]
+            resized = _children(connection, RESIZES, RESIZES.c.id, grown) if grown else {}
             if not brief:
                 children += [
                     _children(connection, TRANSITIONS, TRANSITIONS.c.id, found),
@@ -444,6 +451,7 @@ class RunStore:
                 attempts.get(run.uid, ()),
                 artifacts.get(run.uid, ()),
                 brief=brief,
+                resized=resized.get(run.uid, ()),
             )
             for run in runs
         ]

@@ -152,6 +152,62 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{rest:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
+def _resized(
+    record: RunRecord, number: int, requests: dict[str, Any], limits: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The memory the attempt really had: its limit as live right-sizing last raised it in
+    place (an OOM kill past it grows from there), its request by as much."""
+    applied = [
+        r.memory_to
+        for r in record.resizes
+        if r.attempt == number and r.applied and r.memory_to is not None
+    ]
+    before = Quantities.of(limits).memory
+    if not applied or before is None or applied[-1] == before:
+        return requests, limits, ""
+    after = applied[-1]
+    grown_requests, grown_limits = dict(requests), {**limits, "memory": mebibytes(after, up=True)}
+    asked = Quantities.of(requests).memory
+    if asked is not None:
+        grown_requests["memory"] = mebibytes(max(asked + after - before, 1), up=True)
+    why = f"memory limit {grown_limits['memory']} as resized in place"
+    return grown_requests, grown_limits, why
+
+
+def _asked(
+    record: RunRecord,
+    number: int,
+    requests: dict[str, Any],
+    limits: dict[str, Any],
+    largest: Callable[[], int | None],
+) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """At least the memory live right-sizing asked for and the node could not grant in
+    place (a ``fallback``): the next attempt starts with it, as far as the largest node
+    holds it."""
+    wanted = [
+        r.memory_to
+        for r in record.resizes
+        if r.attempt == number and r.outcome == "fallback" and r.memory_to is not None
+    ]
+    now = Quantities.of(limits).memory
+    if not wanted or now is None or max(wanted) <= now:
+        return requests, limits, ""
+    most = largest()
+    after = min(max(wanted), most) if most else max(wanted)
+    if after <= now:
+        return requests, limits, ""
+    text = mebibytes(after, up=True)
+    grown_requests = dict(requests)
+    asked = Quantities.of(requests).memory
+    if asked is not None:  # by as much as the limit
+        grown_requests["memory"] = mebibytes(asked + after - now, up=True)
+    why = (
+        f"memory limit {text}, the size live right-sizing asked for and the node could not "
+        "grant in place"
+    )
+    return grown_requests, {**limits, "memory": text}, why
+
+
 def _grow_memory(
     requests: dict[str, Any],
     limits: dict[str, Any],
@@ -271,11 +327,15 @@ def decide(
     )
     adjustments = [placement] if placement else []
     if failure is FailureClass.OOM:
+        requests, limits, resized = _resized(record, number, requests, limits)
+        adjustments += [resized] if resized else []
         grown = _grow_memory(requests, limits, policy, largest_memory)
         if isinstance(grown, str):
             return None, f"not retried: {grown}"
         requests, limits, why = grown
         adjustments += [why] if why else []
+        requests, limits, larger = _asked(record, number, requests, limits, largest_memory)
+        adjustments += [larger] if larger else []
     plan = AttemptPlan(
         preemption_mode=mode,
         memory_request=str(requests.get("memory", "")),

@@ -236,6 +236,19 @@ def suggest(
             "too short to measure CPU use; they are left out"
             + ("" if timed else ", so no CPU request is suggested")
         )
+    grown = [
+        resize
+        for record in records
+        for resize in record.resizes
+        if resize.applied and resize.memory_to is not None
+    ]
+    if grown:
+        most = max(resize.memory_to or 0 for resize in grown)
+        notes.append(
+            f"memory: {len(grown)} resize(s) in place gave "
+            f"attempts up to {mebibytes(most, up=True)}; their peaks, measured past the "
+            "limits they started with, are what the memory figure rests on"
+        )
     if gpus:
         notes.append(
             f"gpus: the runs were given up to {gpus}; how much of them they used is not "

@@ -10,6 +10,7 @@ import pydantic
 
 from runplane.errors import ConflictError, InvalidValueError
 from runplane.spec import env as environment
+from runplane.spec.autoresize import AutoResize
 from runplane.spec.base import SpecModel, checked
 from runplane.spec.bounds import MAX_TEXT_BYTES, check_count, check_lines, check_text
 from runplane.spec.build import BuildSpec
@@ -82,6 +83,9 @@ class FunctionSpec(SpecModel):
     #: attempts); ``retry`` says which failures and how (``spec/retries.py``).
     retries: int = pydantic.Field(default=0, ge=0, le=MAX_ATTEMPTS - 1)
     retry: RetryPolicy | None = None
+    #: Live right-sizing: how far a running job's limits may be raised in place
+    #: (``spec/autoresize.py``); ``None``: an OOM kill ends the attempt, as it always did.
+    autoresize: AutoResize | None = None
     #: Pod annotations (for sidecars, admission webhooks, cluster tooling).
     annotations: dict[str, str] = pydantic.Field(default_factory=dict)
     #: Where a run's artifacts go in its file system, ``{{run.uid}}`` and ``{{run.project}}``

@@ -86,4 +86,10 @@ def check_kind_rules(kind: FunctionKind, spec: FunctionSpec) -> None:
         raise ConflictError(
             "spec.nthreads", f"nthreads applies to dask functions, not kind={kind.value!r}"
         )
+    if kind is not FunctionKind.JOB and spec.autoresize is not None:
+        raise ConflictError(
+            "spec.autoresize",
+            f"live right-sizing applies to job functions (one process or pod), not "
+            f"kind={kind.value!r}; remove with_autoresize or use kind='job'",
+        )
     check_roles(kind.value, spec)

@@ -64,6 +64,31 @@ class ResourceCalls:
         """Set the most the function may use; GPUs are requested equal to their limit."""
         return self._limits("resources", "with_limits", mem, cpu, gpus, gpu_type, patch)
 
+    def with_autoresize(
+        self,
+        max_mem: Any,
+        max_cpu: Any = None,
+        step: float = 1.5,
+        threshold: float = 0.9,
+        window: str | float = "2s",
+    ) -> Function:
+        """Raise a running job's limits in place instead of letting it be OOM-killed: when
+        its memory stays above ``threshold`` of its limit for ``window``, the limit (and
+        request) grows ``step`` times, never above ``max_mem``; its CPU limit likewise while
+        it is throttled, up to ``max_cpu`` (``None``: CPU is never changed). The job needs a
+        memory limit (``with_limits(mem=...)``); ``max_mem=None`` turns right-sizing off.
+        """
+        if max_mem is None:
+            return self._replace("spec", autoresize=None)
+        setting = {
+            "max_mem": max_mem,
+            "max_cpu": max_cpu,
+            "step": step,
+            "threshold": threshold,
+            "window": window,
+        }
+        return self._replace("spec", autoresize=setting)
+
     def _requests(self, part: str, call: str, mem: Any, cpu: Any, patch: bool) -> Function:
         given = compute_quantities(mem, cpu, call)
         current = getattr(self.spec, part)

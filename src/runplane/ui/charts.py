@@ -18,7 +18,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from runplane.errors import RunplaneError
-from runplane.runs import RunRecord
+from runplane.runs import ResizeRecord, RunRecord
 from runplane.service.usage_samples import Sample
 from runplane.spec.quantity import resource_amount
 from runplane.ui.present import duration, millicores, resource, size
@@ -81,9 +81,13 @@ def _series(
     limit: float | None,
     show: Any,
     span: float,
+    marks: Sequence[tuple[float, float, float, str]] = (),
 ) -> Chart:
-    """A line of ``values`` ((seconds since the start, amount) pairs) against its guides."""
-    top = max([v for _, v in values] + [request or 0, limit or 0, 1e-9]) * 1.1
+    """A line of ``values`` ((seconds since the start, amount) pairs) against its guides.
+    ``marks`` are in-place resizes (seconds since the start, limit before, limit after, how):
+    a mark where each happened, and the limit as it was from there on."""
+    top = max([v for _, v in values] + [request or 0, limit or 0, 1e-9] + [m[2] for m in marks])
+    top *= 1.1
     plot_w, plot_h = _WIDTH - _LEFT - _RIGHT, _HEIGHT - _TOP - _BOTTOM
 
     def y_of(amount: float) -> float:
@@ -105,6 +109,17 @@ def _series(
         body.append(_guide(y_of(request), f"request {show(request)}", "request"))
     if limit:
         body.append(_guide(y_of(limit), f"limit {show(limit)}", "limit"))
+    for at, before, after, how in marks:
+        x = x_of(min(max(at, 0.0), span))
+        body.append(
+            f'<line class="mark mark-resize" x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP}" '
+            f'y2="{_TOP + plot_h}"><title>{escape(how)}: {escape(show(before))} → '
+            f"{escape(show(after))}</title></line>"
+            f'<line class="guide guide-limit" x1="{x:.1f}" x2="{_WIDTH - _RIGHT}" '
+            f'y1="{y_of(after):.1f}" y2="{y_of(after):.1f}"/>'
+            f'<text class="guide-label" x="{x + 3:.1f}" y="{y_of(after) - 3:.1f}">'
+            f"{escape(show(after))}</text>"
+        )
     points = " ".join(f"{x_of(at):.1f},{y_of(v):.1f}" for at, v in values)
     if values:
         body.append(f'<polyline class="series" points="{points}"/>')
@@ -116,16 +131,40 @@ def _series(
     )
     words += f"; request {show(request) if request else 'not set'}"
     words += f", limit {show(limit) if limit else 'not set'}"
-    words += f"; {len(values)} point{'' if len(values) == 1 else 's'} over {duration(span)}."
-    return Chart(_svg(key, title, words, "".join(body), points=len(values)), words)
+    words += f"; {len(values)} point{'' if len(values) == 1 else 's'} over {duration(span)}"
+    if marks:
+        words += "; resized in place: " + ", ".join(
+            f"at {duration(max(at, 0.0))} {show(before)} → {show(after)} ({how})"
+            for at, before, after, how in marks
+        )
+    words += "."
+    chart = _svg(key, title, words, "".join(body), points=len(values), marks=len(marks))
+    return Chart(chart, words)
 
 
 def usage_charts(
-    samples: Sequence[Sample], requests: Mapping[str, Any], limits: Mapping[str, Any]
+    samples: Sequence[Sample],
+    requests: Mapping[str, Any],
+    limits: Mapping[str, Any],
+    resizes: Sequence[ResizeRecord] = (),
 ) -> list[Chart]:
-    """A run's memory and CPU over time (CPU in cores, from the CPU time between samples)."""
+    """A run's memory and CPU over time (CPU in cores, from the CPU time between samples),
+    with a mark at each in-place resize of its limits."""
     start = samples[0].at if samples else 0.0
     span = samples[-1].at - start if samples else 0.0
+    applied = [r for r in resizes if r.applied]
+    if applied and not samples:
+        start = applied[0].at
+    span = max([span] + [r.at - start for r in applied])
+
+    def marks(before: str, after: str) -> list[tuple[float, float, float, str]]:
+        found = []
+        for r in applied:
+            old, new = getattr(r, before), getattr(r, after)
+            if old != new and new is not None:
+                found.append((r.at - start, float(old or 0), float(new), r.mode))
+        return found
+
     memory = [(s.at - start, float(s.memory_bytes)) for s in samples]
     cores = [
         (b.at - start, max(0.0, (b.cpu_seconds - a.cpu_seconds) / (b.at - a.at)) * 1000)
@@ -141,6 +180,7 @@ def usage_charts(
             _amount("memory", limits.get("memory")),
             size,
             span,
+            marks("memory_from", "memory_to"),
         ),
         _series(
             "usage-cpu",
@@ -150,6 +190,7 @@ def usage_charts(
             _amount("cpu", limits.get("cpu")),
             lambda m: millicores(round(m)),
             span,
+            marks("cpu_from", "cpu_to"),
         ),
     ]
 

@@ -77,6 +77,16 @@ def millicores(amount: int | None) -> str:
     return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
 
 
+def limit_size(amount: int | None) -> str:
+    """A memory limit: its size, or ``unlimited``."""
+    return "unlimited" if amount is None else size(amount)
+
+
+def limit_cores(amount: int | None) -> str:
+    """A CPU limit in millicores: as a user writes it, or ``unlimited``."""
+    return "unlimited" if amount is None else millicores(amount)
+
+
 def resource(name: str, amount: int) -> str:
     """One of placement's integer amounts in its usual unit."""
     unit = unit_of(name)
@@ -109,6 +119,8 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "duration": duration,
     "run_duration": run_duration,
     "size": size,
+    "limit_size": limit_size,
+    "limit_cores": limit_cores,
     "cpu_time": cpu_time,
     "resource": resource,
     "resource_of": resource,

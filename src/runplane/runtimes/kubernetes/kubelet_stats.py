@@ -70,9 +70,9 @@ class KubeletStats:
         self._nodes: dict[str, _Node] = {}
         self._lock = threading.Lock()
 
-    def usage(self, node: str, namespace: str, pod: str) -> Usage | None:
-        """The pod's usage as its node last said, asking the node if its answer is stale;
-        ``None`` when the node cannot tell."""
+    def usage(self, node: str, namespace: str, pod: str, fresh: float = FRESH) -> Usage | None:
+        """The pod's usage as its node last said, asking the node if its answer is older than
+        ``fresh`` seconds; ``None`` when the node cannot tell."""
         if not node or not self._answers(node):
             return None
         now = self._clock()
@@ -80,7 +80,7 @@ class KubeletStats:
             known = self._nodes.setdefault(node, _Node())
             if now < known.refused_until:
                 return None
-            if now - known.at >= FRESH:
+            if now - known.at >= fresh:
                 try:
                     known.pods = pods_usage(self._ask(node))
                     known.at = now

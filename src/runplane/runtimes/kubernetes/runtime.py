@@ -28,10 +28,10 @@ from runplane.config import Settings
 from runplane.placement import NodeSummary
 from runplane.placement.quotas import QuotaTable
 from runplane.rendering.workloads import gang_pod_specs
-from runplane.runs import RunState, Usage
+from runplane.runs import ResizeRecord, RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
-from runplane.runtimes.kubernetes import applications, cluster, deploy, mpijobs
+from runplane.runtimes.kubernetes import applications, autoresize, cluster, deploy, mpijobs
 from runplane.runtimes.kubernetes.api.calls import Calls, ClusterError
 from runplane.runtimes.kubernetes.api.client import api_client, pooled
 from runplane.runtimes.kubernetes.api.namespaces import ensure_namespace
@@ -45,6 +45,7 @@ from runplane.runtimes.kubernetes.api.rest import (
     pods_path,
 )
 from runplane.runtimes.kubernetes.api.watch import DELETED, MODIFIED, VANISHED, PodWatch
+from runplane.runtimes.kubernetes.autoresize import RightSizer
 from runplane.runtimes.kubernetes.gang import GangGate
 from runplane.runtimes.kubernetes.kubelet_stats import KubeletStats
 from runplane.runtimes.kubernetes.logspool import LogSpool, PodLog
@@ -56,6 +57,7 @@ from runplane.runtimes.kubernetes.pod_events import (
     node_lost_event,
     pod_to_event,
 )
+from runplane.runtimes.kubernetes.resize import PodResizer
 from runplane.runtimes.kubernetes.submit import WORKLOADS, Submitter
 from runplane.runtimes.kubernetes.tracker import RunTracker
 from runplane.runtimes.labelling import check_label_change
@@ -122,6 +124,7 @@ class KubernetesRuntime:
         self._sync_timeout = sync_timeout
         self._events = EventChannel()
         self._tracker = RunTracker(self._publish, self._results_from_log)
+        self._resizer = PodResizer(self._calls, self._pods, self._publish)
         self._nodes = NodeBook(settings.spot, self._node_lost)
         self._gang = GangGate(self._snapshot, self._admit, self._publish, gang_interval)
         self.node_watch = PodWatch(
@@ -157,6 +160,7 @@ class KubernetesRuntime:
         self.mpijob_watches: dict[str, PodWatch] = {}
         self._mpijob_version: str = settings.mpijob_api_version
         self._stats = KubeletStats(self._node_summary, self._spool.serves)
+        self._rightsizer = RightSizer(self._memory_now, self._resizer, self._publish)
         #: The pod each running run runs in now, and its node, for its usage.
         self._placed: dict[str, tuple[str, str]] = {}
         self._observing = threading.Lock()
@@ -254,9 +258,11 @@ class KubernetesRuntime:
                 self._spool.finish(uid, meta["name"], container, node, attempt)
                 if self._placed.get(uid, ("", ""))[0] == meta["name"]:
                     self._placed.pop(uid, None)
+                self._rightsizer.observe(uid, pod, False, attempt)
             else:
                 self._spool.follow(uid, meta["name"], container, node, attempt)
                 self._placed[uid] = (meta["name"], node)
+                self._rightsizer.observe(uid, pod, True, attempt)
         self._tracker.observe(kind, pod)
         self._gang.wake()
 
@@ -338,6 +344,7 @@ class KubernetesRuntime:
         """Stop watching. Pods keep running (``grace`` has nothing to wait for): they belong to
         the cluster, not to this process."""
         self._gang.close()
+        self._rightsizer.close()
         self.watch.stop()
         self.node_watch.stop()
         if self.application_watch is not None:
@@ -551,8 +558,21 @@ class KubernetesRuntime:
         pod, node = placed
         return self._stats.usage(node, self.namespace, pod)
 
+    def _memory_now(self, node: str, pod: str) -> int | None:
+        """The memory a pod holds now, as its kubelet said at most a second ago."""
+        usage = self._stats.usage(node, self.namespace, pod, fresh=autoresize.FRESH)
+        return None if usage is None else usage.memory_bytes
+
     def _node_summary(self, node: str) -> dict[str, Any]:
         return self._calls.json("GET", f"/api/v1/nodes/{node}/proxy/stats/summary")
+
+    # -- resizing -------------------------------------------------------------------------
+
+    def resize(
+        self, uid: str, memory: int | None, cpu: int | None, by: str, why: str
+    ) -> ResizeRecord:
+        """Resize the run's pod in place through its ``resize`` subresource (:mod:`.resize`)."""
+        return self._resizer.resize(uid, memory, cpu, by, why)
 
     # -- aborting -------------------------------------------------------------------------
 

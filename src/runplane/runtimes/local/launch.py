@@ -37,6 +37,7 @@ from runplane.runtimes.local.stopping import DEFAULT_GRACE_SECONDS, Stop
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import LauncherUnavailable, WarmLauncher
 from runplane.runtimes.output import private_dir, run_dir
+from runplane.runtimes.resizing import Sizes
 from runplane.spec.bounds import MAX_ENV_VALUE_BYTES
 from runplane.spec.quantity import whole_cores
 
@@ -87,6 +88,9 @@ class LocalRun:
     isolation: str = ""
     #: The pipe its output comes through, while its supervisor holds it.
     output: OutputPipe | None = None
+    #: Its limits as they are now, once it runs: what a resize in place changes
+    #: (:mod:`.resize`).
+    sizes: Sizes | None = None
     _wake: int | None = None
     _wake_lock: threading.Lock = field(default_factory=threading.Lock)
     #: What starts the run's process(es) when not the single child (an mpijob's mpirun and

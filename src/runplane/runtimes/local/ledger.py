@@ -258,6 +258,36 @@ class Ledger:
         self.quota_waits = waits
         return grants
 
+    def grow(self, uid: str, more: Mapping[str, int]) -> str:
+        """Add ``more`` (negative: less) to a granted claim's requests if the machine's
+        unreserved capacity holds it (a running run resized in place); ``""`` when done,
+        else why not, in words."""
+        with self._transaction() as connection:
+            rows = connection.execute(
+                "SELECT uid, requests FROM claims WHERE granted = 1"
+            ).fetchall()
+            mine = next((json.loads(r) for u, r in rows if u == uid), None)
+            if mine is None:
+                return "the run holds no place on this machine"
+            free = dict(self._node.allocatable)
+            for _, requests in rows:
+                for name, amount in json.loads(requests).items():
+                    free[name] = free.get(name, 0) - amount
+            for name, amount in more.items():
+                if amount > free.get(name, 0):
+                    left = max(free.get(name, 0), 0)
+                    shown = f"{left // (1 << 20)}Mi" if name == "memory" else f"{left}m"
+                    return (
+                        f"this machine has {shown} of {name} unreserved, less than the "
+                        f"{amount // (1 << 20) if name == 'memory' else amount}"
+                        f"{'Mi' if name == 'memory' else 'm'} more asked"
+                    )
+            grown = {name: max(mine.get(name, 0) + more.get(name, 0), 0) for name in {*mine, *more}}
+            connection.execute(
+                "UPDATE claims SET requests = ? WHERE uid = ?", (json.dumps(grown), uid)
+            )
+        return ""
+
     def occupied(self) -> Node:
         """The node with what granted claims hold, for explaining why a claim waits."""
         node = Node(

@@ -24,10 +24,10 @@ from typing import Any
 
 from runplane import names
 from runplane.config import PreemptibleNodes, Settings
-from runplane.errors import ConfigError, NotFoundError
+from runplane.errors import ConfigError, NotFoundError, ResizeRefusedError
 from runplane.placement import Node, NodeSummary, PodRequirements, evaluate
 from runplane.placement.quotas import ON_DEMAND, SPOT, QuotaTable
-from runplane.runs import Condition, Reason, RunState, Usage
+from runplane.runs import Condition, Reason, ResizeRecord, RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.runtimes.labelling import check_label_change
@@ -42,11 +42,13 @@ from runplane.runtimes.local.node import (
     store_label_change,
 )
 from runplane.runtimes.local.remains import end_left
+from runplane.runtimes.local.resize import Refused, resize
 from runplane.runtimes.local.supervise import Supervisor
 from runplane.runtimes.local.users import RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable
 from runplane.runtimes.output import OUTPUT, read_output, run_dir
+from runplane.runtimes.resizing import described
 from runplane.spec.scheduling import in_requirements
 
 log = logging.getLogger(__name__)
@@ -175,6 +177,7 @@ class LocalRuntime:
             self._hierarchy,
             self._users,
             self._warm,
+            self._ledger.grow,
         )
         self._lock = threading.Lock()
         self._waiting: dict[str, LocalRun] = {}
@@ -400,6 +403,42 @@ class LocalRuntime:
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
         return read_output(run_dir(self.settings, uid) / OUTPUT, offset)
+
+    def resize(
+        self, uid: str, memory: int | None, cpu: int | None, by: str, why: str
+    ) -> ResizeRecord:
+        """Change a running run's limits in place (:mod:`.resize`): its cgroup's, within the
+        machine's free room; told on the run as a ``Resized`` event."""
+        with self._lock:
+            run = self._running.get(uid)
+            waiting = uid in self._waiting
+        if waiting:
+            raise ResizeRefusedError(
+                f"run {uid} has not started; a waiting run cannot be resized in place"
+            )
+        if run is None or run.sizes is None or run.abort is not None:
+            raise ResizeRefusedError(f"run {uid} is not running here")
+        if run.request.replicas > 1 or run.request.local_pod is not None:
+            raise ResizeRefusedError(
+                "only a job (one process) is resized in place; this run's kind starts several"
+            )
+        try:
+            record = resize(
+                uid,
+                run.request.attempt,
+                run.sizes,
+                run.group,
+                self._ledger.grow,
+                memory,
+                cpu,
+                why,
+                mode="manual",
+                by=by,
+            )
+        except Refused as error:
+            raise ResizeRefusedError(f"run {uid} cannot be resized: {error}") from None
+        self._supervisor.report_resize(run, record, described(record))
+        return record
 
     def usage(self, uid: str) -> Usage | None:
         with self._lock:

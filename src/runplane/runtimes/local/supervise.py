@@ -27,16 +27,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runplane.config import Settings
-from runplane.runs import Reason, RunState, Usage
+from runplane.rendering.autoresize import plan_of
+from runplane.runs import Reason, ResizeRecord, RunState, Usage
 from runplane.runtimes.local import footprint, secretvolumes
 from runplane.runtimes.local.cgroups import Counters, Hierarchy, Limits, RunGroup
 from runplane.runtimes.local.launch import LocalRun, spawn
 from runplane.runtimes.local.ledger import Grant
 from runplane.runtimes.local.outpipe import OutputPipe
 from runplane.runtimes.local.process import Exit, RunProcess
+from runplane.runtimes.local.resize import LOOK_INTERVAL, Refused, Room, resize
 from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable, started_at
+from runplane.runtimes.resizing import Sizes, Watch, described, wanted
 from runplane.spec.quantity import mebibytes
 
 log = logging.getLogger(__name__)
@@ -69,6 +72,7 @@ class Supervisor:
         hierarchy: Hierarchy | None,
         users: RunUsers,
         warm: WarmLauncher | None = None,
+        room: Room | None = None,
     ) -> None:
         self.processes = processes
         self.settings = settings
@@ -79,6 +83,8 @@ class Supervisor:
         self.users = users
         #: Where runs' processes are forked from (``None``: each starts a fresh interpreter).
         self.warm = warm
+        #: Grants a running run more of the machine when it is resized (the ledger's).
+        self.room: Room = room or (lambda uid, more: "")
         self._footprint: int | None = None
         self._footprint_lock = threading.Lock()
 
@@ -182,6 +188,7 @@ class Supervisor:
                 inherited=lambda: self._inherited(hierarchy),
             )
             group = run.group or group
+            run.sizes = Sizes(run.memory_limit, run.cpu_limit, run.inherited)
             self._started(run, process)
             exit = self._await_exit(run, process, group)
             returncode = exit.returncode
@@ -241,8 +248,14 @@ class Supervisor:
         output = run.output
         if output is not None:
             poller.register(output.fileno(), select.POLLIN)
+        plan = plan_of(run.request.pod)
+        watch = Watch(plan) if plan is not None and run.sizes is not None else None
+        next_look = time.monotonic()
         while True:
             timeout = run.stop.advance(process, group.kill)
+            if watch is not None and run.abort is None:
+                look = max(1, int((next_look - time.monotonic()) * 1000))
+                timeout = look if timeout is None else min(timeout, look)
             ready = {fd for fd, _ in poller.poll(timeout)}
             if exited in ready:
                 break
@@ -250,7 +263,52 @@ class Supervisor:
                 output.pump()
             with contextlib.suppress(BlockingIOError):
                 os.eventfd_read(wake)
+            if watch is not None and run.abort is None and time.monotonic() >= next_look:
+                next_look = time.monotonic() + LOOK_INTERVAL
+                self._right_size(run, group, watch)
         return process.wait()
+
+    def _right_size(self, run: LocalRun, group: RunGroup, watch: Watch) -> None:
+        """One look at a right-sized run: raise its limits in place when they are due
+        (:mod:`.resize`), and say so on the run; a refusal is told once per reason."""
+        assert run.sizes is not None
+        try:
+            held = group.counters().memory + run.sizes.inherited
+            due = wanted(watch, run.sizes, held, group.throttling(), time.monotonic())
+        except OSError:  # the group is being emptied: the run is ending
+            return
+        if due is None:
+            return
+        memory, cpu, why = due
+        try:
+            record = resize(
+                run.uid, run.request.attempt, run.sizes, group, self.room, memory, cpu, why
+            )
+        except Refused as error:
+            watch.above_since = None  # looked at again after another window
+            if str(error) == watch.refused:
+                return
+            watch.refused = str(error)
+            record = ResizeRecord(
+                at=time.time(),
+                attempt=run.request.attempt,
+                memory_from=run.sizes.memory,
+                memory_to=memory if memory is not None else run.sizes.memory,
+                cpu_from=run.sizes.cpu,
+                cpu_to=cpu if cpu is not None else run.sizes.cpu,
+                why=f"{why}; not granted: {error}",
+                outcome="refused",
+            )
+            self.report_resize(run, record, f"right-sizing refused: {error} ({why})")
+            return
+        watch.above_since, watch.refused = None, ""
+        self.report_resize(run, record, described(record))
+
+    def report_resize(self, run: LocalRun, record: ResizeRecord, message: str) -> None:
+        """Tell of a resize (or one refused) as the running run's event."""
+        if run.sizes is not None:
+            run.memory_limit, run.cpu_limit = run.sizes.memory, run.sizes.cpu
+        self.report(run.uid, RunState.RUNNING, Reason.RESIZED, message, resize=record)
 
     # -- under the watchdog ---------------------------------------------------------------
 
@@ -262,6 +320,7 @@ class Supervisor:
             run, grant, self.settings, pin=True, user=user, group=None, warm=None
         )
         since = started_at(process.pid)
+        run.sizes = Sizes(run.memory_limit, run.cpu_limit)
         reason, message, cpu_seconds = "", "", 0.0
         owner = user.uid if user else None
 

@@ -57,6 +57,9 @@ class Run(Base):
     retry_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     #: When retention removed the run's output and files, which its record outlives.
     logs_removed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: How many resizes its attempts had (rows of ``run_resizes``): a record's read asks for
+    #: them only when there are some.
+    resized: Mapped[int] = mapped_column(Integer, server_default="0")
 
     transitions: Mapped[list[Transition]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="Transition.id"
@@ -193,6 +196,28 @@ class Artifact(Base):
     run: Mapped[Run] = relationship(back_populates="artifacts")
 
 
+class RunResize(Base):
+    """One in-place change of a running attempt's limits, or one refused (live right-sizing,
+    :mod:`runplane.service.resizes`); deleted with its run."""
+
+    __tablename__ = "run_resizes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_uid: Mapped[str] = mapped_column(ForeignKey("runs.uid", ondelete="CASCADE"), index=True)
+    at: Mapped[float] = mapped_column(Float)
+    attempt: Mapped[int] = mapped_column(Integer)
+    memory_from: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    memory_to: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    cpu_from: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    cpu_to: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    why: Mapped[str] = mapped_column(Text, default="")
+    #: ``auto`` (runplane decided it) or ``manual`` (a person asked, ``by``).
+    mode: Mapped[str] = mapped_column(String(16), default="auto")
+    by: Mapped[str] = mapped_column(String(253), default="")
+    #: ``applied``, ``refused`` or ``fallback`` (see :class:`runplane.runs.ResizeRecord`).
+    outcome: Mapped[str] = mapped_column(String(16), default="applied")
+
+
 class FunctionVersion(Base):
     """A stored function; every distinct content is a version, addressed by its hash."""
 
@@ -301,3 +326,4 @@ ARTIFACTS = cast(Table, Artifact.__table__)
 LABELS = cast(Table, RunLabel.__table__)
 COUNTS = cast(Table, RunCount.__table__)
 USAGE = cast(Table, RunUsage.__table__)
+RESIZES = cast(Table, RunResize.__table__)

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from runplane.runs import MAX_LISTED, RunRecord, RunState, TransitionRecord
+from runplane.runs import MAX_LISTED, ResizeRecord, RunRecord, RunState, TransitionRecord
 from runplane.service.access import check_owner
 from runplane.service.auth import Principal
 from runplane.service.routes.context import Service, User
@@ -130,6 +130,22 @@ def get_run(uid: Uid, server: Service, who: User) -> Response:
 @router.post("/runs/{uid}/abort")
 def abort_run(uid: Uid, server: Service, who: User) -> RunRecord:
     return server.runs.abort(run_of(server, uid, who).uid)
+
+
+class ResizeBody(BaseModel):
+    """New limits for a running run: a memory quantity, a CPU quantity, or both."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mem: str | int | float | None = Field(default=None)
+    cpu: str | int | float | None = Field(default=None)
+
+
+@router.post("/runs/{uid}/resize")
+def resize_run(uid: Uid, body: ResizeBody, server: Service, who: User) -> ResizeRecord:
+    """Resize a running job in place (its owner or an admin); ``409`` with the reason where
+    its state, kind or node cannot."""
+    return server.runs.resize(run_of(server, uid, who).uid, body.mem, body.cpu, who.user)
 
 
 @router.get("/runs/{uid}/events")

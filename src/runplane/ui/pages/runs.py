@@ -178,7 +178,9 @@ def manifests_of(ui: UI, record: RunRecord) -> Manifests:
 
 def run_charts(ui: UI, record: RunRecord) -> list[Chart]:
     """The run's memory and CPU over time against its request and limit."""
-    return usage_charts(ui.server.runs.samples(record.uid), record.requests, record.limits)
+    return usage_charts(
+        ui.server.runs.samples(record.uid), record.requests, record.limits, record.resizes
+    )
 
 
 def run_context(ui: UI, record: RunRecord) -> dict[str, Any]:
@@ -268,6 +270,22 @@ def router(ui: UI) -> APIRouter:
         await ui.form(request, session)
         record = await run_in_threadpool(visible_run, ui, session, uid)
         await run_in_threadpool(ui.server.runs.abort, record.uid)
+        return RedirectResponse(f"{ROOT}/runs/{record.uid}", status_code=303)
+
+    @routes.post("/runs/{uid}/resize", response_class=HTMLResponse)
+    async def resize(request: Request, session: LoggedIn, uid: str) -> Response:
+        """Resize the running job in place; a refusal is said on the run's page."""
+        form = await ui.form(request, session)
+        record = await run_in_threadpool(visible_run, ui, session, uid)
+        given = {key: str(form.get(key) or "").strip() or None for key in ("mem", "cpu")}
+        try:
+            await run_in_threadpool(
+                ui.server.runs.resize, record.uid, given["mem"], given["cpu"], session.who.user
+            )
+        except RunplaneError as error:
+            record = await run_in_threadpool(visible_run, ui, session, uid)
+            context = {**run_context(ui, record), "nav": "jobs", "resize_error": str(error)}
+            return ui.page(request, "run.html", session, context, error.http_status)
         return RedirectResponse(f"{ROOT}/runs/{record.uid}", status_code=303)
 
     return routes

@@ -94,6 +94,16 @@ class RunGroup(ABC):
         """The counters in the texts of the files ``steps["counters"]`` names."""
 
     @abstractmethod
+    def set_limits(self, memory: int | None, cpu: int | None) -> None:
+        """Change the running group's memory limit (bytes) and CPU limit (millicores) in
+        place; ``None`` leaves that one as it is. A memory limit below what the group holds
+        is refused by the kernel (``EBUSY``), never enforced by a kill."""
+
+    @abstractmethod
+    def throttling(self) -> tuple[int, int]:
+        """CFS periods the group ran in and those it was throttled in, so far."""
+
+    @abstractmethod
     def kill(self) -> None:
         """Kill every process in the group and wait (at most :data:`KILL_TIMEOUT`) until none
         is left; a group that is gone has none."""

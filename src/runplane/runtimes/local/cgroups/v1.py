@@ -70,6 +70,24 @@ class V1Group(model.RunGroup):
             memory=files.number_text(texts.get(self._now, "")),
         )
 
+    def set_limits(self, memory: int | None, cpu: int | None) -> None:
+        if memory is not None:
+            limit = self._dirs["memory"] / "memory.limit_in_bytes"
+            memsw = self._dirs["memory"] / "memory.memsw.limit_in_bytes"
+            # memory + swap may never be below memory: raised first, lowered last.
+            raising = memory >= files.number(limit)
+            if raising and memsw.exists():
+                write(memsw, memory)
+            write(limit, memory)
+            if not raising and memsw.exists():
+                write(memsw, memory)
+        if cpu is not None:
+            write(self._dirs["cpu"] / "cpu.cfs_quota_us", model.cfs_quota(cpu))
+
+    def throttling(self) -> tuple[int, int]:
+        stat = files.keyed(self._dirs["cpu"] / "cpu.stat")
+        return stat.get("nr_periods", 0), stat.get("nr_throttled", 0)
+
     def kill(self) -> None:
         if files.number(self._dirs["pids"] / "pids.current") == 0:
             return  # no process is left anywhere beneath (or the group is gone)

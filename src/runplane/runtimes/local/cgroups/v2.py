@@ -44,6 +44,16 @@ class V2Group(model.RunGroup):
             memory=files.number_text(texts.get(self._now, "")),
         )
 
+    def set_limits(self, memory: int | None, cpu: int | None) -> None:
+        if memory is not None:
+            write(self._dir / "memory.max", memory)
+        if cpu is not None:
+            write(self._dir / "cpu.max", f"{model.cfs_quota(cpu)} {model.PERIOD_US}")
+
+    def throttling(self) -> tuple[int, int]:
+        stat = files.keyed(self._dir / "cpu.stat")
+        return stat.get("nr_periods", 0), stat.get("nr_throttled", 0)
+
     def _populated(self) -> bool:
         return files.keyed(self._dir / "cgroup.events").get("populated", 0) == 1
 
