@@ -276,6 +276,21 @@ class Project(Base):
     retention: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
 
+class ProjectBudget(Base):
+    """What a project may spend in a period, and what happens to its new runs at the limit
+    (:mod:`runplane.service.budgets`). A table of its own: a project known only from its
+    runs may have a budget too."""
+
+    __tablename__ = "project_budgets"
+
+    project: Mapped[str] = mapped_column(String(63), primary_key=True)
+    amount: Mapped[float] = mapped_column(Float)
+    period: Mapped[str] = mapped_column(String(8))
+    action: Mapped[str] = mapped_column(String(16))
+    updated_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str] = mapped_column(String(253), default="")
+
+
 #: The run tables as SQL Core sees them, for the statements on the path of every run (its
 #: record, its events, its waiter's read), which skip the ORM's per-object bookkeeping.
 RUNS = cast(Table, Run.__table__)
