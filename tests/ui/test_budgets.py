@@ -6,6 +6,7 @@ budget read-only."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 from playwright.sync_api import Page, expect
@@ -26,7 +27,7 @@ def test_an_admin_sets_a_budget_on_the_project_page_and_a_held_run_starts(
     amount = page.get_by_label("Amount per period")
     amount.fill("\uff15\uff10")  # full-width digits: refused at the field, as the API does
     page.get_by_label("At the limit").select_option("hold")
-    page.get_by_role("button", name="Save budget").click()
+    page.get_by_role("button", name="Set budget").click()
     expect(page.locator("#err-amount")).to_contain_text("ASCII digits")
     expect(page.locator("#err-amount")).to_contain_text("example: 500")
     expect(page.get_by_label("Amount per period")).to_have_attribute("aria-invalid", "true")
@@ -35,7 +36,7 @@ def test_an_admin_sets_a_budget_on_the_project_page_and_a_held_run_starts(
     page.get_by_label("Amount per period").fill("0")
     page.get_by_label("Period", exact=True).select_option("week")
     page.get_by_label("At the limit").select_option("hold")
-    page.get_by_role("button", name="Save budget").click()
+    page.get_by_role("button", name="Set budget").click()
     expect(page).to_have_url(re.compile(r"/ui/projects/budgeted/settings#budget$"))
     expect(page.locator("#budget-standing")).to_contain_text(
         "budget: project budgeted spent 0.00 of 0 this week"
@@ -75,3 +76,25 @@ def test_a_user_sees_the_budget_read_only(page: Page, api: httpx.Client) -> None
     )
     expect(page.locator("#budget-readonly")).to_be_visible()
     expect(page.locator("#budget-form")).to_have_count(0)
+
+
+def test_new_job_shows_the_expected_cost_and_the_budget_before_run_now(
+    page: Page, api: httpx.Client, tmp_path: Path
+) -> None:
+    assert api.post("/projects", json={"name": "estimated"}).status_code in (200, 201)
+    assert api.put("/projects/estimated/budget", json={"amount": 40}).status_code == 200
+    code = tmp_path / "train.py"
+    code.write_text("def train(context):\n    return 1\n")
+    login(page)
+    page.goto("/ui/projects/estimated/jobs/new")
+    page.get_by_label("Code file (.py)").set_input_files(str(code))
+    expect(page.get_by_label("Handler")).to_have_value("train")
+    page.get_by_label("Memory request").fill("64Mi")
+    page.get_by_label("CPU request").click()
+    # This service has no prices: the check says so, with the project's budget.
+    expect(page.locator("#estimate")).to_have_text(
+        "Cost: no cost to estimate: no node-group prices are configured (service.node_groups)"
+    )
+    expect(page.locator("#estimate-budget")).to_have_text(
+        "budget: project estimated spent 0.00 of 40 this month"
+    )
