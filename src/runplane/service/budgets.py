@@ -46,6 +46,10 @@ MAX_AMOUNT = 1e12
 #: Seconds a process keeps the budgets it read before reading them again (another process,
 #: a replica or ``runplane project budget`` on the embedded default's store, may change them).
 REFRESH = 10.0
+#: Seconds a project's spend is reused for the admissions that follow: a burst of runs of a
+#: budgeted project costs one read of its attempts, not one each (admission may overshoot a
+#: budget by what the project spends in that time, as it may by the runs already running).
+SPEND_KEPT = 2.0
 _E = TypeVar("_E", bound=StrEnum)
 EXAMPLE = "{'amount': 500, 'period': 'month', 'action': 'hold'}"
 FIELDS = ("amount", "period", "action")
@@ -260,6 +264,8 @@ class Budgets:
         self._lock = threading.Lock()
         self._cache: dict[str, Budget] = {}
         self._read_at: float | None = None
+        #: Each project's last spend: (its budget, the period's start, when read, the spend).
+        self._spent: dict[str, tuple[Budget, float, float, float]] = {}
 
     # -- the budgets ----------------------------------------------------------------------
 
@@ -302,6 +308,7 @@ class Budgets:
     def _forget(self) -> None:
         with self._lock:
             self._read_at = None
+            self._spent.clear()
 
     # -- spend ----------------------------------------------------------------------------
 
@@ -349,7 +356,20 @@ class Budgets:
             return None
         now = self.clock()
         start, end = period_bounds(budget.period, now)
-        return Standing(budget, self.spent(project, start, min(now, end)), start, end, now)
+        with self._lock:
+            kept = self._spent.get(project)
+        fresh = (
+            kept is not None
+            and kept[:2] == (budget, start)
+            and time.monotonic() - kept[2] < SPEND_KEPT
+        )
+        if kept is not None and fresh:
+            spent = kept[3]
+        else:
+            spent = self.spent(project, start, min(now, end))
+            with self._lock:
+                self._spent[project] = (budget, start, time.monotonic(), spent)
+        return Standing(budget, spent, start, end, now)
 
     def reached(self) -> list[Standing]:
         """The standings of the projects that reached their budget, by project."""
