@@ -134,7 +134,10 @@ class Monitor:
             if self._recheck is not None and time.monotonic() >= next_recheck:
                 call, every = self._recheck
                 next_recheck = time.monotonic() + every
-                self._retries.submit(call)
+                try:
+                    self._retries.submit(call)
+                except RuntimeError:  # no new work once the interpreter is shutting down
+                    return
             if self._pickup is not None and time.monotonic() >= next_pickup:
                 next_pickup = time.monotonic() + self._pickup
                 try:
