@@ -32,6 +32,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, delete, or_, select
+from sqlalchemy.exc import IntegrityError
 
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
@@ -288,13 +289,19 @@ class Budgets:
     def set(self, budget: Budget, by: str) -> Budget:
         """Store ``budget`` as its project's (replacing the one it had)."""
         now = time.time()
-        with self._sessions.begin() as session:
-            row = session.get(ProjectBudget, budget.project)
-            if row is None:
-                row = ProjectBudget(project=budget.project)
-                session.add(row)
-            row.amount, row.period, row.action = budget.amount, budget.period, budget.action
-            row.updated_at, row.updated_by = now, by
+        for last in (False, True):  # a budget another caller stored meanwhile is replaced
+            try:
+                with self._sessions.begin() as session:
+                    row = session.get(ProjectBudget, budget.project)
+                    if row is None:
+                        row = ProjectBudget(project=budget.project)
+                        session.add(row)
+                    row.amount, row.period = budget.amount, budget.period
+                    row.action, row.updated_at, row.updated_by = budget.action, now, by
+                break
+            except IntegrityError:
+                if last:
+                    raise
         self._forget()
         return Budget(budget.project, budget.amount, budget.period, budget.action, now, by)
 
