@@ -196,6 +196,9 @@ class Reason(StrEnum):
     REQUEUED = "Requeued"
     #: Recorded by a replica of the service that does not lead, for the leader to launch.
     AWAITING_LEADER = "AwaitingLeader"
+    #: Held pending by its project's spend budget until the period rolls over or the budget
+    #: is raised (the status text says how much was spent of how much).
+    BUDGET = "Budget"
     STARTED = "Started"
     RUNNING = "Running"
     COMPLETED = "Completed"

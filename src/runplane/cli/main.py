@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from runplane.cli.budgets import budget_command
 from runplane.cli.completion import completion_command
 from runplane.cli.deployments import delete_group, invoke_command
 from runplane.cli.examples import example
@@ -172,6 +173,7 @@ for _command in (
     completion_command,
 ):
     cli.add_command(_command)
+project_group.add_command(budget_command)
 for _add in (
     get_functions_command,
     get_schedules_command,

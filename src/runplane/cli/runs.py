@@ -101,12 +101,18 @@ def _summary(record: RunRecord) -> Any:
     help="Function kind (for a .py file; default job). See docs/runtimes.md.",
 )
 @resource_options
+@click.option(
+    "--estimate",
+    is_flag=True,
+    help="Print what the run is expected to cost and its project's budget; run nothing.",
+)
 def run_command(
     source: str,
     handler: str | None,
     name: str | None,
     kind: str | None,
     given: RunOptions,
+    estimate: bool = False,
     **options: Any,
 ) -> None:
     """Run a function from SOURCE (a .py file or function.yaml).
@@ -118,6 +124,11 @@ def run_command(
 
     fn = apply_resource_options(load_function(source, name, handler, kind), options)
     service = _service()
+    if estimate:
+        from runplane.cli.budgets import estimate_lines
+
+        click.echo("\n".join(estimate_lines(service.estimate(fn))))
+        return
     uid = service.submit(fn, given, source_dir=str(Path(source).resolve().parent)).uid
     console = terminal(stderr=True)
     signal.signal(signal.SIGTERM, _interrupted)  # a stopped command aborts its run, as Ctrl-C

@@ -57,7 +57,8 @@ def get_function(name: str, project: str, suggest: bool, limit: int) -> None:
 @click.option("--limit", default=1000, show_default=True)
 def cost_command(uid: str | None, project: str | None, limit: int) -> None:
     """What a run (or a project's recent runs) cost, and what on-demand nodes would have cost,
-    from the node-group prices in configuration (service.node_groups.<group>.hourly_price)."""
+    from the node-group prices in configuration (service.node_groups.<group>.hourly_price);
+    with --project, also the project's budget and what it spent in the period now."""
     from runplane.config import current
     from runplane.service.costs import configured, money, run_cost, total_cost
 
@@ -79,5 +80,10 @@ def cost_command(uid: str | None, project: str | None, limit: int) -> None:
         what = f"{len(records)} runs" + (f" of project {project}" if project else "")
     if cost is None:
         click.echo(f"{what}: no cost known")
-        return
-    click.echo(f"{what}: {cost.describe()}; saved {money(cost.savings)}")
+    else:
+        click.echo(f"{what}: {cost.describe()}; saved {money(cost.savings)}")
+    if project and not uid:
+        from runplane.cli.budgets import standing_lines
+
+        for line in standing_lines(service.budget(project)):
+            click.echo(line)

@@ -147,6 +147,16 @@ class Backend(Protocol):
     def clear_project_quota(self, name: str, flavor: str | None = None) -> dict[str, Any]:
         """Drop the project's quota on ``flavor`` (``None``: every flavor; admins)."""
 
+    def budget(self, project: str) -> dict[str, Any]:
+        """The project's spend budget and what it spent in the period now."""
+
+    def set_budget(self, project: str, values: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def clear_budget(self, project: str) -> dict[str, Any]: ...
+
+    def estimate(self, fn: Function) -> dict[str, Any]:
+        """What a run of ``fn`` would cost, before it is submitted, and its project's budget."""
+
 
 def backend(settings: Settings | None = None) -> Backend:
     """The service runs go to: ``RUNPLANE_API`` when set, else this machine."""

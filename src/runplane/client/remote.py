@@ -258,6 +258,19 @@ class ApiBackend:
             path += f"/{quote(flavor, safe='')}"
         return dict(self._call("DELETE", path))
 
+    def budget(self, project: str) -> dict[str, Any]:
+        return dict(self._call("GET", f"/projects/{quote(project, safe='')}/budget"))
+
+    def set_budget(self, project: str, values: Mapping[str, Any]) -> dict[str, Any]:
+        path = f"/projects/{quote(project, safe='')}/budget"
+        return dict(self._call("PUT", path, json=dict(values)))
+
+    def clear_budget(self, project: str) -> dict[str, Any]:
+        return dict(self._call("DELETE", f"/projects/{quote(project, safe='')}/budget"))
+
+    def estimate(self, fn: Function) -> dict[str, Any]:
+        return dict(self._call("POST", "/estimates", json={"function": fn.to_dict()}))
+
 
 def _deployment_path(project: str, name: str) -> str:
     return f"/deployments/{quote(project, safe='')}/{quote(name, safe='')}"

@@ -23,6 +23,7 @@ from runplane.service.docs import serve_docs
 from runplane.service.guard import Door, Doors, Gate
 from runplane.service.proxies import trust_proxies
 from runplane.service.routes import (
+    budgets,
     cluster,
     deployments,
     functions,
@@ -98,7 +99,17 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
             return JSONResponse({"status": "not ready", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready", "problems": []})
 
-    for resource in (projects, functions, runs, deployments, schedules, settings, cluster, metrics):
+    for resource in (
+        projects,
+        budgets,
+        functions,
+        runs,
+        deployments,
+        schedules,
+        settings,
+        cluster,
+        metrics,
+    ):
         app.include_router(resource.router, prefix=API)
     return app
 

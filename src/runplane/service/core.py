@@ -16,17 +16,21 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Self, Unpack
 
 import psutil
 
 from runplane.config import Settings
 from runplane.errors import ResizeRefusedError
+from runplane.rendering import render
 from runplane.runs import LIVE, ResizeRecord, RunRecord, RunState, Usage, check_limit
-from runplane.runtimes.contract import Runtime
+from runplane.runtimes.contract import RunRequest, Runtime
 from runplane.runtimes.request import build_request
 from runplane.service import resizing
+from runplane.service.budget_holds import RECHECK, BudgetHolds, spot_only
+from runplane.service.budgets import Budgets, Verdict, check_budget
+from runplane.service.estimates import estimate, past_durations
 from runplane.service.launcher import Launcher, Reconciliation
 from runplane.service.monitor import Monitor
 from runplane.service.quotas import QuotaStore
@@ -37,6 +41,7 @@ from runplane.service.shared import Shared
 from runplane.service.usage_samples import Sample, UsageSampler, UsageStore
 from runplane.spec.bounds import check_unicode
 from runplane.spec.function import Function
+from runplane.spec.labels import check_dns_label
 from runplane.spec.run_options import RunOptions
 from runplane.spec.thresholds import check_thresholds, threshold_seconds
 
@@ -102,7 +107,12 @@ class RunService:
         pid = None if self.executor is None else self.executor[0]
         led = settings.service.leader_election
         pickup = led.pickup_interval if service and led.enabled else None
-        self._monitor = Monitor(shared, self._recorder, self._launcher, pid, pickup)
+        #: Projects' spend budgets, and the runs they hold (docs/resilience.md).
+        self.budgets = Budgets(store.engine, lambda: self._shared.settings)
+        self._holds = BudgetHolds(shared, self._launcher, self.budgets, pid)
+        self._monitor = Monitor(
+            shared, self._recorder, self._launcher, pid, pickup, (self.release_held, RECHECK)
+        )
         self._recording = threading.Thread(
             target=lambda: asyncio.run(self._recorder.run()),
             name="runplane-recorder",
@@ -241,15 +251,24 @@ class RunService:
         """
         uid = uid or uuid.uuid4().hex
         given = options or RunOptions()
-        request = build_request(
-            fn,
-            self.settings,
-            uid=uid,
-            params=given.params,
-            inputs=given.inputs,
-            role=role,
-            source_dir=source_dir,
-        )
+
+        def built(fn: Function) -> RunRequest:
+            return build_request(
+                fn,
+                self.settings,
+                uid=uid,
+                params=given.params,
+                inputs=given.inputs,
+                role=role,
+                source_dir=source_dir,
+            )
+
+        request = built(fn)
+        budget = self.budgets.decide(fn.metadata.project, request.resources.mode)
+        if budget.verdict is Verdict.SPOT:
+            fn = spot_only(fn)
+            request = built(fn)
+        held = budget.text if budget.verdict is Verdict.HOLD else ""
         thresholds = {
             **self.settings.function_defaults.state_thresholds,
             **fn.spec.state_thresholds,
@@ -275,8 +294,15 @@ class RunService:
             source_dir=source_dir,
             requeue=self.service and self.executor is not None,
             preemption_mode=request.resources.mode.value if request.resources.mode else "",
-            awaiting_leader=following,
+            awaiting_leader=following and not held,
+            held=held,
+            adjustments="" if held else budget.text,
         )
+        if held:
+            self._holds.may_hold = True
+            self._live.hold(uid, {})  # its thresholds apply once it is launched
+            self.feed.publish([uid])
+            return record
         if following:
             self.feed.publish([uid])
             return record
@@ -284,6 +310,44 @@ class RunService:
         self.feed.publish([uid])
         self._launcher.arm_spot_wait(record, fn)
         return record if self._launcher.launch(request) else self.store.get(uid)
+
+    def release_held(self) -> list[str]:
+        """Launch the runs a budget held that their project's budget admits now (the period
+        rolled over, the budget was raised, cleared or its action changed); their uids. The
+        monitor calls it every few seconds; whoever changes a budget calls it at once."""
+        if self._following or not self._started:
+            return []
+        return self._holds.release()
+
+    def budget(self, project: str) -> dict[str, Any]:
+        """The project's budget against its spend in the period now (``budget`` is ``None``
+        without one)."""
+        standing = self.budgets.standing(check_dns_label("project", project))
+        return {"project": project, "budget": None} if standing is None else standing.to_json()
+
+    def set_budget(
+        self, project: str, values: Mapping[str, Any], by: str | None = None
+    ) -> dict[str, Any]:
+        """Set the project's budget (checked: field, value, what is allowed, an example), then
+        launch what it no longer holds."""
+        budget = check_budget(check_dns_label("project", project), values)
+        self.budgets.set(budget, self.default_owner if by is None else by)
+        self.release_held()
+        return self.budget(project)
+
+    def clear_budget(self, project: str) -> dict[str, Any]:
+        """Drop the project's budget and launch what it held."""
+        self.budgets.clear(check_dns_label("project", project))
+        self.release_held()
+        return self.budget(project)
+
+    def estimate(self, fn: Function, role: str | None = None) -> dict[str, Any]:
+        """What a run of ``fn`` is expected to cost (:mod:`~runplane.service.estimates`), and
+        its project's budget."""
+        resources = render(fn, self.settings, role=role).resources
+        durations = past_durations(self.store.engine, fn.metadata.project, fn.metadata.name)
+        expected = estimate(resources.requests.written, resources.mode, self.settings, durations)
+        return {"estimate": expected.to_json(), "budget": self.budget(fn.metadata.project)}
 
     # -- clients --------------------------------------------------------------------------
 

@@ -69,6 +69,11 @@ def _share(requests: Mapping[str, Any], price: NodeGroupPrice) -> float:
     return min(max(shares), 1.0) if shares else 1.0
 
 
+def hourly_rate(requests: Mapping[str, Any], price: NodeGroupPrice) -> float:
+    """What a run asking for ``requests`` pays per hour on a node of the group priced so."""
+    return price.hourly_price * _share(requests, price)
+
+
 def _hours(attempt: AttemptRecord) -> float:
     if attempt.started_at is None or attempt.ended_at is None:
         return 0.0

@@ -80,6 +80,8 @@ class Launcher:
             self.shared.live.hold(uid, threshold_seconds(record.thresholds))
             if record.retry_at is not None:
                 continue  # between attempts: the next is launched when due
+            if record.reason == Reason.BUDGET:
+                continue  # its project's budget launches it (budget_holds)
             try:
                 request = self.request_of(record)
                 self.shared.runtime.check(request)
@@ -217,8 +219,8 @@ class Launcher:
         for record in self.shared.store.list_runs(states=LIVE, limit=100_000, brief=True):
             if record.runtime != self.shared.runtime.name or record.uid in existing:
                 continue
-            if record.retry_at is not None:
-                continue  # between attempts: the next is launched when due
+            if record.retry_at is not None or record.reason == Reason.BUDGET:
+                continue  # launched when due: the next attempt, or when its budget admits it
             if record.state is RunState.CREATED:
                 never_launched.append(record.uid)
             else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from runplane.runs import Reason, RunState
@@ -41,6 +42,7 @@ class Monitor:
         launcher: Launcher,
         executor: int | None,
         pickup: float | None = None,
+        recheck: tuple[Callable[[], object], float] | None = None,
     ) -> None:
         self.shared = shared
         self.recorder = recorder
@@ -50,6 +52,8 @@ class Monitor:
         self._executor = executor
         #: Seconds between reads of what replicas recorded for the leader (``None``: alone).
         self._pickup = pickup
+        #: What to call every so many seconds (the runs budgets hold), beside the rest.
+        self._recheck = recheck
         #: Runs of replicas launched, and aborts begun, by this leader: each once (aborts
         #: are begun from requests and from the pickup's thread).
         self._picked: set[str] = set()
@@ -83,6 +87,8 @@ class Monitor:
             return False
         if record.reason == Reason.AWAITING_LEADER and record.state is RunState.CREATED:
             message = "aborted by request before the leading replica launched it"
+        elif record.reason == Reason.BUDGET and record.state is RunState.PENDING:
+            message = "aborted by request while its project's budget held it"
         elif record.retry_at is None:
             return False
         else:
@@ -95,7 +101,7 @@ class Monitor:
 
     def _watch(self) -> None:
         live = self.shared.live
-        next_poll = next_pickup = time.monotonic()
+        next_poll = next_pickup = next_recheck = time.monotonic()
         while not live.closed:
             with live.lock:
                 now = time.time()
@@ -125,6 +131,13 @@ class Monitor:
                 next_poll = time.monotonic() + _ABORT_POLL
                 for uid in self.shared.store.abort_requests(self._executor):
                     self.stop(uid)
+            if self._recheck is not None and time.monotonic() >= next_recheck:
+                call, every = self._recheck
+                next_recheck = time.monotonic() + every
+                try:
+                    self._retries.submit(call)
+                except RuntimeError:  # no new work once the interpreter is shutting down
+                    return
             if self._pickup is not None and time.monotonic() >= next_pickup:
                 next_pickup = time.monotonic() + self._pickup
                 try:

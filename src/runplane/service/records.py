@@ -255,17 +255,21 @@ class RunStore:
         requeue: bool = False,
         preemption_mode: str = "",
         awaiting_leader: bool = False,
+        held: str = "",
+        adjustments: str = "",
     ) -> RunRecord:
         """Record a new run and its first attempt; returns its record (built here, not read
         back). A replica that does not lead records it ``awaiting_leader``, for the leader's
-        :meth:`awaiting_leader` to find."""
+        :meth:`awaiting_leader` to find; a run its project's budget holds is recorded
+        ``pending`` with ``held`` as its status text (:mod:`.budget_holds` launches it)."""
         now = time.time()
+        state = RunState.PENDING if held else RunState.CREATED
         row: dict[str, Any] = {
             "uid": uid,
             "project": project,
             "name": name,
             "runtime": runtime,
-            "state": RunState.CREATED.value,
+            "state": state.value,
             "reason": Reason.AWAITING_LEADER.value if awaiting_leader else "",
             "status_text": _AWAITING_TEXT if awaiting_leader else "",
             "function": function,
@@ -294,8 +298,10 @@ class RunStore:
             "retry_at": None,
             "logs_removed_at": None,
         }
-        transition: dict[str, Any] = {"run_uid": uid, "state": RunState.CREATED.value}
-        transition |= {"reason": "", "message": "", "at": now}
+        if held:
+            row |= {"reason": Reason.BUDGET.value, "status_text": held}
+        transition: dict[str, Any] = {"run_uid": uid, "state": state.value}
+        transition |= {"reason": row["reason"] if held else "", "message": held, "at": now}
         attempt: dict[str, Any] = {
             "run_uid": uid,
             "number": 1,
@@ -310,11 +316,11 @@ class RunStore:
             "node_group": "",
             "spot": None,
             "due_at": now,
-            "launched_at": now,  # the caller launches it next
+            "launched_at": None if held else now,  # the caller launches it next
             "requests": requests,
             "limits": limits,
             "preemption_mode": preemption_mode,
-            "adjustments": "",
+            "adjustments": adjustments,
             "peak_memory_bytes": 0,
             "cpu_seconds": 0.0,
         }
@@ -329,7 +335,7 @@ class RunStore:
                     connection.execute(statement, values)
                 if labels:
                     connection.execute(_INSERT_LABELS, labels)
-                created = Counter({(project, owner, RunState.CREATED.value): 1})
+                created = Counter({(project, owner, state.value): 1})
                 run_counts.add(connection, created)
         except IntegrityError:
             raise RunExistsError(f"run {uid} is already recorded") from None
@@ -665,7 +671,10 @@ class RunStore:
             ).all()
             for run in runs:
                 what = "the run" if run.retry_at is None else f"attempt {run.attempt}"
-                if run.requeue:
+                if run.requeue and run.reason == Reason.BUDGET.value:
+                    run.executor_pid = run.executor_started = None  # still held by its budget
+                    requeued.append(run.uid)
+                elif run.requeue:
                     run.executor_pid = run.executor_started = None
                     run.reason, run.updated_at = Reason.REQUEUED.value, now
                     run.status_text = (

@@ -28,7 +28,7 @@ from runplane.service.server import Server
 from runplane.service.throttle import FailureThrottle, retry_after
 from runplane.ui import live
 from runplane.ui.invalid import invalid_request_page
-from runplane.ui.pages import admin, functions, newjob, projects, quotas, runs, serving
+from runplane.ui.pages import admin, budgets, functions, newjob, projects, quotas, runs, serving
 from runplane.ui.sessions import LOGIN_COOKIE, SESSION_COOKIE, Session, Sessions, same_token
 from runplane.ui.web import (
     ROOT,
@@ -133,7 +133,7 @@ def create_ui(
 
     app.add_exception_handler(RequestValidationError, invalid_request_page(ui))
     _auth_routes(app, ui)
-    for module in (runs, live, newjob, functions, serving, projects, quotas, admin):
+    for module in (runs, live, newjob, functions, serving, projects, quotas, budgets, admin):
         app.include_router(module.router(ui))
     return app
 

@@ -35,7 +35,7 @@ from runplane.spec.bounds import escape_surrogates
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
-HEAD = "0012"
+HEAD = "0013"
 
 
 def sqlite_url(path: Path) -> str:

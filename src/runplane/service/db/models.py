@@ -313,6 +313,19 @@ class ProjectQuota(Base):
     nominal: Mapped[str] = mapped_column(String(64))
     borrowing_limit: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lending_limit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class ProjectBudget(Base):
+    """What a project may spend in a period, and what happens to its new runs at the limit
+    (:mod:`runplane.service.budgets`). A table of its own: a project known only from its
+    runs may have a budget too."""
+
+    __tablename__ = "project_budgets"
+
+    project: Mapped[str] = mapped_column(String(63), primary_key=True)
+    amount: Mapped[float] = mapped_column(Float)
+    period: Mapped[str] = mapped_column(String(8))
+    action: Mapped[str] = mapped_column(String(16))
     updated_at: Mapped[float] = mapped_column(Float)
     updated_by: Mapped[str] = mapped_column(String(253), default="")
 

@@ -63,6 +63,8 @@ class Checked:
     placement: Placement | None = None
     qos: str = ""
     lints: list[str] = field(default_factory=list)
+    #: What the run is expected to cost, and its project's budget (``RunService.estimate``).
+    estimate: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -156,6 +158,7 @@ def check(ui: UI, session: Session, project: str, form: JobForm) -> Checked:
             )
             rendered = render(fn, ui.server.settings, role=role)
             checked.placement = ui.server.placement(fn, role)
+            checked.estimate = ui.server.runs.estimate(fn, role)
         except RunplaneError as error:
             where = field_of(error)
             checked.errors[where] = worded(where, None, error)
