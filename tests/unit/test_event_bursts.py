@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -13,8 +12,8 @@ from runplane.runtimes.events import RunEvent
 from runplane.service import recorder as core
 
 
-def event(number: int) -> RunEvent:
-    return RunEvent(f"run-{number}", RunState.RUNNING, reason="Started")
+def event(number: int, state: RunState = RunState.RUNNING) -> RunEvent:
+    return RunEvent(f"run-{number}", state, reason=state.value)
 
 
 async def collect(events: AsyncIterator[RunEvent], limit: int = 256) -> list[list[RunEvent]]:
@@ -25,14 +24,13 @@ async def collect(events: AsyncIterator[RunEvent], limit: int = 256) -> list[lis
 def lingers(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The recorder's waits for more events, as they are asked for."""
     asked: list[float] = []
-    sleep = asyncio.sleep
+    linger = core._linger
 
-    async def recorded(delay: float, *args: Any) -> Any:
-        if delay == core._LINGER:
-            asked.append(delay)
-        return await sleep(delay, *args)
+    async def recorded(urgent: asyncio.Event, seconds: float) -> None:
+        asked.append(seconds)
+        await linger(urgent, seconds)
 
-    monkeypatch.setattr(core.asyncio, "sleep", recorded)
+    monkeypatch.setattr(core, "_linger", recorded)
     return asked
 
 
@@ -47,7 +45,7 @@ def test_a_lone_event_is_taken_at_once(lingers: list[float]) -> None:
 
 def test_events_pouring_in_are_taken_in_larger_bursts_in_order(lingers: list[float]) -> None:
     async def pouring() -> AsyncIterator[RunEvent]:
-        for number in range(400):  # far faster than 400 a second
+        for number in range(400):  # far faster than 100 a second
             yield event(number)
             await asyncio.sleep(0)  # one at a time, as a runtime's threads publish them
 
@@ -62,7 +60,7 @@ def test_a_slow_stream_is_never_held_back(lingers: list[float]) -> None:
     async def trickle() -> AsyncIterator[RunEvent]:
         for number in range(core._RATE_WINDOW + 5):
             yield event(number)
-            await asyncio.sleep(0.004)  # 250 a second: below the busy rate
+            await asyncio.sleep(0.025)  # 40 a second: below the busy rate
 
     bursts = asyncio.run(collect(trickle()))
     assert sum(len(burst) for burst in bursts) == core._RATE_WINDOW + 5
@@ -78,3 +76,32 @@ def test_a_burst_never_exceeds_the_limit(lingers: list[float]) -> None:
     bursts = asyncio.run(collect(pouring(), limit=16))
     assert max(len(burst) for burst in bursts) <= 16
     assert sum(len(burst) for burst in bursts) == 300
+
+
+def test_a_runs_end_cuts_the_wait_short(
+    lingers: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever waits for a run's end is not held back by the wait for more events."""
+    monkeypatch.setattr(core, "_LINGER", 30.0)  # a wait that would be plain to see
+    ended_at: list[float] = []
+
+    async def pouring_then_an_end() -> AsyncIterator[RunEvent]:
+        for number in range(core._RATE_WINDOW + 1):
+            yield event(number)
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.01)  # all taken: the next event starts a burst
+        yield event(500)
+        await asyncio.sleep(0.01)  # the recorder waits for more now
+        ended_at.append(asyncio.get_running_loop().time())
+        yield event(999, RunState.COMPLETED)
+
+    async def timed() -> list[tuple[float, list[str]]]:
+        loop = asyncio.get_running_loop()
+        bursts = core._bursts(pouring_then_an_end(), 256)
+        return [(loop.time(), [e.uid for e in burst]) async for burst in bursts]
+
+    bursts = asyncio.run(timed())
+    assert lingers == [30.0], lingers
+    taken, burst = bursts[-1]
+    assert burst[-2:] == ["run-500", "run-999"], bursts
+    assert taken - ended_at[0] < 15, "the run's end waited for the whole wait"

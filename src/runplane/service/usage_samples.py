@@ -11,7 +11,6 @@ series spans its whole life at a coarser grain, and a short one keeps every poin
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -19,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine, select
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -110,24 +110,29 @@ class UsageStore:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        # Built once: the sampler writes every FLUSH seconds while runs run, and building and
+        # compiling the upsert cost as much as executing it.
+        insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        new = insert(_TABLE)
+        self._upsert = new.on_conflict_do_update(
+            index_elements=[_TABLE.c.run_uid], set_={"points": new.excluded.points}
+        )
 
     def save(self, series: dict[str, list[Sample]]) -> None:
         if not series:
             return
-        insert = postgresql.insert if self._engine.dialect.name == "postgresql" else sqlite.insert
-        new = insert(_TABLE)
-        statement = new.on_conflict_do_update(
-            index_elements=[_TABLE.c.run_uid], set_={"points": new.excluded.points}
-        )
-        rows = [{"run_uid": uid, "points": json.dumps(encode(p))} for uid, p in series.items()]
+        rows = [
+            {"run_uid": uid, "points": orjson.dumps(encode(p)).decode()}
+            for uid, p in series.items()
+        ]
         with self._engine.begin() as connection:
-            connection.execute(statement, rows)
+            connection.execute(self._upsert, rows)
 
     def read(self, uid: str) -> list[Sample]:
         query = select(_TABLE.c.points).where(_TABLE.c.run_uid == uid)
         with self._engine.connect() as connection:
             text = connection.execute(query).scalar()
-        return decode(json.loads(text)) if text else []
+        return decode(orjson.loads(text)) if text else []
 
 
 class UsageSampler:
@@ -183,18 +188,18 @@ class UsageSampler:
                 log.exception("sampling runs' usage failed")
 
     def look(self) -> set[str]:
-        """One look at every running run; returns the runs sampled before that are gone."""
+        """One look at every running run, one read of each; returns the runs sampled before
+        that are gone."""
         uids = set(self._running())
         now = time.time()
-        for uid in uids:
-            usage = self._usage(uid)
-            if usage is None:
-                continue
-            with self._lock:
-                series = self._series.setdefault(uid, Series())
+        looked = [(uid, usage) for uid in uids if (usage := self._usage(uid)) is not None]
+        with self._lock:
+            for uid, usage in looked:
+                series = self._series.get(uid)
+                if series is None:
+                    series = self._series[uid] = Series()
                 if series.add(sample_of(usage, now)):
                     self._dirty.add(uid)
-        with self._lock:
             return set(self._series) - uids
 
     def flush(self, ended: Iterable[str] = ()) -> None:

@@ -447,7 +447,7 @@ class LocalRuntime:
             return None
         group = run.group
         if group is not None:
-            counters = group.counters()
+            counters = group.gauges()
             now = counters.memory + run.inherited if counters.memory else 0
             return Usage(counters.peak_memory + run.inherited, counters.cpu_seconds, now)
         if run.usage_so_far is not None:

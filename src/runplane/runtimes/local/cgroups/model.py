@@ -89,6 +89,15 @@ class RunGroup(ABC):
         """The kernel's counters for the group so far."""
         return self.counted(on_files.counter_texts(self.steps))
 
+    def gauges(self) -> Counters:
+        """What a look at a running group needs: the memory held now, its peak and the CPU
+        time (OOM kills and refused forks read as 0). Three files where :meth:`counters` reads
+        five: the usage sampler reads it for every running run twice a second."""
+        return self.counted({name: on_files.read_or_empty(name) for name in self._gauges})
+
+    #: The files :meth:`gauges` reads.
+    _gauges: tuple[str, ...] = ()
+
     @abstractmethod
     def counted(self, texts: Mapping[str, str]) -> Counters:
         """The counters in the texts of the files ``steps["counters"]`` names."""

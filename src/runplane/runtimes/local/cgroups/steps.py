@@ -76,13 +76,15 @@ def join(steps: Steps, pid: int) -> None:
 
 def counter_texts(steps: Steps) -> dict[str, str]:
     """The texts of the group's counter files ("" for one that cannot be read)."""
-    texts = {}
-    for name in steps["counters"]:
-        try:
-            texts[name] = read(name)
-        except OSError:
-            texts[name] = ""
-    return texts
+    return {name: read_or_empty(name) for name in steps["counters"]}
+
+
+def read_or_empty(path: str) -> str:
+    """A counter file's text, "" if it cannot be read (the group is gone)."""
+    try:
+        return read(path)
+    except OSError:
+        return ""
 
 
 def finish(steps: Steps) -> dict[str, Any] | None:

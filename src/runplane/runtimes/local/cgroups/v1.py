@@ -60,6 +60,7 @@ class V1Group(model.RunGroup):
             "counters": [self._peak, self._cpu, self._oom, self._refused, self._now],
             "removes": [str(directory) for directory in dirs.values()],
         }
+        self._gauges = (self._now, self._peak, self._cpu)
 
     def counted(self, texts: Mapping[str, str]) -> model.Counters:
         return model.Counters(
