@@ -46,6 +46,7 @@ from runplane.runtimes.kubernetes.api.rest import (
 from runplane.runtimes.kubernetes.api.watch import DELETED, MODIFIED, VANISHED, PodWatch
 from runplane.runtimes.kubernetes.gang import GangGate
 from runplane.runtimes.kubernetes.kubelet_stats import KubeletStats
+from runplane.runtimes.kubernetes.kueue_admission import KueueAdmission, detect
 from runplane.runtimes.kubernetes.logspool import LogSpool, PodLog
 from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
 from runplane.runtimes.kubernetes.pod_events import (
@@ -148,6 +149,13 @@ class KubernetesRuntime:
             index=_run_uid,
         )
         self._rest = rest
+        #: Kueue's queues, where the cluster runs Kueue and the settings allow it
+        #: (:mod:`.kueue_admission`); runplane's gang placement otherwise.
+        self.kueue = (
+            KueueAdmission(self._calls, rest, settings, self._tracker.deliver, self.watch.get)
+            if detect(self._calls, settings)
+            else None
+        )
         #: SparkApplications' own states, watched once the cluster serves them.
         self.application_watch: PodWatch | None = None
         self._stats = KubeletStats(self._node_summary, self._spool.serves)
@@ -165,6 +173,8 @@ class KubernetesRuntime:
                 self._watching = True
                 self.node_watch.start()
                 self.watch.start()
+                if self.kueue is not None:
+                    self.kueue.start()
         self._watch_applications()
 
     def _watch_applications(self) -> None:
@@ -295,6 +305,8 @@ class KubernetesRuntime:
         the cluster, not to this process."""
         self._gang.close()
         self.watch.stop()
+        if self.kueue is not None:
+            self.kueue.stop()
         self.node_watch.stop()
         if self.application_watch is not None:
             self.application_watch.stop()
@@ -312,11 +324,14 @@ class KubernetesRuntime:
     def launch(self, request: RunRequest) -> None:
         """Create the run's Secrets and pod; safe to repeat for the same attempt. A run of
         several pods is created only when all of them fit at once, and held (``pending``)
-        until then (:mod:`.gang`)."""
+        until then (:mod:`.gang`); where Kueue admits runs, it is created in its project's
+        queue at once, and Kueue admits it whole (:mod:`.kueue_admission`)."""
         if request.attempt > 1:
             self._await_earlier_attempts(request)
         gang = gang_pod_specs(request.pod)
-        if len(gang) > 1:
+        if self.kueue is not None:  # Kueue admits it whole
+            self._submitter.submit(self.kueue.queued(request.manifests))
+        elif len(gang) > 1:
             self._gang.offer(request, gang)
         else:
             self._submitter.submit(request.manifests)
@@ -345,6 +360,8 @@ class KubernetesRuntime:
         return self._gang.held()
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
+        if self.kueue is not None:
+            manifests = self.kueue.queued(manifests)
         return deploy.apply(self._calls, manifests)
 
     def deployments(self) -> list[dict[str, Any]]:
