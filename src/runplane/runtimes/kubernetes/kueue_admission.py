@@ -125,12 +125,19 @@ class KueueAdmission:
             plural = "clusterqueues" if body["kind"] == "ClusterQueue" else "localqueues"
             where = f"/namespaces/{namespace}" if "namespace" in meta else ""
             path = f"/apis/{kueue.API_VERSION}{where}/{plural}"
-            self._calls.checked(
-                f"creating {body['kind']} {meta['name']}",
-                lambda path=path, body=body: self._calls.create(  # type: ignore[misc]
-                    f"creating {body['kind']}", path, body
-                ),
-            )
+            try:
+                self._calls.checked(
+                    f"creating {body['kind']} {meta['name']}",
+                    lambda path=path, body=body: self._calls.create(  # type: ignore[misc]
+                        f"creating {body['kind']}", path, body
+                    ),
+                )
+            except ClusterError as error:
+                if error.status != 403:
+                    raise
+                # an admin keeps the queues: a workload whose queue is missing waits, and
+                # Kueue's words for that reach the run
+                log.warning("project %s's queues not made: %s", project, error)
         with self._lock:
             self._projects.add(project)
 
