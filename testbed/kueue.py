@@ -281,7 +281,7 @@ def start(
     argv = [
         str(binary),
         f"--config={config}",
-        "--feature-gates=VisibilityOnDemand=false",
+        "--feature-gates=VisibilityOnDemand=false,SparkApplicationIntegration=true",
         "--zap-log-level=info",
     ]
     env = {"KUBECONFIG": str(cluster.kubeconfig), "PATH": "/usr/bin:/bin"}

@@ -239,8 +239,9 @@ def test_a_mode_is_admitted_to_its_flavor_and_lands_where_that_flavor_is(
     group: str,
 ) -> None:
     rt, events = runtime
-    projects.append("kq-modes")
-    uid = _launch(rt, settings, _job("kq-modes", f"mode-{mode}", mode, "500m"))
+    project = f"kq-{mode}"  # a queue of its own: the last test's is deleted
+    projects.append(project)
+    uid = _launch(rt, settings, _job(project, f"mode-{mode}", mode, "500m"))
     running = _running(events, uid)
     assert _group(testbed_cluster, running.node) == group
     pod = _pod_of(testbed_cluster, uid)
@@ -251,7 +252,7 @@ def test_a_mode_is_admitted_to_its_flavor_and_lands_where_that_flavor_is(
     assert selector[topology.LIFECYCLE_LABEL] == (
         topology.SPOT if flavor == "spot" else topology.ON_DEMAND
     )
-    assert pod.metadata.labels[rk.QUEUE_LABEL] == "kq-modes"
+    assert pod.metadata.labels[rk.QUEUE_LABEL] == project
     assert pod.metadata.labels[rk.PRIORITY_LABEL] == "runplane-medium"
 
 

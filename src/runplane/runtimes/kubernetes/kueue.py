@@ -263,23 +263,25 @@ def waiting(workload: Mapping[str, Any]) -> Waiting | None:
         (workload.get("spec") or {}).get("queueName") or ""
     )
     said = reserved.get("message") or "waiting for Kueue to admit it"
-    message = f"waiting for quota: project {queue} {_plain(said)}"
+    message = _plain(queue, said)
     ahead = _position(workload)
     if ahead is not None:
         message += f"; {ahead} run{'s' if ahead != 1 else ''} ahead"
     return Waiting(WAITING_FOR_QUOTA, message, True)
 
 
-def _plain(message: str) -> str:
+def _plain(queue: str, message: str) -> str:
     """Kueue's "couldn't assign flavors to pod set main: insufficient unused quota for cpu in
-    flavor on-demand, 4 more needed" as "needs 4 more cpu on on-demand (...)"."""
+    flavor on-demand, 4 more needed" as "waiting for quota: project team-a needs 4 more cpu on
+    on-demand (...)"; any other word of Kueue's as it is."""
     found = re.search(
         r"insufficient (?:unused )?quota for (\S+) in flavor (\S+?),? (\S+) more needed", message
     )
     if found:
         resource, flavor, more = found.groups()
-        return f"needs {more} more {resource} on {flavor} ({message})"
-    return f"is not admitted: {message}"
+        need = f"needs {more} more {resource} on {flavor}"
+        return f"waiting for quota: project {queue} {need} ({message})"
+    return f"waiting in Kueue's queue {queue!r}: {message}"
 
 
 def _position(workload: Mapping[str, Any]) -> int | None:
