@@ -102,6 +102,8 @@ def configuration(port: int, health_port: int, certs: Path) -> dict[str, Any]:
         "manageJobsWithoutQueueName": False,
         "internalCertManagement": {"enable": False},
         "leaderElection": {"leaderElect": False},
+        # its default (20/s) makes it the bottleneck of a benchmark's thousands of workloads
+        "clientConnection": {"qps": 200, "burst": 400},
         "webhook": {"host": ADDRESS, "port": port, "certDir": str(certs)},
         "health": {"healthProbeBindAddress": f"{ADDRESS}:{health_port}"},
         "metrics": {"bindAddress": "0"},
