@@ -104,6 +104,10 @@ def configuration(port: int, health_port: int, certs: Path) -> dict[str, Any]:
         "leaderElection": {"leaderElect": False},
         # its default (20/s) makes it the bottleneck of a benchmark's thousands of workloads
         "clientConnection": {"qps": 200, "burst": 400},
+        # one worker per kind by default: a pod's workload, made and admitted, waits its turn
+        "controller": {
+            "groupKindConcurrency": {"Pod": 5, "Workload.kueue.x-k8s.io": 5, "Job.batch": 5}
+        },
         "webhook": {"host": ADDRESS, "port": port, "certDir": str(certs)},
         "health": {"healthProbeBindAddress": f"{ADDRESS}:{health_port}"},
         "metrics": {"bindAddress": "0"},
