@@ -51,6 +51,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             groups = topology.node_groups(args.system, args.on_demand, args.spot, args.gpu)
             topology.seed(api, groups)
             print("topology seeded: " + ", ".join(f"{g.name}={g.count}" for g in groups))
+        if not args.no_kueue:
+            _start_kueue(running, detach=args.detach)
         if args.real_node:
             from testbed.realnode import RealNode
 
@@ -131,6 +133,18 @@ def _start_operators(running: Cluster, node: RealNode, args: argparse.Namespace)
         print(f"{name} watching every namespace in {time.monotonic() - began:.1f}s")
 
 
+def _start_kueue(running: Cluster, detach: bool) -> None:
+    """Kueue with runplane's default setup (flavors from the spot preset, one cohort), kept
+    with the control plane's processes so that ``status`` shows it and ``down`` stops it."""
+    from testbed import build, kueue
+
+    build.build_kueue()  # a no-op when cached
+    started = kueue.start(running, die_with_parent=not detach)
+    running.processes.append(started.process)
+    running.save_state()
+    print(f"kueue {build.KUEUE_VERSION} admitting workloads in {started.start_s:.1f}s")
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     from testbed.cluster import Cluster
     from testbed.realnode import RealNode
@@ -206,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spot", type=int, default=3)
     p.add_argument("--gpu", type=int, default=1)
     p.add_argument("-v", type=int, default=1, help="component log verbosity")
+    p.add_argument(
+        "--no-kueue",
+        action="store_true",
+        help="leave Kueue out (runplane then admits multi-pod runs itself)",
+    )
     p.add_argument(
         "--real-node",
         action="store_true",

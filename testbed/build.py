@@ -51,6 +51,11 @@ MPI_OPERATOR_MODULE = "github.com/kubeflow/mpi-operator"
 MPI_OPERATOR_CRD = "manifests/base/kubeflow.org_mpijobs.yaml"
 METRICS_SERVER_VERSION = os.environ.get("RUNPLANE_TESTBED_METRICS_SERVER_VERSION", "v0.9.0")
 METRICS_SERVER_MODULE = "sigs.k8s.io/metrics-server"
+KUEUE_VERSION = os.environ.get("RUNPLANE_TESTBED_KUEUE_VERSION", "v0.17.0")
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+#: Kueue's CRDs and admission webhooks as its release installs them (its kustomize bases).
+KUEUE_CRD_DIR = "config/components/crd/bases"
+KUEUE_WEBHOOKS = "config/components/webhook/manifests.yaml"
 
 K8S_COMMANDS = (
     "kube-apiserver",
@@ -413,6 +418,26 @@ class Builder:
             env={"GOBIN": str(self.out)},
         )
 
+    def kueue(self) -> None:
+        """Its module has no replace directives, so ``go install`` builds it as released; its
+        CRDs are joined into one file and its webhook manifests copied beside the binary, so a
+        cluster is set up from the very version that was built."""
+        version_var = f"{KUEUE_MODULE}/pkg/version"
+        self.go(
+            "install",
+            "-trimpath",
+            f"-ldflags=-s -w -X {version_var}.GitVersion={KUEUE_VERSION}",
+            f"{KUEUE_MODULE}/cmd/kueue@{KUEUE_VERSION}",
+            env={"GOBIN": str(self.out)},
+        )
+        source = self.module_dir(KUEUE_MODULE, KUEUE_VERSION)
+        crds = sorted((source / KUEUE_CRD_DIR).glob("*.yaml"))
+        if not crds:
+            raise RuntimeError(f"no CRDs under {KUEUE_CRD_DIR} in kueue {KUEUE_VERSION}")
+        joined = "".join("---\n" + crd.read_text() for crd in crds)
+        (self.out / KUEUE_CRDS_FILE).write_text(joined)
+        shutil.copyfile(source / KUEUE_WEBHOOKS, self.out / KUEUE_WEBHOOKS_FILE)
+
     def module_dir(self, module: str, version: str) -> Path:
         """Where the module cache unpacked a module (downloading it if needed)."""
         info = json.loads(self.go("mod", "download", "-json", f"{module}@{version}"))
@@ -433,7 +458,8 @@ def build(force: bool = False, with_images: bool = True) -> Path:
     target = bin_dir()
     # helm is independent of the rest: it builds beside them (a few minutes, hidden behind
     # Kubernetes' build on a cold cache), as do the operators and metrics-server.
-    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="testbed-beside") as beside:
+    with ThreadPoolExecutor(max_workers=6, thread_name_prefix="testbed-beside") as beside:
+        kueue = beside.submit(build_kueue, force)
         helm = beside.submit(build_helm, force)
         spark = beside.submit(build_spark_operator, force)
         mpi = beside.submit(build_mpi_operator, force)
@@ -449,6 +475,7 @@ def build(force: bool = False, with_images: bool = True) -> Path:
                 _build_locked(target, force)
         if with_images:
             build_images(force)
+        kueue.result()
         helm.result()
         spark.result()
         mpi.result()
@@ -553,6 +580,43 @@ def build_mpi_image(force: bool = False) -> Path:
         shutil.rmtree(work, ignore_errors=True)
         _record(archive.parent, {"built": [images.MPI_IMAGE], "steps_s": timings})
     return archive
+
+
+KUEUE_CRDS_FILE = "kueue-crds.yaml"
+KUEUE_WEBHOOKS_FILE = "kueue-webhooks.yaml"
+
+
+def kueue_dir() -> Path:
+    """Kueue has a key of its own (its version and the toolchain), as helm has."""
+    return tool_dir("kueue", KUEUE_VERSION)
+
+
+def kueue_binary() -> Path:
+    return kueue_dir() / "bin" / "kueue"
+
+
+def kueue_crds() -> Path:
+    """Kueue's CRDs from its own module, joined into one file at build time."""
+    return kueue_dir() / KUEUE_CRDS_FILE
+
+
+def kueue_webhooks() -> Path:
+    """Kueue's admission webhook configurations from its module, still pointing at its
+    in-cluster Service (the testbed rewrites them to its out-of-cluster address)."""
+    return kueue_dir() / KUEUE_WEBHOOKS_FILE
+
+
+def build_kueue(force: bool = False) -> Path:
+    """Build Kueue (and copy out its CRDs and webhooks) if missing, under its own lock; the
+    binary's path. The longest of the tools (~10 min of CPU cold), so it starts first."""
+    return build_cached_binary(
+        kueue_dir(),
+        kueue_binary(),
+        KUEUE_VERSION,
+        Builder.kueue,
+        force,
+        extra_files=(kueue_crds(), kueue_webhooks()),
+    )
 
 
 def metrics_server_dir() -> Path:
@@ -715,6 +779,7 @@ _PRINTS: dict[str, Callable[[], Path]] = {
     "--print-helm": helm_binary,
     "--print-mpi-operator": mpi_operator_binary,
     "--print-metrics-server": metrics_server_binary,
+    "--print-kueue": kueue_binary,
 }
 
 

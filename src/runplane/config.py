@@ -607,6 +607,10 @@ class Settings(BaseSettings):
     #: The MPIJob API an mpijob renders: the MPI Operator's current one, or the Training
     #: Operator's ``kubeflow.org/v1`` (what MLRun renders by default).
     mpijob_api_version: Literal["kubeflow.org/v2beta1", "kubeflow.org/v1"] = "kubeflow.org/v2beta1"
+    #: Whether runs queue in Kueue on a cluster that runs it (docs/kubernetes-runtime.md):
+    #: ``auto`` uses it where its CRDs are served, ``on`` refuses to start without it, ``off``
+    #: leaves admission to runplane (``RUNPLANE_KUEUE``).
+    kueue: Literal["auto", "on", "off"] = "auto"
     local: Local = pydantic.Field(default_factory=Local)
     service: Service = pydantic.Field(default_factory=Service)
     #: How long finished runs, their output and files are kept, and each run's output cap.

@@ -29,6 +29,9 @@ from typing import Any
 from runplane import names
 from runplane.runs import Condition, Reason, RunState
 from runplane.runtimes.events import RunEvent
+from runplane.runtimes.kubernetes.kueue import ADMISSION_GATE as KUEUE_GATE
+from runplane.runtimes.kubernetes.kueue import QUEUE_LABEL as KUEUE_QUEUE_LABEL
+from runplane.runtimes.kubernetes.kueue import WAITING_FOR_QUOTA
 
 #: Container waiting reasons that mean the image cannot be pulled (state ``image_pull_backoff``).
 PULL_BACKOFF = frozenset({Reason.IMAGE_PULL_BACKOFF, Reason.ERR_IMAGE_PULL})
@@ -215,7 +218,7 @@ def pod_to_event(pod: Pod, *, deleted: bool = False) -> RunEvent | None:
             results=_summary(end)[0],
             artifacts=_summary(end)[1],
         )
-    disruption = conditions.get("DisruptionTarget")
+    disruption = conditions.get("DisruptionTarget") or _evicted_by_kueue(conditions)
     if disruption and disruption.get("status") == "True":
         cause = disruption.get("reason") or "DisruptionTarget"
         detail = disruption.get("message") or ""
@@ -289,6 +292,17 @@ def _pending(
     scheduled = conditions.get("PodScheduled") or {}
     created = _timestamp(meta.get("creationTimestamp"))
     node = (pod.get("spec") or {}).get("nodeName") or ""
+    gates = {g.get("name") for g in (pod.get("spec") or {}).get("schedulingGates") or []}
+    if not node and KUEUE_GATE in gates:
+        queue = (meta.get("labels") or {}).get(KUEUE_QUEUE_LABEL, "")
+        return _event(
+            pod,
+            RunState.PENDING,
+            created,
+            condition=Condition.PENDING_NOT_SCHEDULED,
+            reason=WAITING_FOR_QUOTA,
+            message=f"waiting for quota: Kueue has not admitted it to queue {queue!r} yet",
+        )
     if not node and scheduled.get("status") != "True":
         return _event(
             pod,
@@ -307,6 +321,16 @@ def _pending(
         reason=starting["reason"] if starting else Reason.SCHEDULED,
         message=(starting or {}).get("message") or f"scheduled on {node}, starting",
     )
+
+
+def _evicted_by_kueue(conditions: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """Kueue's mark on a pod it stops because its workload was evicted (preempted by a higher
+    priority, reclaimed by its cohort): a ``TerminationTarget`` condition whose reason is
+    ``WorkloadEvictedDueTo<why>``, and the message says who took its place."""
+    condition = conditions.get("TerminationTarget") or {}
+    if str(condition.get("reason") or "").startswith("WorkloadEvicted"):
+        return condition
+    return None
 
 
 def node_lost_event(pod: Pod, node: str) -> RunEvent | None:

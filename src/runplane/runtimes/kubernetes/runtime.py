@@ -25,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from runplane import names
 from runplane.config import Settings
+from runplane.errors import RunplaneError
 from runplane.placement import NodeSummary
 from runplane.placement.quotas import QuotaTable
 from runplane.rendering.workloads import gang_pod_specs
@@ -48,6 +49,7 @@ from runplane.runtimes.kubernetes.api.watch import DELETED, MODIFIED, VANISHED, 
 from runplane.runtimes.kubernetes.autoresize import RightSizer
 from runplane.runtimes.kubernetes.gang import GangGate
 from runplane.runtimes.kubernetes.kubelet_stats import KubeletStats
+from runplane.runtimes.kubernetes.kueue_admission import KueueAdmission, detect
 from runplane.runtimes.kubernetes.logspool import LogSpool, PodLog
 from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
 from runplane.runtimes.kubernetes.pod_events import (
@@ -154,6 +156,13 @@ class KubernetesRuntime:
             index=_run_uid,
         )
         self._rest = rest
+        #: Kueue's queues, where the cluster runs Kueue and the settings allow it
+        #: (:mod:`.kueue_admission`); runplane's gang placement otherwise.
+        self.kueue = (
+            KueueAdmission(self._calls, rest, settings, self._tracker.deliver, self.watch.get)
+            if detect(self._calls, settings)
+            else None
+        )
         #: SparkApplications' own states, watched once the cluster serves them.
         self.application_watch: PodWatch | None = None
         #: MPIJobs' conditions, by API version, watched once the cluster serves them.
@@ -175,6 +184,8 @@ class KubernetesRuntime:
                 self._watching = True
                 self.node_watch.start()
                 self.watch.start()
+                if self.kueue is not None:
+                    self.kueue.start()
         self._watch_applications()
         self._watch_mpijobs(self._mpijob_version)
 
@@ -346,6 +357,8 @@ class KubernetesRuntime:
         self._gang.close()
         self._rightsizer.close()
         self.watch.stop()
+        if self.kueue is not None:
+            self.kueue.stop()
         self.node_watch.stop()
         if self.application_watch is not None:
             self.application_watch.stop()
@@ -365,11 +378,14 @@ class KubernetesRuntime:
     def launch(self, request: RunRequest) -> None:
         """Create the run's Secrets and pod; safe to repeat for the same attempt. A run of
         several pods is created only when all of them fit at once, and held (``pending``)
-        until then (:mod:`.gang`)."""
+        until then (:mod:`.gang`); where Kueue admits runs, it is created in its project's
+        queue at once, and Kueue admits it whole (:mod:`.kueue_admission`)."""
         if request.attempt > 1:
             self._await_earlier_attempts(request)
         gang = gang_pod_specs(request.pod)
-        if len(gang) > 1:
+        if self.kueue is not None:  # Kueue admits it whole
+            self._submitter.submit(self.kueue.queued(request.manifests))
+        elif len(gang) > 1:
             self._gang.offer(request, gang)
         else:
             self._submitter.submit(request.manifests)
@@ -400,6 +416,8 @@ class KubernetesRuntime:
         return self._gang.held()
 
     def deploy(self, manifests: Sequence[Mapping[str, Any]]) -> list[str]:
+        if self.kueue is not None:
+            manifests = self.kueue.queued(manifests)
         return deploy.apply(self._calls, manifests)
 
     def deployments(self) -> list[dict[str, Any]]:
@@ -441,8 +459,19 @@ class KubernetesRuntime:
 
     def apply_quotas(self, quotas: QuotaTable) -> None:
         """Project quotas become the cluster's queues where Kueue runs; without it, a cluster
-        has nothing that holds them, and runs are admitted as before."""
-        self.quotas = dict(quotas)
+        has nothing that holds them, and runs are admitted as before. A project whose quota
+        was cleared gets an unlimited queue back. A queue Kueue or the API server refuses is
+        logged and the others still applied: the service must start, and the next change
+        tries again."""
+        previous, self.quotas = self.quotas, dict(quotas)
+        if self.kueue is None:
+            return
+        for project in sorted(set(previous) | set(self.quotas)):
+            quota = self.quotas.get(project)
+            try:
+                self.kueue.sync_project_queue(project, quota.kueue() if quota else None)
+            except RunplaneError as error:  # refused, or a name Kueue cannot take
+                log.warning("project %s's quota is not in Kueue: %s", project, error)
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:
         """Patch the Node object's labels: the scheduler places pods on them at once."""

@@ -182,6 +182,10 @@ class PodWatch:
         """Every object the loop knows of now, as last seen (a copy; any thread)."""
         return list(dict(self._known).values())
 
+    def get(self, uid: str) -> dict[str, Any] | None:
+        """The object of ``uid`` as last seen, if known (any thread; read it, never change it)."""
+        return self._known.get(uid)
+
     def known_by(self, key: str) -> list[dict[str, Any]]:
         """The objects whose ``index`` key is ``key``, as last seen (any thread; the objects
         are the loop's own: read them, never change them)."""

@@ -1,0 +1,144 @@
+"""Benchmark admission through Kueue beside runplane's own: N runs across P projects on K kwok
+nodes, launched through the Kubernetes runtime, timed from the first launch until every run
+is reported running; the runtime's process CPU per run (what a service spends in its runtime:
+rendering, submitting, the watches, Kueue's Workload watch) on the same cluster, first without
+Kueue, then with it (its default setup: one unlimited queue per project).
+
+Run from the repository root, under the machine's benchmark lock:
+    flock /tmp/runplane-bench.lock python bench/kueue_admission.py             # 2000 runs
+    flock /tmp/runplane-bench.lock python bench/kueue_admission.py --runs 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from kubernetes import client
+
+import runplane
+from runplane import names
+from runplane.bootstrap import Invocation
+from runplane.config import Settings
+from runplane.rendering import RunRef, render
+from runplane.runs import RunState
+from runplane.runtimes.contract import RunRequest
+from runplane.runtimes.kubernetes import KubernetesRuntime
+from testbed import cluster, kube, topology
+from testbed import kueue as tb_kueue
+
+
+def _request(settings: Settings, project: str, index: int) -> RunRequest:
+    fn = runplane.new_function(f"b{index % 10}", project=project, image="registry.example/b:1")
+    fn.with_requests(cpu="100m", mem="64Mi").with_preemption_mode("allow")
+    uid = uuid.uuid4().hex
+    out = render(fn, settings, run=RunRef(uid, 1))
+    invocation = Invocation(
+        uid=uid,
+        attempt=1,
+        project=project,
+        function=fn.metadata.name,
+        handler="h",
+        code="",
+        filename="b.py",
+    )
+    return RunRequest(invocation, out.manifests, out.resources, submitted=time.time())
+
+
+def phase(api: client.ApiClient, runs: int, projects: int, kueue: str) -> dict[str, Any]:
+    """Launch ``runs`` runs and wait until every one is running; then delete their pods."""
+    settings = Settings(namespace=topology.RUNS_NAMESPACE, kueue=kueue)  # type: ignore[arg-type]
+    instance = f"bench-{uuid.uuid4().hex[:6]}"
+    requests = [_request(settings, f"bench-{i % projects}", i) for i in range(runs)]
+    running: set[str] = set()
+    done = threading.Event()
+    rt = KubernetesRuntime(settings, api=api, instance=instance, grace_period_seconds=0)
+    assert (rt.kueue is not None) == (kueue == "on")
+
+    async def consume() -> None:
+        async for event in rt.events():
+            if event.state is RunState.RUNNING:
+                running.add(event.uid)
+                if len(running) >= runs:
+                    done.set()
+
+    reader = threading.Thread(target=lambda: asyncio.run(consume()), daemon=True)
+    reader.start()
+    assert rt.watch.wait_synced(60)
+    cpu0, began = time.process_time(), time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(rt.launch, requests))
+    launched = time.monotonic() - began
+    finished = done.wait(1800)
+    took = time.monotonic() - began
+    cpu = time.process_time() - cpu0
+    core = client.CoreV1Api(api)
+    selector = f"{names.INSTANCE}={instance}"
+    core.delete_collection_namespaced_pod(topology.RUNS_NAMESPACE, label_selector=selector)
+    while core.list_namespaced_pod(topology.RUNS_NAMESPACE, label_selector=selector, limit=1).items:
+        time.sleep(0.5)
+    rt.close()
+    return {
+        "kueue": kueue,
+        "runs": runs,
+        "all_running": finished,
+        "launch_s": round(launched, 1),
+        "all_running_s": round(took, 1),
+        "runs_per_s": round(len(running) / took, 1),
+        "runtime_cpu_ms_per_run": round(cpu / runs * 1000, 2),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--projects", type=int, default=4)
+    parser.add_argument("--nodes", type=int, default=200, help="kwok nodes, half spot")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    os.environ["RUNPLANE_CONFIG"] = os.devnull  # defaults only
+    settings = cluster.Settings(verbosity=0, die_with_parent=True)
+    with cluster.running(settings) as running:
+        api = kube.api_client(running.kubeconfig, pool=32)
+        half = args.nodes // 2
+        topology.seed(api, topology.node_groups(1, half, args.nodes - half, 0))
+        without = phase(api, args.runs, args.projects, "off")
+        started = tb_kueue.start(running)
+        try:
+            with_kueue = phase(api, args.runs, args.projects, "on")
+        finally:
+            started.stop()
+    results = {
+        "command": "python bench/kueue_admission.py " + shlex.join(sys.argv[1:]),
+        "nodes": args.nodes,
+        "projects": args.projects,
+        "without_kueue": without,
+        "with_kueue": with_kueue,
+        "cpu_per_run_ratio": round(
+            with_kueue["runtime_cpu_ms_per_run"] / without["runtime_cpu_ms_per_run"], 2
+        ),
+        "throughput_ratio": round(with_kueue["runs_per_s"] / without["runs_per_s"], 2),
+    }
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

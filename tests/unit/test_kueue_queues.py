@@ -1,0 +1,207 @@
+"""Kueue's objects as runplane makes them, and what it reads back from Kueue's workloads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runplane.config import PREEMPTIBLE_PRESETS, PriorityClasses
+from runplane.errors import InvalidValueError
+from runplane.rendering.preemption import apply_preemption_mode
+from runplane.runs import Condition, Reason, RunState
+from runplane.runtimes.kubernetes import kueue
+from runplane.runtimes.kubernetes.pod_events import pod_to_event
+from runplane.spec.scheduling import PreemptionMode, required_node_terms
+
+
+def _term_admits(term: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Kueue's check of a required node-affinity term against a flavor: only the keys the
+    flavor's node labels name are compared (a node of that flavor has them)."""
+    for expression in term.get("matchExpressions") or []:
+        key = expression["key"]
+        if key not in labels:
+            continue
+        inside = labels[key] in expression.get("values", [])
+        if expression["operator"] == "In" and not inside:
+            return False
+        if expression["operator"] == "NotIn" and inside:
+            return False
+    return True
+
+
+def _admissible(affinity: dict[str, Any] | None, tols: list[dict[str, Any]]) -> list[str]:
+    """The flavors (in the ClusterQueue's order) a pod rendered so may be admitted to."""
+    found = []
+    terms = required_node_terms(affinity) or [{}]
+    for flavor in kueue.flavors(PREEMPTIBLE_PRESETS["iguazio"]):
+        spec = flavor["spec"]
+        labels = spec.get("nodeLabels") or {}
+        tolerated = all(
+            any(t.get("key") == taint["key"] and t.get("value") == taint["value"] for t in tols)
+            for taint in spec.get("nodeTaints") or []
+        )
+        if tolerated and any(_term_admits(term, labels) for term in terms):
+            found.append(flavor["metadata"]["name"])
+    order = [
+        f["name"]
+        for f in kueue.cluster_queue("ns", "p", {})["spec"]["resourceGroups"][0]["flavors"]
+    ]
+    return sorted(found, key=order.index)
+
+
+@pytest.mark.parametrize(
+    ("mode", "flavors"),
+    [
+        (PreemptionMode.PREVENT, ["on-demand"]),
+        (PreemptionMode.CONSTRAIN, ["spot"]),
+        (PreemptionMode.ALLOW, ["spot", "on-demand"]),
+    ],
+)
+def test_a_run_is_admitted_only_to_flavors_its_rendering_lets_it_land_on(
+    mode: PreemptionMode, flavors: list[str]
+) -> None:
+    spot = PREEMPTIBLE_PRESETS["iguazio"]
+    affinity, tolerations = apply_preemption_mode(mode, {}, None, [], spot)
+    assert _admissible(affinity, tolerations) == flavors
+
+
+def test_flavors_carry_the_presets_labels_and_spot_taint() -> None:
+    on_demand, spot = kueue.flavors(PREEMPTIBLE_PRESETS["iguazio"])
+    assert on_demand["spec"]["nodeLabels"] == {"app.iguazio.com/lifecycle": "non-preemptible"}
+    assert spot["spec"]["nodeLabels"] == {"app.iguazio.com/lifecycle": "preemptible"}
+    assert spot["spec"]["nodeTaints"] == [
+        {"key": "app.iguazio.com/lifecycle", "value": "preemptible", "effect": "NoSchedule"}
+    ]
+    eks_spot = kueue.flavors(PREEMPTIBLE_PRESETS["eks"])[1]
+    assert "nodeTaints" not in eks_spot["spec"]  # EKS spot groups carry no taint
+
+
+def test_a_project_queue_borrows_in_one_cohort_and_defaults_to_unlimited() -> None:
+    queue = kueue.cluster_queue("runs", "team-a", {"on-demand": {"cpu": "16", "memory": "64Gi"}})
+    spec = queue["spec"]
+    assert queue["metadata"]["name"] == "runs.team-a"
+    assert spec["cohortName"] == kueue.COHORT
+    assert spec["preemption"]["reclaimWithinCohort"] == "Any"
+    by_flavor = {
+        f["name"]: {r["name"]: (r["nominalQuota"], r.get("lendingLimit")) for r in f["resources"]}
+        for f in spec["resourceGroups"][0]["flavors"]
+    }
+    # what the admin set is lent when idle; the unlimited rest is lent to nobody
+    assert by_flavor["on-demand"] == {
+        "cpu": ("16", None),
+        "memory": ("64Gi", None),
+        "nvidia.com/gpu": ("10000", "0"),
+    }
+    assert by_flavor["spot"] == {r: (q, "0") for r, q in kueue.UNLIMITED.items()}
+    local = kueue.local_queue("runs", "team-a")
+    assert local["metadata"] == {**local["metadata"], "name": "team-a", "namespace": "runs"}
+    assert local["spec"] == {"clusterQueue": "runs.team-a"}
+
+
+@pytest.mark.parametrize(
+    ("quotas", "field"),
+    [
+        ({"gold": {"cpu": "1"}}, "quotas"),
+        ({"spot": {"pods": "1"}}, "quotas.spot"),
+        ({"spot": {"cpu": "lots"}}, "quotas.spot.cpu"),
+    ],
+)
+def test_bad_quotas_are_refused_naming_the_field(
+    quotas: dict[str, dict[str, str]], field: str
+) -> None:
+    with pytest.raises(InvalidValueError) as caught:
+        kueue.check_quotas(quotas)
+    assert caught.value.field == field
+
+
+def test_priority_classes_follow_the_configured_values() -> None:
+    classes = {c["metadata"]["name"]: c["value"] for c in kueue.priority_classes(PriorityClasses())}
+    assert classes == {"runplane-low": 1000, "runplane-medium": 2000, "runplane-high": 3000}
+
+
+def _workload(conditions: list[dict[str, Any]], **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"labels": {kueue.QUEUE_LABEL: "team-a"}},
+        "status": {"conditions": conditions, **status},
+    }
+
+
+def test_a_workload_short_of_quota_says_what_it_needs_and_how_many_are_ahead() -> None:
+    said = (
+        "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor "
+        "on-demand, 4 more needed"
+    )
+    waiting = kueue.waiting(
+        _workload(
+            [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": said}],
+            positionInLocalQueue=2,
+        )
+    )
+    assert waiting is not None
+    assert waiting.for_quota
+    assert waiting.message.startswith(
+        "waiting for quota: project team-a needs 4 more cpu on on-demand"
+    )
+    assert waiting.message.endswith("; 2 runs ahead")
+
+
+def test_an_admitted_workload_waits_for_nothing_and_an_evicted_one_says_why() -> None:
+    admitted = _workload([{"type": "Admitted", "status": "True"}])
+    assert kueue.waiting(admitted) is None
+    evicted = _workload(
+        [{"type": "Evicted", "status": "True", "reason": "Preempted", "message": "by high"}]
+    )
+    assert kueue.evicted(evicted) == ("Preempted", "by high")
+    assert kueue.evicted(admitted) is None
+
+
+def _pod(**extra: Any) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "metadata": {
+            "name": "p",
+            "uid": "u",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"runplane.io/run-uid": "r1", kueue.QUEUE_LABEL: "team-a"},
+        },
+        "spec": {"schedulingGates": [{"name": kueue.ADMISSION_GATE}]},
+        "status": {"phase": "Pending"},
+    }
+    for key, value in extra.items():
+        pod[key].update(value)
+    return pod
+
+
+def test_a_pod_kueue_holds_waits_for_quota_not_for_a_node() -> None:
+    event = pod_to_event(_pod())
+    assert event is not None
+    assert event.state is RunState.PENDING
+    assert event.condition == Condition.PENDING_NOT_SCHEDULED
+    assert event.reason == kueue.WAITING_FOR_QUOTA
+    assert "team-a" in event.message
+
+
+def test_a_pod_kueue_stops_for_a_higher_priority_ends_preempted_with_kueues_reason() -> None:
+    condition = {
+        "type": "TerminationTarget",
+        "status": "True",
+        "reason": "WorkloadEvictedDueToPreempted",
+        "message": "Preempted to accommodate a workload (UID: x) due to prioritization",
+    }
+    event = pod_to_event(
+        _pod(spec={"schedulingGates": []}, status={"phase": "Running", "conditions": [condition]}),
+        deleted=True,
+    )
+    assert event is not None
+    assert event.state is RunState.ERROR
+    assert event.reason == Reason.PREEMPTED
+    assert event.message.startswith("WorkloadEvictedDueToPreempted: Preempted")
+
+
+def test_a_workload_is_labelled_with_its_queue_and_priority() -> None:
+    pod: dict[str, Any] = {"kind": "Pod", "metadata": {"labels": {}}}
+    kueue.label(pod, "team-a", "high")
+    assert pod["metadata"]["labels"] == {
+        kueue.QUEUE_LABEL: "team-a",
+        kueue.PRIORITY_LABEL: "runplane-high",
+    }
