@@ -313,6 +313,8 @@ class ProjectQuota(Base):
     nominal: Mapped[str] = mapped_column(String(64))
     borrowing_limit: Mapped[str | None] = mapped_column(String(64), nullable=True)
     lending_limit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    updated_at: Mapped[float] = mapped_column(Float)
+    updated_by: Mapped[str] = mapped_column(String(253), default="")
 
 
 class ProjectBudget(Base):
