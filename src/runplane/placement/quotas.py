@@ -289,6 +289,13 @@ def _amount_text(kube_name: str, amount: int) -> str:
     return f"{amount} GPU" + ("" if amount == 1 else "s")
 
 
+def quota_text(project: str, flavor: str, short: Mapping[str, int]) -> str:
+    """Why a running run of ``project`` may not grow by what it lacks: ``project team-a's
+    quota on on-demand cannot hold it: it needs 4 CPUs more``."""
+    needs = " and ".join(_amount_text(name, amount) for name, amount in sorted(short.items()))
+    return f"project {project}'s quota on {flavor} cannot hold it: it needs {needs} more"
+
+
 def waiting_text(project: str, flavor: str, short: Mapping[str, int], ahead: int) -> str:
     """Why a run waits for quota, the same words on every backend: ``waiting for quota:
     project team-a needs 4 CPUs more on on-demand; 2 runs ahead of it``."""
