@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from runplane.errors import InvalidValueError
@@ -94,3 +96,9 @@ def test_a_quota_wait_says_who_needs_what_more_where_and_how_many_are_ahead() ->
         "waiting for quota: project t needs 2Gi of memory and 1 GPU more on spot; no run "
         "ahead of it"
     )
+
+
+def test_a_mapping_with_an_unknown_term_is_refused_with_a_mapping_to_copy() -> None:
+    with pytest.raises(InvalidValueError) as refused:
+        ProjectQuota.flavor_of("on_demand", {"cpu": {"nominal": "4", "foo": 1}})
+    assert ast.literal_eval(str(refused.value.example)) == {"nominal": "16", "borrowing_limit": 0}

@@ -84,7 +84,7 @@ class ResourceQuota:
                 value,
                 "a resource's quota is a quantity (its nominal quota) or a mapping of "
                 "nominal (required), borrowing_limit and lending_limit",
-                f"{{'nominal': {_EXAMPLES[resource]}, 'borrowing_limit': 0}}",
+                f"{{'nominal': {_EXAMPLES[resource].split(', ')[0]}, 'borrowing_limit': 0}}",
             )
         checked = {
             key: None
