@@ -93,3 +93,17 @@ def test_models_match_the_migrations(tmp_path):
     with engine.connect() as connection:
         differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
     assert differences == []
+
+
+def test_a_running_claim_grows_only_within_its_projects_quota(tmp_path):
+    from runplane.placement.quotas import ProjectQuota
+
+    book = ledger(tmp_path)
+    book.quotas = {"team-a": ProjectQuota({"on-demand": ProjectQuota.flavor_of("q", {"cpu": "1"})})}
+    book.wait(Claim("run", 1, 1.0, {"cpu": 500}, 0, 0, project="team-a"))
+    assert [g.uid for g in book.grant(["run"])] == ["run"]
+    assert book.grow("run", {"cpu": 500}) == ""  # up to its quota: 1 CPU
+    refused = book.grow("run", {"cpu": 500})
+    assert refused == "project team-a's quota on on-demand cannot hold it: it needs 0.5 CPUs more"
+    assert book.occupied().requested == {"cpu": 1000}, "a refused growth holds nothing more"
+    assert book.grow("run", {"cpu": -500}) == "", "a smaller run is never held back by quota"

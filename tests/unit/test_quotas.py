@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from runplane.errors import InvalidValueError
@@ -94,3 +96,47 @@ def test_a_quota_wait_says_who_needs_what_more_where_and_how_many_are_ahead() ->
         "waiting for quota: project t needs 2Gi of memory and 1 GPU more on spot; no run "
         "ahead of it"
     )
+
+
+def test_a_mapping_with_an_unknown_term_is_refused_with_a_mapping_to_copy() -> None:
+    with pytest.raises(InvalidValueError) as refused:
+        ProjectQuota.flavor_of("on_demand", {"cpu": {"nominal": "4", "foo": 1}})
+    assert ast.literal_eval(str(refused.value.example)) == {"nominal": "16", "borrowing_limit": 0}
+
+
+def test_a_run_resized_in_place_holds_its_grown_requests_against_the_quota() -> None:
+    from runplane.runs import ResizeRecord, RunRecord, RunState
+    from runplane.service.quotas import usage_view
+
+    mib = 2**20
+    resized = RunRecord(
+        uid="a" * 32,
+        project="team-a",
+        name="f",
+        runtime="local",
+        state=RunState.RUNNING,
+        reason="Started",
+        status_text="",
+        params={},
+        inputs={},
+        thresholds={},
+        priority_class="medium",
+        requests={"cpu": "100m", "memory": "64Mi"},
+        limits={"cpu": "500m", "memory": "128Mi"},
+        results={},
+        peak_memory_bytes=0,
+        cpu_seconds=0.0,
+        created_at=0.0,
+        updated_at=0.0,
+        state_since=0.0,
+        started_at=0.0,
+        ended_at=None,
+        function={},
+        resizes=[
+            ResizeRecord(1.0, 1, 128 * mib, 256 * mib, 500, 1500, "asked", "manual", "bob"),
+            ResizeRecord(2.0, 1, 256 * mib, 1024 * mib, None, None, "no room", outcome="refused"),
+        ],
+    )
+    view = usage_view(quota(on_demand={"cpu": "1"}), [resized])["on-demand"]
+    assert view["cpu"]["used"] == "1.1"
+    assert view["memory"]["used"] == "192Mi"

@@ -84,7 +84,7 @@ class ResourceQuota:
                 value,
                 "a resource's quota is a quantity (its nominal quota) or a mapping of "
                 "nominal (required), borrowing_limit and lending_limit",
-                f"{{'nominal': {_EXAMPLES[resource]}, 'borrowing_limit': 0}}",
+                f"{{'nominal': {_EXAMPLES[resource].split(', ')[0]}, 'borrowing_limit': 0}}",
             )
         checked = {
             key: None
@@ -287,6 +287,13 @@ def _amount_text(kube_name: str, amount: int) -> str:
     if kube_name == "memory":
         return f"{amount / 2**30:.3g}Gi of memory"
     return f"{amount} GPU" + ("" if amount == 1 else "s")
+
+
+def quota_text(project: str, flavor: str, short: Mapping[str, int]) -> str:
+    """Why a running run of ``project`` may not grow by what it lacks: ``project team-a's
+    quota on on-demand cannot hold it: it needs 4 CPUs more``."""
+    needs = " and ".join(_amount_text(name, amount) for name, amount in sorted(short.items()))
+    return f"project {project}'s quota on {flavor} cannot hold it: it needs {needs} more"
 
 
 def waiting_text(project: str, flavor: str, short: Mapping[str, int], ahead: int) -> str:

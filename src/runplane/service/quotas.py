@@ -174,6 +174,16 @@ def usage_view(quota: ProjectQuota, runs: list[RunRecord]) -> dict[str, Any]:
     used: dict[str, dict[str, int]] = {}
     for record in runs:
         held = used.setdefault(_flavor_of(record), {})
+        # A run resized in place holds its requests grown by as much as its limits.
+        grown = {"cpu": 0, "memory": 0}
+        for change in record.resizes:
+            if change.applied and change.attempt == record.attempt:
+                for name, before, after in (
+                    ("memory", change.memory_from, change.memory_to),
+                    ("cpu", change.cpu_from, change.cpu_to),
+                ):
+                    if before is not None and after is not None:
+                        grown[name] += after - before
         for resource, kube_name in RESOURCES.items():
             value = record.requests.get(kube_name)
             if value is None:
@@ -182,6 +192,7 @@ def usage_view(quota: ProjectQuota, runs: list[RunRecord]) -> dict[str, Any]:
                 amount = resource_amount(kube_name, value)
             except InvalidValueError:
                 continue
+            amount = max(amount + grown.get(kube_name, 0), 0)
             held[resource] = held.get(resource, 0) + amount
     view: dict[str, Any] = {}
     for flavor in FLAVORS:

@@ -31,7 +31,13 @@ from pathlib import Path
 import psutil
 
 from runplane.placement import Node
-from runplane.placement.quotas import ON_DEMAND, QuotaBook, QuotaTable, waiting_text
+from runplane.placement.quotas import (
+    ON_DEMAND,
+    QuotaBook,
+    QuotaTable,
+    quota_text,
+    waiting_text,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
@@ -264,15 +270,26 @@ class Ledger:
         else why not, in words."""
         with self._transaction() as connection:
             rows = connection.execute(
-                "SELECT uid, requests FROM claims WHERE granted = 1"
+                "SELECT uid, requests, project, flavor FROM claims WHERE granted = 1"
             ).fetchall()
-            mine = next((json.loads(r) for u, r in rows if u == uid), None)
+            mine = next((json.loads(r) for u, r, _, _ in rows if u == uid), None)
             if mine is None:
                 return "the run holds no place on this machine"
             free = dict(self._node.allocatable)
-            for _, requests in rows:
-                for name, amount in json.loads(requests).items():
+            book = QuotaBook(self.quotas)
+            queue = ("", ON_DEMAND)
+            for other, requests, project, flavor in rows:
+                held = json.loads(requests)
+                book.add(project, flavor, held)
+                if other == uid:
+                    queue = (project, flavor)
+                for name, amount in held.items():
                     free[name] = free.get(name, 0) - amount
+            # Its project's quota holds the grown run as it holds a new one: a resize never
+            # takes a project past what its quota (and what it may borrow) allows.
+            short = book.shortfall(*queue, {k: v for k, v in more.items() if v > 0})
+            if short:
+                return quota_text(*queue, short)
             for name, amount in more.items():
                 if amount > free.get(name, 0):
                     left = max(free.get(name, 0), 0)
