@@ -47,10 +47,9 @@ def test_a_held_run_stays_pending_and_starts_once_the_budget_is_raised(
 
 @pytest.fixture
 def priced(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This machine is an on-demand node of 2 CPUs priced 36 an hour."""
+    """On-demand nodes of 2 CPUs priced 36 an hour; this machine, labelled no group, is one."""
     groups = {"on-demand": {"hourly_price": 36.0, "cpu": "2", "memory": "4Gi"}}
     monkeypatch.setenv("RUNPLANE_SERVICE__NODE_GROUPS", json.dumps(groups))
-    monkeypatch.setenv("RUNPLANE_LOCAL__NODE_LABELS", '{"runplane.io/node-group": "on-demand"}')
 
 
 def test_a_fixed_duration_jobs_estimate_is_within_5_percent_of_its_cost(

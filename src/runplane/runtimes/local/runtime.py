@@ -93,6 +93,14 @@ def _hierarchy(settings: Settings, millicores: int) -> tuple[Hierarchy | None, s
     )
 
 
+def _price_group(labels: Mapping[str, str], settings: Settings, spot: bool) -> str:
+    """The node group this machine's attempts are recorded on, which prices them: its
+    ``runplane.io/node-group`` label, else the on-demand group (``service.on_demand_group``)
+    unless its labels make it spot. Costs, budgets and the pre-run estimate then agree that
+    a machine nobody configured is on-demand capacity."""
+    return labels.get(names.NODE_GROUP) or ("" if spot else settings.service.on_demand_group)
+
+
 def _describe(resource: str, amount: int) -> str:
     if resource == "cpu":
         return f"cpu {amount / 1000:g}"
@@ -190,8 +198,8 @@ class LocalRuntime:
         #: The attempt of each run held here, which its events carry.
         self._attempts: dict[str, int] = {}
         labels = self.node.labels
-        self._group = labels.get(names.NODE_GROUP, "")
         self._spot = any(labels.get(k) == v for k, v in settings.spot.node_selector.items())
+        self._group = _price_group(labels, settings, self._spot)
         self._scheduler = threading.Thread(
             target=self._schedule, name="runplane-scheduler", daemon=True
         )
@@ -470,10 +478,10 @@ class LocalRuntime:
         with self._lock:
             store_label_change(self.settings, change)
             self.node.labels = node_labels(self.settings)
-            self._group = self.node.labels.get(names.NODE_GROUP, "")
             self._spot = any(
                 self.node.labels.get(k) == v for k, v in self.settings.spot.node_selector.items()
             )
+            self._group = _price_group(self.node.labels, self.settings, self._spot)
             for run in self._waiting.values():
                 self._place_again(run)
         self._wake.set()
