@@ -149,5 +149,32 @@ def test_an_aborted_mpijob_s_launcher_ends_as_the_abort_and_a_deleted_job_frees_
     tracker = RunTracker(events.append)
     tracker.observe("MODIFIED", launcher("Failed", 1, "Error"))
     assert events == []
-    tracker.operator_gone(UID)
+    tracker.operator_gone(UID, 2)
     assert [e.state for e in events] == [RunState.ERROR]
+
+
+def test_each_attempt_of_a_retried_mpijob_run_ends_once() -> None:
+    """An attempt has an MPIJob of its own, kept after it ends: the first attempt's end must
+    not hide the second's."""
+    events: list[RunEvent] = []
+    tracker = RunTracker(events.append, reader({"total": 3}))
+    for number, phase, code, why, condition in (
+        (1, "Failed", 1, "Error", FAILED),
+        (2, "Succeeded", 0, "Completed", SUCCEEDED),
+    ):
+        labels = {**RUN, names.ATTEMPT: str(number)}
+        job = mpijob(CREATED, condition)
+        job["metadata"]["labels"] = labels
+        ended = mpijob_event(job)
+        assert ended is not None
+        tracker.operator_ended(ended)
+        ran = terminated(code, why, message='{"results_in_log": true}')
+        launched = {**labels, names.ROLE: "launcher"}
+        tracker.observe(
+            "MODIFIED", pod(phase, node="n1", labels=launched, containers=ran, uid=f"l-{number}")
+        )
+        tracker.operator_ended(ended)  # the watch sends it again: once is enough
+    assert [(e.attempt, e.state) for e in events] == [
+        (1, RunState.ERROR),
+        (2, RunState.COMPLETED),
+    ]

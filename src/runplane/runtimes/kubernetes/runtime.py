@@ -234,11 +234,12 @@ class KubernetesRuntime:
                 ).start()
 
     def _observe_mpijob(self, kind: str, mpijob: dict[str, Any]) -> None:
-        uid = ((mpijob.get("metadata") or {}).get("labels") or {}).get(names.RUN_UID)
+        labels = (mpijob.get("metadata") or {}).get("labels") or {}
+        uid = labels.get(names.RUN_UID)
         if not uid:
             return
         if kind in (DELETED, VANISHED):
-            self._tracker.operator_gone(uid)
+            self._tracker.operator_gone(uid, attempt_of(labels))
             return
         event = mpijobs.mpijob_event(mpijob)
         if event is None or not mpijobs.news(event):

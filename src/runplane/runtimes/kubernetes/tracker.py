@@ -37,6 +37,8 @@ LAUNCHER_WAIT = 30.0
 #: Reads a finished pod's report from its log (where large results are, and an mpijob's
 #: launcher puts it): (results, artifacts, error).
 ResultsReader = Callable[[dict[str, Any]], tuple[dict[str, Any], list[dict[str, Any]], str]]
+#: A run's uid and an attempt's number: a retried MPIJob run's attempts end apart.
+Attempt = tuple[str, int]
 
 
 class RunTracker:
@@ -55,11 +57,12 @@ class RunTracker:
         self._main_started: set[str] = set()
         #: Pods runplane deletes because their node is gone, with the event that says so.
         self._losing: dict[str, RunEvent] = {}
-        #: MPIJob runs: the launcher's end awaiting the operator's (pod key, event), the
-        #: operator's end awaiting the launcher's, and the runs whose end is published.
-        self._launcher_end: dict[str, tuple[str, RunEvent]] = {}
-        self._operator_end: dict[str, RunEvent] = {}
-        self._joined: set[str] = set()
+        #: MPIJob attempts (an attempt has an MPIJob of its own): the launcher's end awaiting
+        #: the operator's (pod key, event), the operator's end awaiting the launcher's, and the
+        #: attempts whose end is published (until their MPIJob is gone).
+        self._launcher_end: dict[Attempt, tuple[str, RunEvent]] = {}
+        self._operator_end: dict[Attempt, RunEvent] = {}
+        self._joined: set[Attempt] = set()
         self.launcher_wait = LAUNCHER_WAIT
 
     def observe(self, kind: str, pod: dict[str, Any]) -> None:
@@ -106,50 +109,53 @@ class RunTracker:
     # -- an MPIJob's end: its operator's, joined to its launcher's
 
     def _launcher_ended(self, key: str, event: RunEvent, gone: bool) -> None:
+        attempt = (event.uid, event.attempt)
         with self._lock:
             if event.uid in self._aborting:
                 ended = None  # the abort's end, as for any pod
-            elif event.uid in self._joined:
-                return  # the run's end is out already
+            elif attempt in self._joined:
+                return  # the attempt's end is out already
             else:
-                ended = self._operator_end.pop(event.uid, None)
+                ended = self._operator_end.pop(attempt, None)
                 if ended is None:
-                    self._launcher_end[event.uid] = (key, event)
+                    self._launcher_end[attempt] = (key, event)
                     return
-                self._joined.add(event.uid)
+                self._joined.add(attempt)
         self.deliver(key, event if ended is None else _joined(ended, event), forget=gone)
 
     def operator_ended(self, event: RunEvent) -> None:
         """The MPIJob's operator says its run ended (``event``): the run's end once its
         launcher's is known, or after :attr:`launcher_wait` seconds without it."""
+        attempt = (event.uid, event.attempt)
         with self._lock:
-            if event.uid in self._joined or event.uid in self._aborting:
+            if attempt in self._joined or event.uid in self._aborting:
                 return
-            held = self._launcher_end.pop(event.uid, None)
+            held = self._launcher_end.pop(attempt, None)
             if held is None:
-                if event.uid not in self._operator_end:
-                    timer = threading.Timer(self.launcher_wait, self._operator_alone, [event.uid])
+                if attempt not in self._operator_end:
+                    timer = threading.Timer(self.launcher_wait, self._operator_alone, [attempt])
                     timer.daemon = True
                     timer.start()
-                self._operator_end[event.uid] = event
+                self._operator_end[attempt] = event
                 return
-            self._joined.add(event.uid)
+            self._joined.add(attempt)
         self.deliver(held[0], _joined(event, held[1]))
 
-    def _operator_alone(self, uid: str) -> None:
+    def _operator_alone(self, attempt: Attempt) -> None:
         with self._lock:
-            event = self._operator_end.pop(uid, None)
-            if event is None or uid in self._joined:
+            event = self._operator_end.pop(attempt, None)
+            if event is None or attempt in self._joined:
                 return
-            self._joined.add(uid)
-        self.deliver(f"workload-{uid}", event)
+            self._joined.add(attempt)
+        self.deliver(f"workload-{attempt[0]}-{attempt[1]}", event)
 
-    def operator_gone(self, uid: str) -> None:
-        """The run's MPIJob is deleted: a launcher's end still held is the run's end now."""
+    def operator_gone(self, uid: str, attempt: int) -> None:
+        """The attempt's MPIJob is deleted: a launcher's end still held is the run's end now."""
+        key = (uid, attempt)
         with self._lock:
-            self._joined.discard(uid)
-            self._operator_end.pop(uid, None)
-            held = self._launcher_end.pop(uid, None)
+            self._joined.discard(key)
+            self._operator_end.pop(key, None)
+            held = self._launcher_end.pop(key, None)
         if held is not None:
             self.deliver(*held)
 
