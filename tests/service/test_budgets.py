@@ -5,6 +5,7 @@ at the limit (warn, hold, spot-only); a held run starts once its budget admits i
 from __future__ import annotations
 
 import datetime
+import time
 from collections import Counter
 from typing import Any
 
@@ -255,6 +256,27 @@ def test_spot_only_constrains_allow_holds_prevent_and_keeps_constrain(
     assert done["state"] == "completed", done
     assert done["attempts"][0]["preemption_mode"] == "prevent"
     assert done["attempts"][0]["adjustments"].endswith("(warn: runs still start)")
+
+
+def test_a_held_run_released_as_spot_only_is_recorded_spot_only(
+    server, client, function_dict
+) -> None:
+    """What it runs as is in its record, so a relaunch (after a restart) keeps it on spot."""
+    make_project(client, "team-h")
+    assert put_budget(client, "team-h", amount=0, action="hold").status_code == 200
+    held = submit(client, function_dict, "team-h", "allow")
+    assert (held["state"], held["reason"]) == ("pending", "Budget")
+    assert put_budget(client, "team-h", amount=0, action="spot-only").status_code == 200
+    deadline = time.monotonic() + 30  # the change releases it at once
+    while (released := client.get(f"/api/v1/runs/{held['uid']}", headers=USER).json())[
+        "reason"
+    ] == "Budget":
+        assert time.monotonic() < deadline, released
+        time.sleep(0.05)
+    assert released["attempts"][0]["preemption_mode"] == "constrain"
+    record = server.runs.store.get(held["uid"])
+    assert record.function["spec"]["preemption_mode"] == "constrain"
+    client.post(f"/api/v1/runs/{held['uid']}/abort", headers=USER)
 
 
 def test_held_runs_start_when_the_period_rolls_over(server, client, function_dict) -> None:

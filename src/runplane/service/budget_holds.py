@@ -15,7 +15,6 @@ import time
 from sqlalchemy import select, update
 
 from runplane.runs import Reason, RunRecord, RunState
-from runplane.runtimes.request import build_request
 from runplane.service.budgets import Budgets, Decision, Verdict
 from runplane.service.db.models import ATTEMPTS, RUNS
 from runplane.service.launcher import Launcher
@@ -94,7 +93,7 @@ class BudgetHolds:
                     self._restate(record, decision.text)
                 elif self._take(record, decision):
                     released.append(uid)
-                    self._launch(record, decision)
+                    self._launch(record)
             except Exception:
                 log.exception("run %s: letting its budget's hold go failed", uid)
         if released:
@@ -117,6 +116,10 @@ class BudgetHolds:
         """Mark the run no longer held, if it still is; ``False`` if another asker took it,
         or it was aborted meanwhile."""
         now = time.time()
+        released: dict[str, object] = {"reason": "", "status_text": ADMITTED, "updated_at": now}
+        if decision.verdict is Verdict.SPOT:
+            # recorded as submit records it, so a relaunch after a restart stays on spot
+            released["function"] = spot_only(Function.from_dict(record.function)).to_dict()
         with self.shared.store.engine.begin() as connection:
             taken = connection.execute(
                 update(RUNS)
@@ -126,7 +129,7 @@ class BudgetHolds:
                     RUNS.c.reason == Reason.BUDGET.value,
                     ~RUNS.c.abort_requested,
                 )
-                .values(reason="", status_text=ADMITTED, updated_at=now)
+                .values(**released)
             )
             if taken.rowcount != 1:
                 return False
@@ -140,7 +143,7 @@ class BudgetHolds:
             )
         return True
 
-    def _launch(self, record: RunRecord, decision: Decision) -> None:
+    def _launch(self, record: RunRecord) -> None:
         live = self.shared.live
         thresholds = threshold_seconds(record.thresholds)
         if live.waiter(record.uid) is None:
@@ -148,22 +151,12 @@ class BudgetHolds:
         else:
             with live.lock:
                 live.clocks.track(record.uid, thresholds)
-        fn = Function.from_dict(record.function)
-        if decision.verdict is Verdict.SPOT:
-            fn = spot_only(fn)
+        record = self.shared.store.get(record.uid)  # as released: spot-only if so decided
         try:
-            request = build_request(
-                fn,
-                self.shared.settings,
-                uid=record.uid,
-                params=record.params,
-                inputs=record.inputs,
-                source_dir=self.shared.store.source_dir(record.uid),
-                attempt=record.attempt,
-            )
+            request = self.launcher.request_of(record)
             self.shared.runtime.check(request)
         except Exception as error:
             self.launcher.failed(record.uid, record.attempt, f"the run could not start: {error}")
             return
-        self.launcher.arm_spot_wait(self.shared.store.get(record.uid), fn)
+        self.launcher.arm_spot_wait(record, Function.from_dict(record.function))
         self.launcher.launch(request)
