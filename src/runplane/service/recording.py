@@ -104,7 +104,7 @@ def apply_burst(
     burst = _Burst(connection, {event.uid for event in events})
     applied = [burst.apply(event, retries.get(index)) for index, event in enumerate(events)]
     burst.write()
-    resizes.write(connection, [event for event in events if burst.holds(event)])
+    resizes.write(connection, [e for e in events if e.resize is not None and burst.holds(e)])
     return applied
 
 

@@ -116,6 +116,8 @@ class KubernetesRuntime:
         self.instance = instance
         #: Every project's quotas, as the service last gave them (:meth:`apply_quotas`).
         self.quotas: QuotaTable = {}
+        #: Projects whose queue Kueue or the API server refused: written again at the next change.
+        self._unsynced: set[str] = set()
         self._service_port = settings.serving.service_port
         api = api or api_client(kubeconfig, context, pool=_CONNECTIONS)
         rest = RestApi(api)
@@ -463,15 +465,19 @@ class KubernetesRuntime:
         has nothing that holds them, and runs are admitted as before. A project whose quota
         was cleared gets an unlimited queue back. A queue Kueue or the API server refuses is
         logged and the others still applied: the service must start, and the next change
-        tries again."""
+        tries again. Only the projects whose quota changed (or failed before) are written:
+        an admin's change of one project costs two requests, not two per project."""
         previous, self.quotas = self.quotas, dict(quotas)
         if self.kueue is None:
             return
-        for project in sorted(set(previous) | set(self.quotas)):
+        changed = {p for p in set(previous) | set(self.quotas) if previous.get(p) != quotas.get(p)}
+        failed, self._unsynced = self._unsynced, set()
+        for project in sorted(changed | failed):
             quota = self.quotas.get(project)
             try:
                 self.kueue.sync_project_queue(project, quota.kueue() if quota else None)
             except RunplaneError as error:  # refused, or a name Kueue cannot take
+                self._unsynced.add(project)
                 log.warning("project %s's quota is not in Kueue: %s", project, error)
 
     def label_node(self, name: str, labels: Mapping[str, str | None]) -> dict[str, str]:

@@ -62,7 +62,7 @@ def resize(
             if memory_from is not None and memory_to > memory_from:
                 more["memory"] = memory_to - memory_from
             if group is not None:
-                held = group.counters().memory + sizes.inherited
+                held = group.gauges().memory + sizes.inherited
                 if memory_to < held:
                     raise Refused(
                         f"the run holds {mebibytes(held)} now, more than {mebibytes(memory_to)}"

@@ -273,7 +273,7 @@ class Supervisor:
         (:mod:`.resize`), and say so on the run; a refusal is told once per reason."""
         assert run.sizes is not None
         try:
-            held = group.counters().memory + run.sizes.inherited
+            held = group.gauges().memory + run.sizes.inherited
             due = wanted(watch, run.sizes, held, group.throttling(), time.monotonic())
         except OSError:  # the group is being emptied: the run is ending
             return
