@@ -39,6 +39,7 @@ from runplane.config import PreemptibleNodes, PriorityClasses
 from runplane.errors import InvalidValueError
 from runplane.runtimes.kubernetes.api.calls import Calls
 from runplane.runtimes.kubernetes.api.rest import APPLY_PATCH
+from runplane.spec.labels import check_dns_label
 from runplane.spec.quantity import parse_quantity
 
 GROUP = "kueue.x-k8s.io"
@@ -63,7 +64,6 @@ RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 UNLIMITED: Mapping[str, str] = {"cpu": "100000", "memory": "1000Ti", "nvidia.com/gpu": "10000"}
 #: Reason words of a run that Kueue holds.
 WAITING_FOR_QUOTA = "WaitingForQuota"
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def served(calls: Calls) -> bool:
@@ -178,8 +178,7 @@ def sync_project_queue(
     """Make ``project``'s ClusterQueue say ``quotas`` (flavor -> resource -> quantity, e.g.
     ``{"on-demand": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"}}``; a flavor or
     resource left out is :data:`UNLIMITED`), and its LocalQueue exist. Safe to repeat."""
-    if not _NAME.match(project) or len(project) > 63:
-        raise InvalidValueError("project", project, "a DNS label", "team-a")
+    check_dns_label("project", project, "'team-a'")
     quotas = quotas or {}
     check_quotas(quotas)
     apply(calls, cluster_queue(calls.namespace, project, quotas))

@@ -19,13 +19,12 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from runplane import names
 from runplane.errors import ResizeRefusedError
 from runplane.runs import Reason, ResizeRecord, RunState
 from runplane.runtimes.events import RunEvent
 from runplane.runtimes.kubernetes.api.calls import Calls, ClusterError, api_message
 from runplane.runtimes.kubernetes.api.rest import pods_path
-from runplane.runtimes.kubernetes.pod_events import main_container
+from runplane.runtimes.kubernetes.pod_events import attempt_of, main_container
 from runplane.runtimes.resizing import described
 from runplane.spec.quantity import resource_amount
 
@@ -130,7 +129,7 @@ class PodResizer:
             raise ResizeRefusedError(f"run {uid} cannot be resized: the node says {problem}")
         record = ResizeRecord(
             at=time.time(),
-            attempt=_attempt(pod),
+            attempt=attempt_of(pod["metadata"].get("labels") or {}),
             memory_from=memory_from,
             memory_to=memory_to,
             cpu_from=cpu_from,
@@ -201,11 +200,3 @@ def _ended(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or bool(
         pod["metadata"].get("deletionTimestamp")
     )
-
-
-def _attempt(pod: Mapping[str, Any]) -> int:
-    labels = pod["metadata"].get("labels") or {}
-    try:
-        return max(int(labels.get(names.ATTEMPT, "1")), 1)
-    except ValueError:
-        return 1
