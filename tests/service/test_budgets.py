@@ -258,6 +258,14 @@ def test_spot_only_constrains_allow_holds_prevent_and_keeps_constrain(
     assert done["attempts"][0]["adjustments"].endswith("(warn: runs still start)")
 
 
+def test_a_deleted_projects_budget_goes_with_it(client) -> None:
+    make_project(client, "team-gone")
+    assert put_budget(client, "team-gone", amount=50).status_code == 200
+    assert client.delete("/api/v1/projects/team-gone", headers=USER).status_code == 204
+    make_project(client, "team-gone")
+    assert client.get("/api/v1/projects/team-gone/budget", headers=USER).json()["budget"] is None
+
+
 def test_a_held_run_released_as_spot_only_is_recorded_spot_only(
     server, client, function_dict
 ) -> None:

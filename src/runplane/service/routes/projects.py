@@ -95,6 +95,7 @@ def delete_project(
     functions and schedules with it and keeps its runs' records."""
     server.projects.delete(project, who.user, admin=who.admin, strategy=deletion_strategy)
     server.runs.quotas.forget(project)
+    server.runs.budgets.clear(project)  # a project made again by the name starts with none
 
 
 @router.get("/projects/{project}/quotas")
