@@ -174,6 +174,7 @@ def _rows(spread: Spread) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]
             "attempt": 1,
             "retry_at": None,
             "logs_removed_at": None,
+            "resized": 0,
         }
         transitions = [{"run_uid": uid, "state": "created", "reason": "", "message": "", "at": at}]
         if state != "created":
