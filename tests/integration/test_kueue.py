@@ -8,9 +8,7 @@ runtimes find no Kueue. The runs are placed on kwok nodes; nothing of them execu
 
 from __future__ import annotations
 
-import asyncio
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,6 +34,7 @@ from runplane.runtimes.request import build_request
 from testbed import kube, mpi_operator, topology
 from testbed import kueue as tb_kueue
 from testbed.pytest_plugin import TestbedCluster
+from tests.integration.test_kubernetes_runtime import Recorder
 
 pytestmark = pytest.mark.testbed
 
@@ -43,41 +42,12 @@ INSTANCE = f"kq-{uuid.uuid4().hex[:8]}"
 Predicate = Callable[[RunEvent], bool]
 
 
-class Events:
-    """The runtime's events as the service reads them; a test waits for one."""
-
-    def __init__(self) -> None:
-        self.seen: list[RunEvent] = []
-        self._changed = threading.Condition()
-
-    def read(self, runtime: KubernetesRuntime) -> threading.Thread:
-        async def consume() -> None:
-            async for event in runtime.events():
-                with self._changed:
-                    self.seen.append(event)
-                    self._changed.notify_all()
-
-        reader = threading.Thread(target=lambda: asyncio.run(consume()), daemon=True)
-        reader.start()
-        return reader
-
-    def of(self, uid: str) -> list[RunEvent]:
-        with self._changed:
-            return [e for e in self.seen if e.uid == uid]
+class Events(Recorder):
+    """The runtime's events as the service reads them (:class:`Recorder`); a wait allows 90 s,
+    as Kueue's admission on a loaded machine takes longer than a pod's start."""
 
     def wait(self, uid: str, predicate: Predicate, timeout: float = 90, what: str = "") -> RunEvent:
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                for event in self.seen:
-                    if event.uid == uid and predicate(event):
-                        return event
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(remaining)
-        seen = [(e.state.value, e.reason, e.message) for e in self.of(uid)]
-        raise AssertionError(f"run {uid} never {what}; events: {seen}")
+        return super().wait(uid, predicate, timeout, what)
 
 
 @pytest.fixture(scope="module")
