@@ -5,6 +5,7 @@ at the limit (warn, hold, spot-only); a held run starts once its budget admits i
 from __future__ import annotations
 
 import datetime
+import json
 import time
 from collections import Counter
 from typing import Any
@@ -16,12 +17,15 @@ from runplane.config import NodeGroupPrice
 from runplane.runs import RunState
 from runplane.service import run_counts
 from runplane.service.budgets import Period, period_bounds
-from runplane.service.db.models import ATTEMPTS, RUNS
+from runplane.service.db.models import ATTEMPTS, RESIZES, RUNS
 from runplane.service.server import Server
+from tests.homes import enter_private_home
+from tests.service.cli_service import invoke
 from tests.service.conftest import ADMIN, USER, wait_state
 from tests.service.run_rows import run_row
 
 #: 1 per hour for a whole 1-CPU node: a run asking for all of it pays 1 an hour.
+HOUR = 3600.0
 PRICES = {"on-demand": {"hourly_price": 1.0, "cpu": "1", "memory": "1Gi"}}
 
 
@@ -37,18 +41,39 @@ def priced(server: Server) -> None:
     server.runs.settings = settings.model_copy(update={"service": service})
 
 
-def spend(server: Server, project: str, started: float, ended: float | None) -> str:
-    """A run of ``project`` that asked for a whole priced node from ``started`` to ``ended``
-    (still running when ``None``), written as the store writes one."""
+def spend(
+    server: Server,
+    project: str,
+    started: float,
+    ended: float | None,
+    cpu: str = "1",
+    resized_at: float | None = None,
+) -> str:
+    """A run of ``project`` that asked for ``cpu`` of a priced 1-CPU node from ``started`` to
+    ``ended`` (still running when ``None``), written as the store writes one; resized in place
+    to the whole node at ``resized_at`` if given."""
+    return write_run(server.runs.store.engine, project, started, ended, cpu, resized_at)
+
+
+def write_run(
+    engine: Any,
+    project: str,
+    started: float,
+    ended: float | None,
+    cpu: str = "1",
+    resized_at: float | None = None,
+) -> str:
+    """:func:`spend`'s run, written to the store of ``engine``."""
     row = run_row(
         started,
         project=project,
         state=RunState.RUNNING.value if ended is None else RunState.COMPLETED.value,
-        requests={"cpu": "1"},
+        requests={"cpu": cpu},
         started_at=started,
         ended_at=ended,
+        resized=0 if resized_at is None else 1,
     )
-    with server.runs.store.engine.begin() as connection:
+    with engine.begin() as connection:
         connection.execute(insert(RUNS), [row])
         connection.execute(
             insert(ATTEMPTS),
@@ -61,12 +86,32 @@ def spend(server: Server, project: str, started: float, ended: float | None) -> 
                     "ended_at": ended,
                     "reason": "",
                     "node_group": "on-demand",
-                    "requests": {"cpu": "1"},
-                    "limits": {},
+                    "requests": {"cpu": cpu},
+                    "limits": {"cpu": cpu},
                     "adjustments": "",
                 }
             ],
         )
+        if resized_at is not None:  # the limit (and the request by as much) up to 1 CPU
+            grown = 1000 - int(cpu.removesuffix("m"))
+            connection.execute(
+                insert(RESIZES),
+                [
+                    {
+                        "run_uid": row["uid"],
+                        "at": resized_at,
+                        "attempt": 1,
+                        "memory_from": None,
+                        "memory_to": None,
+                        "cpu_from": 1000 - grown,
+                        "cpu_to": 1000,
+                        "why": "by hand",
+                        "mode": "manual",
+                        "by": "bob",
+                        "outcome": "applied",
+                    }
+                ],
+            )
         run_counts.add(connection, Counter({(project, "bob", row["state"]): 1}))
     return str(row["uid"])
 
@@ -183,6 +228,49 @@ def test_spend_counts_the_part_of_each_attempt_inside_the_period(server, client)
     today = client.get("/api/v1/projects/spender/budget", headers=USER).json()
     assert today["spent"] == pytest.approx(1.5)
     assert today["text"] == "budget: project spender spent 1.50 of 10 today"
+
+
+def test_a_resized_run_spends_each_interval_at_the_requests_in_force(server, client) -> None:
+    priced(server)
+    make_project(client, "grower")
+    now = utc(2026, 11, 26, 12)
+    server.runs.budgets.clock = lambda: now
+    # half a node for 2 h, then the whole node for 1 h: 1 + 1
+    day = utc(2026, 11, 26)
+    spend(server, "grower", day + 1 * HOUR, day + 4 * HOUR, "500m", day + 3 * HOUR)
+    # half a node until the resize at 10:00, the whole node since: 1 + 2 so far
+    spend(server, "grower", day + 8 * HOUR, None, "500m", day + 10 * HOUR)
+    assert put_budget(client, "grower", amount=10, period="day").status_code == 200
+    shown = client.get("/api/v1/projects/grower/budget", headers=USER).json()
+    assert shown["spent"] == pytest.approx(2.0 + 3.0)
+    # the part before the period's start is paid at its own size: a week since Monday the 23rd
+    monday = utc(2026, 11, 23)
+    spend(server, "grower", monday - 2 * HOUR, monday + 2 * HOUR, "500m", monday + HOUR)
+    assert put_budget(client, "grower", amount=10, period="week").status_code == 200
+    weekly = client.get("/api/v1/projects/grower/budget", headers=USER).json()
+    assert weekly["spent"] == pytest.approx(5.0 + 0.5 + 1.0)
+
+
+def test_runplane_cost_prices_a_resized_run_piecewise(monkeypatch, tmp_path) -> None:
+    from runplane.service.db import connect, sqlite_url
+
+    home = enter_private_home(monkeypatch, tmp_path)
+    monkeypatch.setenv("RUNPLANE_SERVICE__NODE_GROUPS", json.dumps(PRICES))
+    home.mkdir(parents=True, exist_ok=True)
+    engine = connect(sqlite_url(home / "runplane.db"))
+    try:
+        start = utc(2026, 11, 26, 1)
+        resized = write_run(engine, "default", start, start + 3 * HOUR, "500m", start + 2 * HOUR)
+        plain = write_run(engine, "default", start, start + 3 * HOUR, "500m")
+    finally:
+        engine.dispose()
+    one = invoke("cost", resized)
+    assert one.code == 0, one.stderr
+    # 2 h at half the node, 1 h at the whole node
+    assert one.stdout.startswith(f"run {resized}: 2.00 realised, 2.00 on on-demand"), one.stdout
+    assert invoke("cost", plain).stdout.startswith(f"run {plain}: 1.50 realised")
+    both = invoke("cost", "--project", "default")
+    assert both.stdout.startswith("2 runs of project default: 3.50 realised"), both.stdout
 
 
 def test_hold_keeps_new_runs_pending_until_the_budget_is_raised(

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from runplane.config import NodeGroupPrice, Settings
 from runplane.errors import ConfigError
-from runplane.runs import AttemptRecord, RunRecord, RunState
-from runplane.service.costs import run_cost, total_cost
+from runplane.runs import AttemptRecord, ResizeRecord, RunRecord, RunState
+from runplane.service.costs import attempt_cost, run_cost, total_cost
 from runplane.service.sizing import MEMORY_FLOOR, oversized, suggest, suggestion_json
 from runplane.spec.quantity import mebibytes
 
@@ -194,6 +195,51 @@ def test_unpriced_groups_and_whole_nodes() -> None:
     total = total_cost([record(attempt(1, node_group="spot"))] * 3, whole)
     assert total is not None
     assert total.realised == pytest.approx(3.0)
+
+
+def grow(at: float, number: int = 1, outcome: str = "applied") -> ResizeRecord:
+    """Memory 16Gi -> 24Gi limit at ``at``: the 8Gi request grows to 16Gi (half a node)."""
+    return ResizeRecord(
+        at=at,
+        attempt=number,
+        memory_from=16 * 1024 * MI,
+        memory_to=24 * 1024 * MI,
+        cpu_from=None,
+        cpu_to=None,
+        why="by hand",
+        mode="manual",
+        outcome=outcome,
+    )
+
+
+def test_a_resized_attempt_pays_each_interval_at_the_requests_in_force() -> None:
+    done = attempt(1, node_group="on-demand", started_at=0.0, ended_at=2 * HOUR)
+    plain = run_cost(record(done), PRICES)
+    resized = run_cost(dataclasses.replace(record(done), resizes=[grow(HOUR)]), PRICES)
+    assert plain is not None
+    assert resized is not None
+    # one hour at a quarter of a node (8 of 32 Gi), one at half of it (16 of 32 Gi)
+    assert plain.realised == pytest.approx(2 * 0.40 * 0.25)
+    assert resized.realised == pytest.approx(0.40 * 0.25 + 0.40 * 0.5)
+    assert resized.on_demand_equivalent == pytest.approx(resized.realised)
+    # a refused resize, or one of another attempt, changes nothing
+    others = [grow(HOUR, outcome="refused"), grow(HOUR, number=2)]
+    unchanged = run_cost(dataclasses.replace(record(done), resizes=others), PRICES)
+    assert unchanged is not None
+    assert unchanged.realised == pytest.approx(plain.realised)
+
+
+def test_an_attempts_cost_inside_a_window_takes_the_part_of_each_interval_inside_it() -> None:
+    requests = {"cpu": "2", "memory": "8Gi"}
+    resizes = [grow(HOUR)]
+    whole = attempt_cost(ON_DEMAND, requests, 0.0, 2 * HOUR, resizes)
+    before = attempt_cost(ON_DEMAND, requests, 0.0, 2 * HOUR, resizes, until=HOUR)
+    after = attempt_cost(ON_DEMAND, requests, 0.0, 2 * HOUR, resizes, since=HOUR)
+    assert before == pytest.approx(0.40 * 0.25)
+    assert after == pytest.approx(0.40 * 0.5)
+    assert before + after == pytest.approx(whole)
+    # a resize recorded outside the attempt's time is taken at its edge
+    assert attempt_cost(ON_DEMAND, requests, HOUR, 2 * HOUR, [grow(0.0)]) == pytest.approx(0.2)
 
 
 def test_prices_are_configuration() -> None:

@@ -4,9 +4,11 @@ limit.
 
 A project's spend in a period is the realised cost (:mod:`runplane.service.costs`) of its runs'
 attempts for the part of their time that falls inside the period: a run that straddles the
-start of a month pays into both months, and a running attempt counts what it has cost so far
-(until now). Periods begin at midnight UTC: a day at 00:00, a week on Monday 00:00, a month on
-its first day 00:00, whatever the service's own time zone.
+start of a month pays into both months, a running attempt counts what it has cost so far
+(until now), and an attempt resized in place pays each interval at the requests in force
+during it, so a run grown past its first size spends the budget at its new size. Periods begin
+at midnight UTC: a day at 00:00, a week on Monday 00:00, a month on its first day 00:00,
+whatever the service's own time zone.
 
 At the limit (spent >= amount) the budget's action decides what a new run meets; running work
 is never stopped by a budget, and a retry of a run already admitted is not held either:
@@ -36,9 +38,11 @@ from sqlalchemy.exc import IntegrityError
 
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
-from runplane.service.costs import configured, hourly_rate
+from runplane.runs import ResizeRecord
+from runplane.service import resizes
+from runplane.service.costs import attempt_cost, configured
 from runplane.service.db import session_factory
-from runplane.service.db.models import ATTEMPTS, RUNS, ProjectBudget
+from runplane.service.db.models import ATTEMPTS, RESIZES, RUNS, ProjectBudget
 from runplane.spec.numbers import is_decimal
 from runplane.spec.scheduling import PreemptionMode
 
@@ -321,12 +325,16 @@ class Budgets:
 
     def spent(self, project: str, start: float, end: float) -> float:
         """What the project's runs' attempts cost between ``start`` and ``end`` (a running
-        attempt until ``end``); attempts on a group with no price cost nothing known."""
+        attempt until ``end``); attempts on a group with no price cost nothing known. The
+        resizes of the runs that had some are read in one statement more."""
         prices, _ = configured(self._settings())
         if not prices:
             return 0.0
         query = (
             select(
+                RUNS.c.uid,
+                RUNS.c.resized,
+                ATTEMPTS.c.number,
                 ATTEMPTS.c.started_at,
                 ATTEMPTS.c.ended_at,
                 ATTEMPTS.c.node_group,
@@ -345,14 +353,33 @@ class Budgets:
         )
         total = 0.0
         with self._engine.connect() as connection:
-            for began, ended, group, asked, run_asked, run_ended in connection.execute(query):
-                price = prices.get(group or "")
-                if price is None:
-                    continue
-                # An attempt whose end was never recorded stops paying when its run ended.
-                stop = min(ended or run_ended or end, end)
-                seconds = max(stop - max(began, start), 0.0)
-                total += seconds / 3600 * hourly_rate(asked or run_asked or {}, price)
+            rows = connection.execute(query).all()
+            grown = sorted({row[0] for row in rows if row[1] and row[5] in prices})
+            changes: dict[tuple[str, int], list[ResizeRecord]] = {}
+            if grown:
+                applied = (
+                    select(RESIZES)
+                    .where(RESIZES.c.run_uid.in_(grown), RESIZES.c.outcome == "applied")
+                    .order_by(RESIZES.c.id)
+                )
+                found = connection.execute(applied).all()
+                for row, change in zip(found, resizes.records(found), strict=True):
+                    changes.setdefault((row.run_uid, row.attempt), []).append(change)
+        for uid, _, number, began, ended, group, asked, run_asked, run_ended in rows:
+            price = prices.get(group or "")
+            if price is None:
+                continue
+            # An attempt whose end was never recorded stops paying when its run ended.
+            stop = min(ended or run_ended or end, end)
+            total += attempt_cost(
+                price,
+                asked or run_asked or {},
+                began,
+                stop,
+                changes.get((uid, number), ()),
+                since=start,
+                until=end,
+            )
         return total
 
     def standing(self, project: str, budget: Budget | None = None) -> Standing | None:
