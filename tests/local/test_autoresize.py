@@ -1,6 +1,7 @@
 """Live right-sizing on the embedded default: a job nearing its memory limit has its cgroup's
 limit raised in place and completes in its first attempt; without it the job is OOM-killed
-and retried; a person's resize goes through the same path."""
+and retried; a person's resize goes through the same path; a grow the machine cannot hold
+falls back to an OOM retry at the size asked for."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from runplane.config import load_settings
 from runplane.errors import InvalidValueError, ResizeRefusedError
 from runplane.runs import RunRecord, RunState
 from runplane.service.embedded import EmbeddedService
@@ -19,6 +21,8 @@ from tests.growing import GROWING
 MiB = 2**20
 #: Long enough for the job to wait out a resize on a busy machine.
 PATIENT = RunOptions(params={"room_wait": "120"})
+#: Long enough for the job to wait out a refused resize on a busy machine, then grow past it.
+REFUSED_WAIT = RunOptions(params={"room_wait": "15"})
 
 
 def _growing(make_function: Callable[..., Function]) -> Function:
@@ -85,3 +89,36 @@ def _running(service: EmbeddedService, uid: str) -> RunRecord:
             return record
         time.sleep(0.05)
     raise AssertionError(f"run {uid} did not start")
+
+
+def test_a_grow_the_machine_cannot_hold_falls_back_to_a_larger_retry(
+    monkeypatch: pytest.MonkeyPatch, make_function: Callable[..., Function]
+) -> None:
+    # A 384Mi machine: the job (64Mi asked) starts, but growing its 128Mi limit to 512Mi
+    # would need 384Mi more of it, and only 320Mi is unreserved.
+    monkeypatch.setenv("RUNPLANE_LOCAL__MEMORY", "384Mi")
+    service = EmbeddedService(load_settings()).start()
+    try:
+        fn = (
+            _growing(make_function)
+            .with_autoresize(max_mem="1Gi", step=4, window="0.5s")
+            .with_retries(2, on=["oom"], backoff=0)
+        )
+        # It waits at its limit for the grow (refused within a second or so), then steps past.
+        record = service.wait(service.submit(fn, REFUSED_WAIT).uid, timeout=240)
+    finally:
+        service.close()
+    assert record.state == RunState.COMPLETED, record.status_text
+    first, second = record.attempts
+    assert (first.reason, first.failure) == ("OOMKilled", "oom")
+    (fallback,) = [r for r in record.resizes if r.outcome != "applied"]
+    assert (fallback.outcome, fallback.attempt, fallback.mode) == ("fallback", 1, "auto")
+    assert (fallback.memory_from, fallback.memory_to) == (128 * MiB, 512 * MiB)
+    assert "320Mi of memory unreserved, less than the 384Mi more asked" in fallback.why
+    # the retry starts at the size asked for, as far as the machine holds it, and says why
+    assert second.limits["memory"] == "384Mi"
+    assert "the size live right-sizing asked for and the node could not grant" in (
+        second.adjustments
+    )
+    (retried,) = [t.message for t in record.transitions if t.message.startswith("attempt 2")]
+    assert "memory limit 384Mi, the size live right-sizing asked for" in retried

@@ -7,9 +7,13 @@ threshold of its limit for the plan's window, its memory limit grows ``step`` ti
 ``max_mem``); when its CPU was throttled in most periods over the window and ``max_cpu`` allows,
 its CPU quota does too. A person's resize (``runplane resize``) takes the same path. Either is
 granted only within the machine's free room: the capacity ledger's unreserved requests (the
-run's requests grow by what its limits grew) and the memory the kernel has available now. A
-resize that cannot be granted is refused with the reason, and the run goes on as it was (an
-OOM kill later is retried as any other, with more memory).
+run's requests grow by what its limits grew), its project's quota, and the memory the kernel
+has available now. A resize that cannot be granted is refused with the reason, and the run goes
+on as it was. A memory grow right-sizing asked for and the machine refused is recorded as a
+``fallback`` (the supervisor's), as a node's ``Infeasible`` is on a cluster: an OOM kill of
+that attempt is retried with at least the memory asked for (``service/retries.py``), capped at
+the machine's memory; right-sizing keeps looking meanwhile, since room frees as other runs
+end.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from runplane.runtimes.local.users import RunUser, RunUsers
 from runplane.runtimes.local.warm import WarmLauncher
 from runplane.runtimes.local.watchdog import ProcessTable, started_at
 from runplane.runtimes.resizing import Sizes, Watch, described, wanted
+from runplane.runtimes.resizing import memory as shown_memory
 from runplane.spec.quantity import mebibytes
 
 log = logging.getLogger(__name__)
@@ -270,7 +271,10 @@ class Supervisor:
 
     def _right_size(self, run: LocalRun, group: RunGroup, watch: Watch) -> None:
         """One look at a right-sized run: raise its limits in place when they are due
-        (:mod:`.resize`), and say so on the run; a refusal is told once per reason."""
+        (:mod:`.resize`), and say so on the run; a refusal is told once per reason. A memory
+        grow the machine cannot grant (its ledger's room, the project's quota, the kernel's
+        free memory) is a ``fallback``, as a node's ``Infeasible`` is on a cluster: an OOM
+        kill of this attempt is retried with the memory asked for."""
         assert run.sizes is not None
         try:
             held = group.gauges().memory + run.sizes.inherited
@@ -289,20 +293,37 @@ class Supervisor:
             if str(error) == watch.refused:
                 return
             watch.refused = str(error)
-            record = ResizeRecord(
-                at=time.time(),
-                attempt=run.request.attempt,
-                memory_from=run.sizes.memory,
-                memory_to=memory if memory is not None else run.sizes.memory,
-                cpu_from=run.sizes.cpu,
-                cpu_to=cpu if cpu is not None else run.sizes.cpu,
-                why=f"{why}; not granted: {error}",
-                outcome="refused",
-            )
-            self.report_resize(run, record, f"right-sizing refused: {error} ({why})")
+            self._refused(run, memory, cpu, why, str(error))
             return
         watch.above_since, watch.refused = None, ""
         self.report_resize(run, record, described(record))
+
+    def _refused(
+        self, run: LocalRun, memory: int | None, cpu: int | None, why: str, error: str
+    ) -> None:
+        """Tell of a right-sizing the machine refused: a memory grow falls back to an OOM
+        retry with the size asked for; a CPU raise alone is only refused (a throttled run is
+        slower, not killed)."""
+        assert run.sizes is not None
+        grows = memory is not None and (run.sizes.memory is None or memory > run.sizes.memory)
+        record = ResizeRecord(
+            at=time.time(),
+            attempt=run.request.attempt,
+            memory_from=run.sizes.memory,
+            memory_to=memory if memory is not None else run.sizes.memory,
+            cpu_from=run.sizes.cpu,
+            cpu_to=cpu if cpu is not None else run.sizes.cpu,
+            why=f"{why}; not granted: {error}",
+            outcome="fallback" if grows else "refused",
+        )
+        if grows:
+            message = (
+                f"right-sizing could not raise the memory limit to {shown_memory(memory)} in "
+                f"place ({error}); an OOM kill is retried with it, as the retry policy allows"
+            )
+        else:
+            message = f"right-sizing refused: {error} ({why})"
+        self.report_resize(run, record, message)
 
     def report_resize(self, run: LocalRun, record: ResizeRecord, message: str) -> None:
         """Tell of a resize (or one refused) as the running run's event."""
