@@ -99,7 +99,9 @@ def test_a_running_claim_grows_only_within_its_projects_quota(tmp_path):
     from runplane.placement.quotas import ProjectQuota
 
     book = ledger(tmp_path)
-    book.quotas = {"team-a": ProjectQuota({"on-demand": ProjectQuota.flavor_of("q", {"cpu": "1"})})}
+    book.set_quotas(
+        {"team-a": ProjectQuota({"on-demand": ProjectQuota.flavor_of("q", {"cpu": "1"})})}
+    )
     book.wait(Claim("run", 1, 1.0, {"cpu": 500}, 0, 0, project="team-a"))
     assert [g.uid for g in book.grant(["run"])] == ["run"]
     assert book.grow("run", {"cpu": 500}) == ""  # up to its quota: 1 CPU
@@ -107,3 +109,31 @@ def test_a_running_claim_grows_only_within_its_projects_quota(tmp_path):
     assert refused == "project team-a's quota on on-demand cannot hold it: it needs 0.5 CPUs more"
     assert book.occupied().requested == {"cpu": 1000}, "a refused growth holds nothing more"
     assert book.grow("run", {"cpu": -500}) == "", "a smaller run is never held back by quota"
+
+
+def test_a_quota_table_set_by_one_process_decides_every_other_on_the_machine(tmp_path):
+    from runplane.placement.quotas import ProjectQuota
+
+    ours, theirs = ledger(tmp_path), ledger(tmp_path)  # two processes' ledgers, one file
+    half = {"team-a": ProjectQuota({"on-demand": ProjectQuota.flavor_of("q", {"cpu": "500m"})})}
+    theirs.set_quotas(half)
+    ours.wait(Claim("first", 1, 1.0, {"cpu": 500}, 0, 0, project="team-a"))
+    ours.wait(Claim("second", 1, 2.0, {"cpu": 500}, 0, 0, project="team-a"))
+    assert [g.uid for g in ours.grant(["first", "second"])] == ["first"]
+    assert ours.quotas == half  # read from the ledger: ours was never handed a table
+    assert "needs 0.5 CPUs more" in ours.quota_waits["second"]
+    read = ours.quotas
+    assert ours.grant(["second"]) == []
+    assert ours.quotas is read, "an unchanged table is not read again"
+    assert ours.grow("first", {"cpu": 500}).startswith("project team-a's quota on on-demand")
+
+    theirs.set_quotas(half)  # the same table again: nothing changes, no generation
+    assert ours.grant(["second"]) == []
+    assert ours.quotas is read
+
+    theirs.set_quotas({})  # an admin clears it in the other process
+    assert [g.uid for g in ours.grant(["second"])] == ["second"]
+    assert ours.quotas == {}
+    assert ours.quota_waits == {}
+    ours.close()
+    theirs.close()

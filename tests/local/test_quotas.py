@@ -1,9 +1,13 @@
 """Project quotas on the embedded default: runs of a project beyond its quota wait in order,
 saying why in the words a cluster's queue uses, borrow idle quota of the other projects and
-give it back first."""
+give it back first; a quota an admin changes in another process on the machine decides this
+one's runs at their next admission."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -155,3 +159,34 @@ def test_a_quota_wait_is_pending_not_scheduled_for_the_thresholds(
         "Run aborted due to exceeded state threshold: pending_not_scheduled (last reason: "
         "waiting for quota: project team-a needs 0.5 CPUs more on on-demand; no run ahead of it)"
     )
+
+
+def test_a_quota_changed_by_another_process_on_the_machine_takes_effect_here(
+    make_function: Callable[..., Function], service: EmbeddedService, tmp_path: Path
+):
+    runs = _projects(make_function, service, tmp_path)
+    service.set_project_quota(
+        "team-a", "on-demand", {"cpu": {"nominal": "500m", "borrowing_limit": "0"}}
+    )
+    first = runs.submit("team-a", "first")
+    runs.running(first)
+    second = runs.submit("team-a", "second")
+    runs.says(
+        second,
+        "waiting for quota: project team-a needs 0.5 CPUs more on on-demand; no run ahead of it",
+    )
+    # An admin raises it with another runplane process on the same home: this process's
+    # service is never told, its waiting run starts at its next admission.
+    raised = subprocess.run(
+        [sys.executable, "-m", "runplane", "project", "quota", "team-a", "--cpu", "1"],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert raised.returncode == 0, raised.stderr
+    runs.running(second)
+    for name in ("first", "second"):
+        runs.release(name)
+    for uid in (first, second):
+        assert service.wait(uid, timeout=60).state == "completed"

@@ -14,6 +14,13 @@ Project quotas (:mod:`runplane.placement.quotas`) are decided in the same transa
 its project's quota cannot hold now waits, saying so, and holds no capacity; claims within
 their project's nominal quota are taken before claims that would borrow idle quota of other
 projects, so a lender gets its quota back as borrowers' runs end (nothing is preempted).
+
+The quota table is shared as the claims are: a process that is handed a new table
+(:meth:`Ledger.set_quotas`: its service's, at start and after an admin's change) writes it to
+the ledger with its generation raised by one, and every transaction that decides by quotas
+reads the generation in the statement it needs anyway, and the table only when the generation
+differs from the one it holds. So a change made by any process on the machine takes effect in
+every other at its next admission, and a table that did not change costs no parsing.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import psutil
 from runplane.placement import Node
 from runplane.placement.quotas import (
     ON_DEMAND,
+    ProjectQuota,
     QuotaBook,
     QuotaTable,
     quota_text,
@@ -56,6 +64,18 @@ CREATE TABLE IF NOT EXISTS claims (
     flavor TEXT NOT NULL DEFAULT 'on-demand'
 )
 """
+#: The machine's project quotas: one row, the table (JSON) and its generation.
+_QUOTAS = """
+CREATE TABLE IF NOT EXISTS quotas (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation INTEGER NOT NULL,
+    quota_table TEXT NOT NULL
+)
+"""
+#: The generation, and the table only when it is not the one the caller holds.
+_READ_QUOTAS = (
+    "SELECT generation, CASE WHEN generation = ? THEN NULL ELSE quota_table END FROM quotas"
+)
 #: Columns a ledger file made before project quotas lacks, added when it is opened.
 _ADDED = {
     "project": "TEXT NOT NULL DEFAULT ''",
@@ -103,7 +123,12 @@ class Ledger:
     """One machine's claims, in a SQLite file shared by every runplane process on it."""
 
     def __init__(
-        self, path: Path, node: Node, cpu_ids: Iterable[int], gpu_ids: Iterable[str]
+        self,
+        path: Path,
+        node: Node,
+        cpu_ids: Iterable[int],
+        gpu_ids: Iterable[str],
+        held_to_quotas: bool = True,
     ) -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not path.exists():
@@ -114,6 +139,7 @@ class Ledger:
         self._connection.execute("PRAGMA journal_mode=WAL")
         self._connection.execute("PRAGMA synchronous=NORMAL")
         self._connection.execute(_SCHEMA)
+        self._connection.execute(_QUOTAS)
         columns = {row[1] for row in self._connection.execute("PRAGMA table_info(claims)")}
         for column, kind in _ADDED.items():
             if column not in columns:
@@ -124,8 +150,13 @@ class Ledger:
         self._node = node
         self._cpu_ids = tuple(cpu_ids)
         self._gpu_ids = tuple(gpu_ids)
-        #: Every project's quotas, as this process's service last gave them.
+        #: Every project's quotas, as the ledger held them at this process's last
+        #: transaction that decided by them, and that table's generation (-1: none read).
         self.quotas: QuotaTable = {}
+        self._generation = -1
+        #: Whether this process's claims wait for the machine's quota table (a serving
+        #: deployment's replicas do not: they count against their project's quota only).
+        self._held_to_quotas = held_to_quotas
         #: Why each claim of this process's waits for quota, as the last grant found.
         self.quota_waits: dict[str, str] = {}
 
@@ -142,6 +173,37 @@ class Ledger:
                 self._connection.execute("ROLLBACK")
                 raise
             self._connection.execute("COMMIT")
+
+    def set_quotas(self, quotas: QuotaTable) -> None:
+        """Make ``quotas`` every project's on this machine, for every process's next
+        admission (a table equal to the ledger's changes nothing)."""
+        written = json.dumps(
+            {project: quota.to_json() for project, quota in sorted(quotas.items())},
+            sort_keys=True,
+        )
+        with self._transaction() as connection:
+            row = connection.execute("SELECT generation, quota_table FROM quotas").fetchone()
+            if row is not None and row[1] == written:
+                generation = row[0]
+            else:
+                generation = (row[0] if row is not None else 0) + 1
+                connection.execute(
+                    "INSERT OR REPLACE INTO quotas (id, generation, quota_table) VALUES (1, ?, ?)",
+                    (generation, written),
+                )
+        self.quotas, self._generation = dict(quotas), generation
+
+    def _read_quotas(self, connection: sqlite3.Connection) -> None:
+        """Take the machine's quota table if another process changed it since the last read
+        (one row's generation read; the table parsed only when it changed)."""
+        if not self._held_to_quotas:
+            return
+        row = connection.execute(_READ_QUOTAS, (self._generation,)).fetchone()
+        if row is None or row[0] == self._generation:
+            return
+        table = json.loads(row[1])
+        self.quotas = {project: ProjectQuota.from_json(q) for project, q in table.items()}
+        self._generation = row[0]
 
     def wait(self, claim: Claim) -> None:
         """Queue ``claim``; it is granted by a later :meth:`grant`."""
@@ -193,6 +255,7 @@ class Ledger:
             "SELECT uid, granted, priority, submitted, requests, cores, gpus, cpu_ids,"
             " gpu_ids, owner_pid, owner_started, project, flavor FROM claims"
         ).fetchall()
+        self._read_quotas(connection)
         live = []
         for row in rows:
             if (row[9], row[10]) != _OWNER and _process_started(row[9]) != row[10]:
@@ -275,6 +338,7 @@ class Ledger:
             mine = next((json.loads(r) for u, r, _, _ in rows if u == uid), None)
             if mine is None:
                 return "the run holds no place on this machine"
+            self._read_quotas(connection)
             free = dict(self._node.allocatable)
             book = QuotaBook(self.quotas)
             queue = ("", ON_DEMAND)

@@ -136,7 +136,11 @@ class ReplicaSet:
         capacity = detect_capacity(settings)
         node = local_node(settings, capacity)
         self.ledger = Ledger(
-            settings.local.home / "capacity.db", node, capacity.cpu_ids, capacity.gpu_ids
+            settings.local.home / "capacity.db",
+            node,
+            capacity.cpu_ids,
+            capacity.gpu_ids,
+            held_to_quotas=False,  # replicas count against their project's quota, never wait for it
         )
         scaling = scaling_of(self.manifests)
         self.autoscaler = (

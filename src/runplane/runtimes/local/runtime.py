@@ -253,9 +253,9 @@ class LocalRuntime:
         return dataclasses.replace(run.claim, flavor=SPOT if self._spot else ON_DEMAND)
 
     def apply_quotas(self, quotas: QuotaTable) -> None:
-        """Decide this process's runs by these project quotas from the scheduler's next turn
-        on (``{}``: none)."""
-        self._ledger.quotas = dict(quotas)
+        """Decide every process's runs on this machine by these project quotas from its
+        next admission on (``{}``: none): the ledger shares the table with them."""
+        self._ledger.set_quotas(quotas)
         self._wake.set()
 
     def _schedule(self) -> None:
