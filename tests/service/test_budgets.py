@@ -22,6 +22,7 @@ from runplane.service.server import Server
 from tests.homes import enter_private_home
 from tests.service.cli_service import invoke
 from tests.service.conftest import ADMIN, USER, wait_state
+from tests.service.older_databases import older_database
 from tests.service.run_rows import run_row
 
 #: 1 per hour for a whole 1-CPU node: a run asking for all of it pays 1 an hour.
@@ -393,28 +394,11 @@ def test_held_runs_start_when_the_period_rolls_over(server, client, function_dic
 
 
 def test_a_database_with_projects_and_runs_upgrades_to_budgets(database) -> None:
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import create_engine, text
-
     from runplane.service.budgets import Budgets, check_budget
-    from runplane.service.db import MIGRATIONS, connect
+    from runplane.service.db import connect
     from runplane.service.records import RunStore
 
-    before = create_engine(database)
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with before.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0010")
-        connection.execute(
-            text(
-                "INSERT INTO projects (name, owner, description, params, default_image, labels,"
-                " created_at, updated_at) VALUES ('kept', 'bob', '', '{}', '', '{}', 1, 1)"
-            )
-        )
-        connection.execute(insert(RUNS), [run_row(1.0, project="kept")])
-    before.dispose()
+    older_database(database, "0010", projects={"kept": ""}, runs=[run_row(1.0, project="kept")])
     engine = connect(database)  # upgrades to the newest migration
     budgets = Budgets(engine, lambda: None)  # type: ignore[arg-type,return-value]
     assert budgets.all() == {}

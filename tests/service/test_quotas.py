@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from tests.service.conftest import ADMIN, USER, wait_state
+from tests.service.older_databases import older_database
 
 HOLD = (
     "import pathlib, time\n"
@@ -125,27 +126,11 @@ def test_a_run_beyond_its_projects_quota_waits_saying_why(client, server, functi
 
 
 def test_a_database_with_projects_upgrades_to_quotas(database):
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import create_engine, text
-
-    from runplane.service.db import MIGRATIONS, connect
+    from runplane.service.db import connect
     from runplane.service.projects import ProjectStore
     from runplane.service.quotas import QuotaStore
 
-    before = create_engine(database)
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    with before.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0010")
-        connection.execute(
-            text(
-                "INSERT INTO projects (name, owner, description, params, default_image, labels,"
-                " created_at, updated_at) VALUES ('kept', 'bob', 'old', '{}', '', '{}', 1, 1)"
-            )
-        )
-    before.dispose()
+    older_database(database, "0010", projects={"kept": "old"})
     engine = connect(database)  # upgrades to the newest migration
     assert ProjectStore(engine).get("kept").description == "old"
     quotas = QuotaStore(engine)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 import pytest
 
@@ -105,33 +106,18 @@ def test_a_mapping_with_an_unknown_term_is_refused_with_a_mapping_to_copy() -> N
 
 
 def test_a_run_resized_in_place_holds_its_grown_requests_against_the_quota() -> None:
-    from runplane.runs import ResizeRecord, RunRecord, RunState
+    from runplane.runs import ResizeRecord, RunState
     from runplane.service.quotas import usage_view
+    from tests.unit.test_sizing_costs import attempt, record
 
     mib = 2**20
-    resized = RunRecord(
-        uid="a" * 32,
+    resized = dataclasses.replace(
+        record(attempt(1)),
         project="team-a",
-        name="f",
-        runtime="local",
         state=RunState.RUNNING,
-        reason="Started",
-        status_text="",
-        params={},
-        inputs={},
-        thresholds={},
-        priority_class="medium",
         requests={"cpu": "100m", "memory": "64Mi"},
         limits={"cpu": "500m", "memory": "128Mi"},
-        results={},
-        peak_memory_bytes=0,
-        cpu_seconds=0.0,
-        created_at=0.0,
-        updated_at=0.0,
-        state_since=0.0,
-        started_at=0.0,
         ended_at=None,
-        function={},
         resizes=[
             ResizeRecord(1.0, 1, 128 * mib, 256 * mib, 500, 1500, "asked", "manual", "bob"),
             ResizeRecord(2.0, 1, 256 * mib, 1024 * mib, None, None, "no room", outcome="refused"),
