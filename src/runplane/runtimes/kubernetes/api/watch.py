@@ -80,6 +80,13 @@ def _version(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+#: Objects per page of a list. What a page held whole beyond what is kept of each object is
+#: freed once the next page is read, and the allocator keeps those blocks for good: with 500
+#: pods a page, a restarted service held 25 MiB more at 3,000 live pods than the one before it;
+#: with 100, as much (a list request per 100 pods instead of per 500).
+PAGE_SIZE = 100
+
+
 class PodWatch:
     """Keeps ``handler`` told about every pod matching ``label_selector`` in ``namespace``.
 
@@ -97,7 +104,7 @@ class PodWatch:
         resource_version: str | None = None,
         timeout_seconds: int = 300,
         idle_timeout: float = 90.0,
-        page_size: int = 500,
+        page_size: int = PAGE_SIZE,
         backoff: Backoff | None = None,
         name: str = "runplane-pod-watch",
         path: str | None = None,
