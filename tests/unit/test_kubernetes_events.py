@@ -647,3 +647,33 @@ def test_helper_pods_only_tell_why_their_run_waits() -> None:
     tracker.observe("DELETED", pod("Running", node="n1", labels=worker, uid="w1"))
     # The worker's running and deletion, and a later worker waiting, are not the run's.
     assert [e.state for e in events] == [RunState.PENDING, RunState.RUNNING]
+
+
+def test_a_relist_keeps_no_pod_with_its_managed_fields() -> None:
+    """Held from the list until every pod of it is dispatched, a pod's managed fields (a
+    third of its size, a tree of small dicts) would be the re-list's peak of memory."""
+
+    def managed(name: str, version: str) -> dict[str, Any]:
+        made = obj(name, version)
+        made["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+        return made
+
+    kept: list[dict[str, Any]] = []
+
+    def keep(p: dict[str, Any]) -> dict[str, Any]:
+        kept.append(dict(p["metadata"]))
+        return p
+
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}
+    rest = FakeRest(
+        lists=[
+            listing("10", managed("a", "9")),
+            listing("30", managed("a", "9"), managed("b", "20")),
+        ],
+        watches=[[gone]],
+    )
+    watch, seen = run_watch(rest, keep=keep)
+    assert seen == [("ADDED", "a"), ("ADDED", "b")]  # "a" unchanged: not dispatched again
+    assert {m["name"] for m in kept} == {"a", "b"}
+    assert all("managedFields" not in m for m in kept)
+    assert all("managedFields" not in p["metadata"] for p in watch.known())

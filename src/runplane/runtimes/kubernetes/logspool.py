@@ -245,14 +245,27 @@ class LogSpool:
         """Let ``copy`` read again from ``at`` on (lock held); a copier is started if none is
         free and the bound allows one more."""
         copy.queued = True
+        at = self._held_until(copy, at)
         heapq.heappush(self._ready, (at, next(self._order), copy))
-        self._lock.notify()
+        if self._ready[0][2] is copy:  # the idle copiers wait for an earlier one otherwise
+            self._lock.notify()
         if self._idle == 0 and len(self._copiers) < self.follows:
             copier = threading.Thread(
                 target=self._serve, name=f"runplane-logs-{len(self._copiers)}", daemon=True
             )
             self._copiers.append(copier)
             copier.start()
+
+    def _held_until(self, copy: _Copy, at: float) -> float:
+        """When ``copy``, queued for ``at``, may be taken (lock held): later where its node is
+        being asked or rests, as :meth:`_refused_until` would put it back, so that no copier
+        is woken to find that out (a started pod on a node that serves no logs woke one)."""
+        refusals = self._nodes.get(copy.node)
+        if refusals is None or copy.ended or copy.node in self._serving:
+            return at
+        if refusals.asking is None and refusals.until <= at:
+            return at
+        return max(refusals.until, at + _ASKING_PAUSE)
 
     def _serve(self) -> None:
         """A copier: take the copy whose turn it is, read it once, queue it again or let it go."""

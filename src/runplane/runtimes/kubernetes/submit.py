@@ -122,8 +122,13 @@ class Submitter:
     def _own(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """A copy with this runtime's ownership labels, on the object and on the pods its
         operator will make (so the watch sees them); the rendered object stays untouched."""
-        obj: dict[str, Any] = orjson.loads(orjson.dumps(manifest))
-        meta = obj.setdefault("metadata", {})
+        if manifest.get("kind") in _OPERATED:  # their pods' labels lie deep in the object
+            obj: dict[str, Any] = orjson.loads(orjson.dumps(manifest))
+        else:  # only its metadata and labels change: the rest is shared, not copied
+            obj = dict(manifest)
+            obj["metadata"] = dict(obj.get("metadata") or {})
+            obj["metadata"]["labels"] = dict(obj["metadata"].get("labels") or {})
+        meta = obj["metadata"]
         meta.setdefault("namespace", self.namespace)
         for labels in [meta.setdefault("labels", {}), *template_labels(obj)]:
             labels[names.MANAGED_BY] = names.MANAGER
@@ -201,6 +206,10 @@ class Submitter:
             self.calls.json("PUT", manifest_path(secret, self.namespace, named=True), body=secret)
         except ApiException as error:
             raise self.calls.refused(f"updating secret {name}", error) from None
+
+
+#: The kinds whose operator makes pods from templates inside them (:func:`template_labels`).
+_OPERATED = ("MPIJob", "SparkApplication")
 
 
 def _word(obj: Mapping[str, Any]) -> str:

@@ -80,6 +80,13 @@ def _version(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
+#: Objects per page of a list. What a page held whole beyond what is kept of each object is
+#: freed once the next page is read, and the allocator keeps those blocks for good: with 500
+#: pods a page, a restarted service held 25 MiB more at 3,000 live pods than the one before it;
+#: with 100, as much (a list request per 100 pods instead of per 500).
+PAGE_SIZE = 100
+
+
 class PodWatch:
     """Keeps ``handler`` told about every pod matching ``label_selector`` in ``namespace``.
 
@@ -97,7 +104,7 @@ class PodWatch:
         resource_version: str | None = None,
         timeout_seconds: int = 300,
         idle_timeout: float = 90.0,
-        page_size: int = 500,
+        page_size: int = PAGE_SIZE,
         backoff: Backoff | None = None,
         name: str = "runplane-pod-watch",
         path: str | None = None,
@@ -252,8 +259,11 @@ class PodWatch:
         for page in self._list_pages():
             version = _version(page) or version
             for pod in page.get("items") or []:
-                # Kept as the loop keeps it: a re-list of 10,000 pods held whole took 300 MiB
-                # the allocator never gave back.
+                # Kept as the loop keeps it, and without its managed fields now, not once
+                # dispatched: a re-list of 10,000 pods held whole took 300 MiB the allocator
+                # never gave back, and their managed fields alone (a million empty dicts at
+                # 3,000 pods) still left 70 MiB of freed blocks behind.
+                _unmanaged(pod)
                 seen[_uid(pod)] = pod if self._keep is None else self._keep(pod)
         gone = [pod for uid, pod in self._known.items() if uid not in seen]
         for pod in gone:
@@ -328,8 +338,7 @@ class PodWatch:
             self._version = version
 
     def _dispatch(self, kind: str, pod: dict[str, Any]) -> None:
-        # Who wrote which field: a third of a pod's size, and nothing here reads it.
-        (pod.get("metadata") or {}).pop("managedFields", None)
+        _unmanaged(pod)
         uid = _uid(pod)
         if kind in (DELETED, VANISHED):
             previous = self._known.pop(uid, None)
@@ -364,6 +373,11 @@ class PodWatch:
                         del self._indexed[key]
             if kept is not None:
                 self._indexed.setdefault(index(kept), {})[uid] = kept
+
+
+def _unmanaged(obj: dict[str, Any]) -> None:
+    """Drop who wrote which field: a third of a pod's size, and nothing here reads it."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
 
 
 def lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
