@@ -42,6 +42,7 @@ from runplane.service.db.models import (
     Attempt,
     Run,
 )
+from runplane.service.db.prepared import Prepared
 from runplane.service.listing import RunFilter, cursor_of, key_of
 from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
@@ -168,7 +169,69 @@ _READ = (
         )
     ),
 )
-_INSERTS = insert(RUNS), insert(TRANSITIONS), insert(ATTEMPTS)
+#: The columns :meth:`RunStore.create` gives a new run's row and its first attempt's.
+_CREATED_RUN = (
+    "uid",
+    "project",
+    "name",
+    "runtime",
+    "state",
+    "reason",
+    "status_text",
+    "function",
+    "params",
+    "inputs",
+    "thresholds",
+    "priority_class",
+    "requests",
+    "limits",
+    "results",
+    "peak_memory_bytes",
+    "cpu_seconds",
+    "created_at",
+    "updated_at",
+    "state_since",
+    "started_at",
+    "ended_at",
+    "executor_pid",
+    "executor_started",
+    "abort_requested",
+    "owner",
+    "source_dir",
+    "requeue",
+    "isolation",
+    "attempt",
+    "retry_at",
+    "logs_removed_at",
+)
+_FIRST_ATTEMPT = (
+    "run_uid",
+    "number",
+    "node",
+    "process_id",
+    "started_at",
+    "ended_at",
+    "exit_code",
+    "reason",
+    "failure",
+    "message",
+    "node_group",
+    "spot",
+    "due_at",
+    "launched_at",
+    "requests",
+    "limits",
+    "preemption_mode",
+    "adjustments",
+    "peak_memory_bytes",
+    "cpu_seconds",
+)
+#: A new run's row, first transition and first attempt, each executed as compiled once.
+_INSERTS = (
+    Prepared(insert(RUNS), RUNS, _CREATED_RUN),
+    Prepared(insert(TRANSITIONS), TRANSITIONS, ("run_uid", "state", "reason", "message", "at")),
+    Prepared(insert(ATTEMPTS), ATTEMPTS, _FIRST_ATTEMPT),
+)
 _INSERT_LABELS = insert(LABELS)
 
 
@@ -338,7 +401,7 @@ class RunStore:
         try:
             with self._engine.begin() as connection:
                 for statement, values in zip(_INSERTS, (row, transition, attempt), strict=True):
-                    connection.execute(statement, values)
+                    statement.execute(connection, [values])
                 if labels:
                     connection.execute(_INSERT_LABELS, labels)
                 created = Counter({(project, owner, state.value): 1})
