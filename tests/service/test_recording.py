@@ -258,4 +258,5 @@ def test_a_run_recorded_twice_is_refused_and_counted_once(store: RunStore) -> No
     assert store.state_counts() == {"created": 1}
     record = store.get(uid)
     assert (record.requests, record.results, record.retry_at) == ({"cpu": "100m"}, {}, None)
-    assert record.attempts[0].spot is None and record.attempts[0].due_at is not None
+    assert record.attempts[0].spot is None
+    assert record.attempts[0].due_at is not None

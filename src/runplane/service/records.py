@@ -42,7 +42,7 @@ from runplane.service.db.models import (
     Attempt,
     Run,
 )
-from runplane.service.db.prepared import Prepared
+from runplane.service.db.prepared import Prepared, PreparedRead
 from runplane.service.listing import RunFilter, cursor_of, key_of
 from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
@@ -156,12 +156,14 @@ def _record(
     )
 
 
-#: A run's whole record in four statements, each built once (a statement object keeps its
-#: compiled form's cache key): its row, transitions, attempts and artifacts.
+#: A run's whole record in four statements, each compiled once: its row, transitions,
+#: attempts and artifacts.
 _READ = (
-    select(RUNS).where(RUNS.c.uid == bindparam("uid")),
+    PreparedRead(select(RUNS).where(RUNS.c.uid == bindparam("uid")), RUNS),
     *(
-        select(table).where(table.c.run_uid == bindparam("uid")).order_by(order)
+        PreparedRead(
+            select(table).where(table.c.run_uid == bindparam("uid")).order_by(order), table
+        )
         for table, order in (
             (TRANSITIONS, TRANSITIONS.c.id),
             (ATTEMPTS, ATTEMPTS.c.number),
@@ -255,14 +257,14 @@ def _missing(uid: str) -> str:
 def _read(connection: Connection, uid: str) -> RunRecord:
     """A run's whole record without the ORM's identity map: the waiter of every run reads it."""
     run_row, transitions, attempts, artifacts = _READ
-    run = connection.execute(run_row, {"uid": uid}).one_or_none()
+    run = next(iter(run_row.rows(connection, uid=uid)), None)
     if run is None:
         raise NotFoundError(_missing(uid))
     return _record(
         run,
-        connection.execute(transitions, {"uid": uid}),
-        connection.execute(attempts, {"uid": uid}),
-        connection.execute(artifacts, {"uid": uid}),
+        transitions.rows(connection, uid=uid),
+        attempts.rows(connection, uid=uid),
+        artifacts.rows(connection, uid=uid),
         resized=connection.execute(resizes.READ, {"uid": uid}) if run.resized else (),
     )
 
