@@ -7,11 +7,14 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections import Counter
 from typing import Any
 
 import pytest
 from sqlalchemy.exc import OperationalError
 
+from runplane import meters
+from runplane.errors import RunExistsError
 from runplane.runs import RunState, Usage
 from runplane.runtimes.events import RunEvent
 from runplane.service.db import connect
@@ -188,3 +191,72 @@ def test_a_transaction_that_cannot_begin_fails_as_sqlalchemy_says(tmp_path: Any)
     writer.join(timeout=10)
     engine.dispose()
     assert wrote == [True]
+
+
+def _statements() -> Counter[str]:
+    """SQL statements sent so far, by kind (``BEGIN`` left out: PostgreSQL's driver begins
+    without one)."""
+    return Counter(
+        {
+            dict(labels)["kind"]: count
+            for (meter, labels), count in meters.counts().items()
+            if meter == "sql_statements" and dict(labels)["kind"] != "BEGIN"
+        }
+    )
+
+
+def test_a_queued_runs_record_costs_the_same_few_statements(store: RunStore) -> None:
+    # Each run's record, the burst of its events and the read of its end are on the path of
+    # every run: a statement more there is a statement more per run, however many runs.
+    before = _statements()
+    uids = [_recorded(store) for _ in range(5)]
+    created = _statements() - before
+    # Its row, first transition and attempt, and its state's count.
+    assert created == Counter({"INSERT": 4 * 5})
+    start = time.time()
+    before = _statements()
+    applied = store.apply_many(
+        [
+            event
+            for uid in uids
+            for event in (
+                RunEvent(uid, RunState.PENDING, reason="Queued", at=start),
+                RunEvent(uid, RunState.RUNNING, reason="Started", process_id=7, at=start),
+                RunEvent(uid, RunState.COMPLETED, reason="Completed", exit_code=0, at=start),
+            )
+        ]
+    )
+    assert all(applied)
+    # However many runs a burst holds: one select of them, their attempts' and rows' changes,
+    # their transitions, their counts' changes.
+    assert _statements() - before == Counter({"SELECT": 1, "UPDATE": 2, "INSERT": 2})
+    before = _statements()
+    record = store.get(uids[0])
+    # The run's row, transitions, attempts and artifacts.
+    assert _statements() - before == Counter({"SELECT": 4})
+    assert [t.state for t in record.transitions][-1] is RunState.COMPLETED
+    assert store.state_counts() == {"completed": 5}
+
+
+def test_a_run_recorded_twice_is_refused_and_counted_once(store: RunStore) -> None:
+    uid = _recorded(store)
+    with pytest.raises(RunExistsError, match=uid):
+        store.create(
+            uid=uid,
+            project="default",
+            name="job",
+            runtime="local",
+            function={"kind": "job"},
+            params={},
+            inputs={},
+            thresholds={},
+            priority_class="",
+            requests={},
+            limits={},
+            executor=None,
+        )
+    assert store.state_counts() == {"created": 1}
+    record = store.get(uid)
+    assert (record.requests, record.results, record.retry_at) == ({"cpu": "100m"}, {}, None)
+    assert record.attempts[0].spot is None
+    assert record.attempts[0].due_at is not None

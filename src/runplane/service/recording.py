@@ -24,6 +24,7 @@ from runplane.runs import Reason, RunState
 from runplane.runtimes.events import RunEvent
 from runplane.service import resizes, run_counts
 from runplane.service.db.models import ARTIFACTS, ATTEMPTS, RUNS, TRANSITIONS
+from runplane.service.db.prepared import Prepared
 from runplane.service.retries import RetryDecision
 from runplane.spec.bounds import check_json
 
@@ -67,6 +68,9 @@ _SELECT_RUNS = (
 )
 #: Each statement built once: a statement object keeps its compiled form's cache key.
 _STATEMENTS: dict[tuple[str, tuple[str, ...]], Insert | Update] = {}
+#: On SQLite, each of them for each shape of row, sent to the driver as compiled once
+#: (:mod:`runplane.service.db.prepared`).
+_PREPARED: dict[tuple[tuple[str, tuple[str, ...]], tuple[str, ...]], Prepared] = {}
 
 
 def recordable_results(results: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -317,5 +321,13 @@ def _execute(
             if where
             else insert(table)
         )
-    for group in shapes.values():
-        connection.execute(statement, group)
+    sqlite = connection.dialect.name == "sqlite"
+    for shape, group in shapes.items():
+        if not sqlite:
+            connection.execute(statement, group)
+            continue
+        prepared = _PREPARED.get((key, shape))
+        if prepared is None:
+            keys = {k: c for c, k in (where or {}).items()}
+            prepared = _PREPARED[key, shape] = Prepared(statement, table, shape, keys)
+        prepared.execute(connection, group)

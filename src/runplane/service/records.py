@@ -42,6 +42,7 @@ from runplane.service.db.models import (
     Attempt,
     Run,
 )
+from runplane.service.db.prepared import Prepared, PreparedRead
 from runplane.service.listing import RunFilter, cursor_of, key_of
 from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
@@ -155,12 +156,14 @@ def _record(
     )
 
 
-#: A run's whole record in four statements, each built once (a statement object keeps its
-#: compiled form's cache key): its row, transitions, attempts and artifacts.
+#: A run's whole record in four statements, each compiled once: its row, transitions,
+#: attempts and artifacts.
 _READ = (
-    select(RUNS).where(RUNS.c.uid == bindparam("uid")),
+    PreparedRead(select(RUNS).where(RUNS.c.uid == bindparam("uid")), RUNS),
     *(
-        select(table).where(table.c.run_uid == bindparam("uid")).order_by(order)
+        PreparedRead(
+            select(table).where(table.c.run_uid == bindparam("uid")).order_by(order), table
+        )
         for table, order in (
             (TRANSITIONS, TRANSITIONS.c.id),
             (ATTEMPTS, ATTEMPTS.c.number),
@@ -168,7 +171,69 @@ _READ = (
         )
     ),
 )
-_INSERTS = insert(RUNS), insert(TRANSITIONS), insert(ATTEMPTS)
+#: The columns :meth:`RunStore.create` gives a new run's row and its first attempt's.
+_CREATED_RUN = (
+    "uid",
+    "project",
+    "name",
+    "runtime",
+    "state",
+    "reason",
+    "status_text",
+    "function",
+    "params",
+    "inputs",
+    "thresholds",
+    "priority_class",
+    "requests",
+    "limits",
+    "results",
+    "peak_memory_bytes",
+    "cpu_seconds",
+    "created_at",
+    "updated_at",
+    "state_since",
+    "started_at",
+    "ended_at",
+    "executor_pid",
+    "executor_started",
+    "abort_requested",
+    "owner",
+    "source_dir",
+    "requeue",
+    "isolation",
+    "attempt",
+    "retry_at",
+    "logs_removed_at",
+)
+_FIRST_ATTEMPT = (
+    "run_uid",
+    "number",
+    "node",
+    "process_id",
+    "started_at",
+    "ended_at",
+    "exit_code",
+    "reason",
+    "failure",
+    "message",
+    "node_group",
+    "spot",
+    "due_at",
+    "launched_at",
+    "requests",
+    "limits",
+    "preemption_mode",
+    "adjustments",
+    "peak_memory_bytes",
+    "cpu_seconds",
+)
+#: A new run's row, first transition and first attempt, each executed as compiled once.
+_INSERTS = (
+    Prepared(insert(RUNS), RUNS, _CREATED_RUN),
+    Prepared(insert(TRANSITIONS), TRANSITIONS, ("run_uid", "state", "reason", "message", "at")),
+    Prepared(insert(ATTEMPTS), ATTEMPTS, _FIRST_ATTEMPT),
+)
 _INSERT_LABELS = insert(LABELS)
 
 
@@ -192,14 +257,14 @@ def _missing(uid: str) -> str:
 def _read(connection: Connection, uid: str) -> RunRecord:
     """A run's whole record without the ORM's identity map: the waiter of every run reads it."""
     run_row, transitions, attempts, artifacts = _READ
-    run = connection.execute(run_row, {"uid": uid}).one_or_none()
+    run = next(iter(run_row.rows(connection, uid=uid)), None)
     if run is None:
         raise NotFoundError(_missing(uid))
     return _record(
         run,
-        connection.execute(transitions, {"uid": uid}),
-        connection.execute(attempts, {"uid": uid}),
-        connection.execute(artifacts, {"uid": uid}),
+        transitions.rows(connection, uid=uid),
+        attempts.rows(connection, uid=uid),
+        artifacts.rows(connection, uid=uid),
         resized=connection.execute(resizes.READ, {"uid": uid}) if run.resized else (),
     )
 
@@ -338,7 +403,7 @@ class RunStore:
         try:
             with self._engine.begin() as connection:
                 for statement, values in zip(_INSERTS, (row, transition, attempt), strict=True):
-                    connection.execute(statement, values)
+                    statement.execute(connection, [values])
                 if labels:
                     connection.execute(_INSERT_LABELS, labels)
                 created = Counter({(project, owner, state.value): 1})

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, bindparam, delete, exists, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from runplane.service.db.models import COUNTS, RUNS
+from runplane.service.db.prepared import Prepared
 
 #: (project, owner, state): a row of counts.
 Key = tuple[str, str, str]
@@ -60,6 +61,11 @@ def _upsert(dialect: str) -> Any:
     return statement
 
 
+#: SQLite's upsert, sent to its driver (every run's record and each burst of events change a
+#: count).
+_SQLITE_UPSERT = Prepared(_upsert("sqlite"), COUNTS, ("project", "owner", "state", "runs"))
+
+
 def add(connection: Connection, changes: Counter[Key]) -> None:
     """Add ``changes`` (a difference per key, negative to take away) to the counts, in the
     caller's transaction."""
@@ -68,7 +74,11 @@ def add(connection: Connection, changes: Counter[Key]) -> None:
         for (project, owner, state), runs in sorted(changes.items())
         if runs
     ]
-    if rows:
+    if not rows:
+        return
+    if connection.dialect.name == "sqlite":
+        _SQLITE_UPSERT.execute(connection, rows)
+    else:
         connection.execute(_upsert(connection.dialect.name), rows)
 
 
