@@ -15,11 +15,13 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shlex
 import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from runplane.rendering import RunRef, render
 from runplane.runs import RunState
 from runplane.runtimes.contract import RunRequest
 from runplane.runtimes.kubernetes import KubernetesRuntime
+from runplane.runtimes.kubernetes.api.rest import RestApi
 from testbed import cluster, kube, topology
 from testbed import kueue as tb_kueue
 
@@ -58,7 +61,52 @@ def _request(settings: Settings, project: str, index: int) -> RunRequest:
     return RunRequest(invocation, out.manifests, out.resources, submitted=time.time())
 
 
-def phase(api: client.ApiClient, runs: int, projects: int, kueue: str) -> dict[str, Any]:
+def _cpu_s(pid: int) -> float:
+    """A process's user and system CPU seconds so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+_REQUESTS = re.compile(r"^apiserver_request_total\{([^}]*)\} (\S+)$", re.M)
+_WEBHOOKS = re.compile(
+    r"^apiserver_admission_webhook_admission_duration_seconds_count\{([^}]*)\} (\S+)$", re.M
+)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def _api_counts(api: client.ApiClient) -> Counter[str]:
+    """The API server's requests so far, by verb, resource and subresource (and its webhook
+    calls, by webhook), from its metrics."""
+    text = RestApi(api).send("GET", "/metrics").read().decode()
+    counts: Counter[str] = Counter()
+    for found in _REQUESTS.finditer(text):
+        labels = dict(_LABEL.findall(found.group(1)))
+        if labels.get("verb") in ("WATCH", "CONNECT"):
+            continue
+        sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
+        counts[f"{labels.get('verb')} {labels.get('resource')}{sub}"] += int(float(found.group(2)))
+    for found in _WEBHOOKS.finditer(text):
+        labels = dict(_LABEL.findall(found.group(1)))
+        counts[f"webhook {labels.get('name')} {labels.get('operation')}"] += int(
+            float(found.group(2))
+        )
+    return counts
+
+
+def _components(running: cluster.Cluster, extra: list[cluster.Process]) -> dict[str, int]:
+    return {p.name: p.pid for p in [*running.processes, *extra]}
+
+
+def phase(
+    api: client.ApiClient,
+    runs: int,
+    projects: int,
+    kueue: str,
+    components: dict[str, int],
+) -> dict[str, Any]:
     """Launch ``runs`` runs and wait until every one is running; then delete their pods."""
     settings = Settings(namespace=topology.RUNS_NAMESPACE, kueue=kueue)  # type: ignore[arg-type]
     instance = f"bench-{uuid.uuid4().hex[:6]}"
@@ -78,6 +126,10 @@ def phase(api: client.ApiClient, runs: int, projects: int, kueue: str) -> dict[s
     reader = threading.Thread(target=lambda: asyncio.run(consume()), daemon=True)
     reader.start()
     assert rt.watch.wait_synced(60)
+    pod_events0 = rt.watch.stats.events
+    workload_events0 = rt.kueue.watch.stats.events if rt.kueue else 0
+    requests0 = _api_counts(api)
+    others0 = {name: _cpu_s(pid) for name, pid in components.items()}
     cpu0, began = time.process_time(), time.monotonic()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(rt.launch, requests))
@@ -85,6 +137,11 @@ def phase(api: client.ApiClient, runs: int, projects: int, kueue: str) -> dict[s
     finished = done.wait(1800)
     took = time.monotonic() - began
     cpu = time.process_time() - cpu0
+    others = {name: _cpu_s(pid) - others0[name] for name, pid in components.items()}
+    requests = _api_counts(api)
+    requests.subtract(requests0)
+    pod_events = rt.watch.stats.events - pod_events0
+    workload_events = (rt.kueue.watch.stats.events if rt.kueue else 0) - workload_events0
     core = client.CoreV1Api(api)
     selector = f"{names.INSTANCE}={instance}"
     core.delete_collection_namespaced_pod(topology.RUNS_NAMESPACE, label_selector=selector)
@@ -99,6 +156,16 @@ def phase(api: client.ApiClient, runs: int, projects: int, kueue: str) -> dict[s
         "all_running_s": round(took, 1),
         "runs_per_s": round(len(running) / took, 1),
         "runtime_cpu_ms_per_run": round(cpu / runs * 1000, 2),
+        "pod_watch_events_per_run": round(pod_events / runs, 1),
+        "workload_watch_events_per_run": round(workload_events / runs, 1),
+        "api_requests_per_run": {
+            what: round(count / runs, 2)
+            for what, count in sorted(requests.items(), key=lambda kv: -kv[1])
+            if count >= runs / 10
+        },
+        "component_cpu_ms_per_run": {
+            name: round(seconds / runs * 1000, 1) for name, seconds in others.items()
+        },
     }
 
 
@@ -117,10 +184,12 @@ def main() -> int:
         api = kube.api_client(running.kubeconfig, pool=32)
         half = args.nodes // 2
         topology.seed(api, topology.node_groups(1, half, args.nodes - half, 0))
-        without = phase(api, args.runs, args.projects, "off")
+        without = phase(api, args.runs, args.projects, "off", _components(running, []))
         started = tb_kueue.start(running)
         try:
-            with_kueue = phase(api, args.runs, args.projects, "on")
+            with_kueue = phase(
+                api, args.runs, args.projects, "on", _components(running, [started.process])
+            )
         finally:
             started.stop()
     results = {
