@@ -4,9 +4,16 @@ is reported running; the runtime's process CPU per run (what a service spends in
 rendering, submitting, the watches, Kueue's Workload watch) on the same cluster, first without
 Kueue, then with it (its default setup: one unlimited queue per project).
 
+Beside the times: the API server's requests and webhook calls per run (from its metrics), the
+watch events the runtime read per run, and the CPU per run of each component of the cluster
+(Kueue's included): on a small machine the API server's share is what bounds admission.
+
 Run from the repository root, under the machine's benchmark lock:
     flock /tmp/runplane-bench.lock python bench/kueue_admission.py             # 2000 runs
-    flock /tmp/runplane-bench.lock python bench/kueue_admission.py --runs 400
+    flock /tmp/runplane-bench.lock python bench/kueue_admission.py --runs 400 --nodes 40
+    # in two shorter commands: one side each, the second reading the first's numbers
+    flock /tmp/runplane-bench.lock python bench/kueue_admission.py --only without --json a.json
+    flock /tmp/runplane-bench.lock python bench/kueue_admission.py --only with --against a.json
 """
 
 from __future__ import annotations
@@ -138,8 +145,8 @@ def phase(
     took = time.monotonic() - began
     cpu = time.process_time() - cpu0
     others = {name: _cpu_s(pid) - others0[name] for name, pid in components.items()}
-    requests = _api_counts(api)
-    requests.subtract(requests0)
+    api_requests = _api_counts(api)
+    api_requests.subtract(requests0)
     pod_events = rt.watch.stats.events - pod_events0
     workload_events = (rt.kueue.watch.stats.events if rt.kueue else 0) - workload_events0
     core = client.CoreV1Api(api)
@@ -160,7 +167,7 @@ def phase(
         "workload_watch_events_per_run": round(workload_events / runs, 1),
         "api_requests_per_run": {
             what: round(count / runs, 2)
-            for what, count in sorted(requests.items(), key=lambda kv: -kv[1])
+            for what, count in sorted(api_requests.items(), key=lambda kv: -kv[1])
             if count >= runs / 10
         },
         "component_cpu_ms_per_run": {
@@ -177,6 +184,16 @@ def main() -> int:
     parser.add_argument("--projects", type=int, default=4)
     parser.add_argument("--nodes", type=int, default=200, help="kwok nodes, half spot")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--only",
+        choices=("without", "with"),
+        help="measure one side (on a fresh cluster), e.g. to keep each command short",
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="a --json of the other side, measured on this machine: its numbers and the ratios",
+    )
     args = parser.parse_args()
     os.environ["RUNPLANE_CONFIG"] = os.devnull  # defaults only
     settings = cluster.Settings(verbosity=0, die_with_parent=True)
@@ -184,25 +201,32 @@ def main() -> int:
         api = kube.api_client(running.kubeconfig, pool=32)
         half = args.nodes // 2
         topology.seed(api, topology.node_groups(1, half, args.nodes - half, 0))
-        without = phase(api, args.runs, args.projects, "off", _components(running, []))
-        started = tb_kueue.start(running)
-        try:
-            with_kueue = phase(
-                api, args.runs, args.projects, "on", _components(running, [started.process])
-            )
-        finally:
-            started.stop()
-    results = {
+        sides: dict[str, Any] = {}
+        if args.only != "with":
+            components = _components(running, [])
+            sides["without_kueue"] = phase(api, args.runs, args.projects, "off", components)
+        if args.only != "without":
+            started = tb_kueue.start(running)
+            try:
+                components = _components(running, [started.process])
+                sides["with_kueue"] = phase(api, args.runs, args.projects, "on", components)
+            finally:
+                started.stop()
+    if args.against:
+        other = json.loads(args.against.read_text())
+        sides = {**{k: v for k, v in other.items() if k.endswith("_kueue")}, **sides}
+    results: dict[str, Any] = {
         "command": "python bench/kueue_admission.py " + shlex.join(sys.argv[1:]),
         "nodes": args.nodes,
         "projects": args.projects,
-        "without_kueue": without,
-        "with_kueue": with_kueue,
-        "cpu_per_run_ratio": round(
-            with_kueue["runtime_cpu_ms_per_run"] / without["runtime_cpu_ms_per_run"], 2
-        ),
-        "throughput_ratio": round(with_kueue["runs_per_s"] / without["runs_per_s"], 2),
+        **sides,
     }
+    if "without_kueue" in sides and "with_kueue" in sides:
+        without, with_kueue = sides["without_kueue"], sides["with_kueue"]
+        results["cpu_per_run_ratio"] = round(
+            with_kueue["runtime_cpu_ms_per_run"] / without["runtime_cpu_ms_per_run"], 2
+        )
+        results["throughput_ratio"] = round(with_kueue["runs_per_s"] / without["runs_per_s"], 2)
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
