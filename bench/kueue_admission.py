@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -37,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 import runplane
 from runplane import names
@@ -113,8 +115,10 @@ def phase(
     projects: int,
     kueue: str,
     components: dict[str, int],
+    cleanup: bool = True,
 ) -> dict[str, Any]:
-    """Launch ``runs`` runs and wait until every one is running; then delete their pods."""
+    """Launch ``runs`` runs and wait until every one is running; then (``cleanup``) delete
+    their pods."""
     settings = Settings(namespace=topology.RUNS_NAMESPACE, kueue=kueue)  # type: ignore[arg-type]
     instance = f"bench-{uuid.uuid4().hex[:6]}"
     requests = [_request(settings, f"bench-{i % projects}", i) for i in range(runs)]
@@ -149,13 +153,7 @@ def phase(
     api_requests.subtract(requests0)
     pod_events = rt.watch.stats.events - pod_events0
     workload_events = (rt.kueue.watch.stats.events if rt.kueue else 0) - workload_events0
-    core = client.CoreV1Api(api)
-    selector = f"{names.INSTANCE}={instance}"
-    core.delete_collection_namespaced_pod(topology.RUNS_NAMESPACE, label_selector=selector)
-    while core.list_namespaced_pod(topology.RUNS_NAMESPACE, label_selector=selector, limit=1).items:
-        time.sleep(0.5)
-    rt.close()
-    return {
+    result = {
         "kueue": kueue,
         "runs": runs,
         "all_running": finished,
@@ -174,6 +172,23 @@ def phase(
             name: round(seconds / runs * 1000, 1) for name, seconds in others.items()
         },
     }
+    print(json.dumps(result), file=sys.stderr, flush=True)  # kept should the cleanup fail
+    rt.close()
+    if cleanup:
+        _delete_pods(api, instance)
+    return result
+
+
+def _delete_pods(api: client.ApiClient, instance: str) -> None:
+    """The phase's pods, gone before this returns (Kueue lifts its finalizers as they go)."""
+    core = client.CoreV1Api(api)
+    selector = f"{names.INSTANCE}={instance}"
+    while core.list_namespaced_pod(topology.RUNS_NAMESPACE, label_selector=selector, limit=1).items:
+        with contextlib.suppress(ApiException):  # thousands at once may outlast one request
+            core.delete_collection_namespaced_pod(
+                topology.RUNS_NAMESPACE, label_selector=selector, _request_timeout=120
+            )
+        time.sleep(0.5)
 
 
 def main() -> int:
@@ -204,12 +219,17 @@ def main() -> int:
         sides: dict[str, Any] = {}
         if args.only != "with":
             components = _components(running, [])
-            sides["without_kueue"] = phase(api, args.runs, args.projects, "off", components)
+            sides["without_kueue"] = phase(
+                api, args.runs, args.projects, "off", components, cleanup=args.only is None
+            )
         if args.only != "without":
             started = tb_kueue.start(running)
             try:
                 components = _components(running, [started.process])
-                sides["with_kueue"] = phase(api, args.runs, args.projects, "on", components)
+                # the last side: the cluster goes with its pods
+                sides["with_kueue"] = phase(
+                    api, args.runs, args.projects, "on", components, cleanup=False
+                )
             finally:
                 started.stop()
     if args.against:
