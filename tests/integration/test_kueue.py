@@ -438,7 +438,10 @@ def test_a_project_that_may_not_borrow_waits_beside_idle_quota(
 
 
 def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
-    runtime: tuple[KubernetesRuntime, Events], settings: Settings, projects: list[str]
+    testbed_cluster: TestbedCluster,
+    runtime: tuple[KubernetesRuntime, Events],
+    settings: Settings,
+    projects: list[str],
 ) -> None:
     rt, events = runtime
     projects.append("kq-ahead")
@@ -453,7 +456,7 @@ def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
     blocker = _launch(rt, settings, _job("kq-ahead", "blocker", "prevent", "1", "high"))
     _running(events, blocker)
     # Kueue's order: a higher priority first, then the earlier queued; each told on arrival
-    said = {}
+    said, workloads = {}, {}
     for name, priority in (
         ("high", "high"),
         ("medium", "medium"),
@@ -462,10 +465,20 @@ def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
     ):
         uid = _launch(rt, settings, _job("kq-ahead", f"w-{name}", "prevent", "1", priority))
         said[name] = _told(events, uid).message
+        workloads[name] = _workload_of(testbed_cluster, _pod_of(testbed_cluster, uid).metadata.uid)
     assert said["high"].endswith("; no run ahead of it"), said
     assert said["medium"].endswith("; 1 run ahead of it"), said
     assert said["low"].endswith("; 2 runs ahead of it"), said
-    assert said["m2"].endswith("; 2 runs ahead of it"), said  # before low, after medium
+    # m2 comes after high, and after medium unless queued in the same second with a lower uid
+    # (Kueue's tie-break; timestamps are whole seconds): never after low
+    first, second = (
+        (w["metadata"]["creationTimestamp"], w["metadata"]["uid"])
+        for w in (workloads["medium"], workloads["m2"])
+    )
+    ahead = 2 if first < second else 1
+    assert said["m2"].endswith(
+        f"; {ahead} runs ahead of it" if ahead == 2 else "; 1 run ahead of it"
+    )
     for message in said.values():
         assert message.startswith("waiting for quota: project kq-ahead needs 1 CPU more")
 

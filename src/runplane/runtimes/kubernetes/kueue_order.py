@@ -7,9 +7,9 @@ memory, as Kueue orders a ClusterQueue with ``BestEffortFIFO`` or ``StrictFIFO``
 queues use ``BestEffortFIFO``): a higher priority first, then the earlier time it was queued
 (its creation, or its eviction for pods that were not ready in time, Kueue's default
 ``requeuingStrategy``). Each project has one LocalQueue and one ClusterQueue, so a LocalQueue's
-order is its ClusterQueue's. Timestamps have a resolution of one second: workloads of the same
-priority made within one second are ordered by name, where Kueue's own order among them is its
-heap's.
+order is its ClusterQueue's. Timestamps have a resolution of one second, for Kueue as here:
+workloads of the same priority queued within one second are ordered by uid, as Kueue breaks
+the tie.
 
 The count is the workloads ahead that still wait (not holding quota, not finished, active), so
 it is what a run still waits behind, as of the last change of its own workload.
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-#: (minus the priority, queued at, name): ascending is Kueue's order.
+#: (minus the priority, queued at, uid): ascending is Kueue's order.
 Key = tuple[int, str, str]
 
 
@@ -70,7 +70,7 @@ class QueueOrder:
         wanted: tuple[str, Key] | None = None
         if queue and pending(workload):
             priority = (workload.get("spec") or {}).get("priority")
-            key = (-int(priority or 0), queued_at(workload), str(meta.get("name") or ""))
+            key = (-int(priority or 0), queued_at(workload), uid)
             wanted = (f"{meta.get('namespace') or ''}/{queue}", key)
         with self._lock:
             if self._where.get(uid) == wanted:
