@@ -11,7 +11,8 @@ watch events the runtime read per run, and the CPU per run of each component of 
 Run from the repository root, under the machine's benchmark lock:
     flock /tmp/runplane-bench.lock python bench/kueue_admission.py             # 2000 runs
     flock /tmp/runplane-bench.lock python bench/kueue_admission.py --runs 400 --nodes 40
-    # in two shorter commands: one side each, the second reading the first's numbers
+    # in two shorter commands (2,000 runs on 200 nodes take ~5 and ~8 minutes on 2 cores):
+    # one side each, the second reading the first's numbers
     flock /tmp/runplane-bench.lock python bench/kueue_admission.py --only without --json a.json
     flock /tmp/runplane-bench.lock python bench/kueue_admission.py --only with --against a.json
 """
