@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 import runplane
+from bench import kueue_admission
 from runplane import names
 from runplane.bootstrap import Invocation
 from runplane.config import Settings
@@ -366,3 +367,134 @@ def test_an_mpijob_waits_whole_for_quota_and_starts_whole_when_it_frees(
         assert rk.waiting(workload) is None
         assert set(tb_kueue.flavor_of(workload).values()) == {"on-demand"}
         assert rt.abort(uid, "Aborted", "done")
+
+
+def _cluster_queue(tb: TestbedCluster, project: str) -> dict[str, Any]:
+    return dict(
+        client.CustomObjectsApi(tb.api).get_cluster_custom_object(
+            rk.GROUP, "v1beta2", "clusterqueues", rk.cluster_queue_name(tb.namespace, project)
+        )
+    )
+
+
+def _told(events: Events, uid: str) -> RunEvent:
+    """The run's first word from Kueue on what it lacks."""
+    return events.wait(
+        uid, lambda e: e.reason == rk.WAITING_FOR_QUOTA and "needs" in e.message, what="told"
+    )
+
+
+def test_a_project_that_may_not_borrow_waits_beside_idle_quota(
+    testbed_cluster: TestbedCluster,
+    runtime: tuple[KubernetesRuntime, Events],
+    settings: Settings,
+    projects: list[str],
+) -> None:
+    rt, events = runtime
+    projects.extend(["kq-nb", "kq-idle"])
+    none = ProjectQuota.flavor_of("spot", {"cpu": "0", "memory": "0"})
+    rt.apply_quotas(
+        {
+            "kq-nb": ProjectQuota(
+                {
+                    "on-demand": ProjectQuota.flavor_of(
+                        "on-demand",
+                        {"cpu": {"nominal": "2", "borrowing_limit": "0"}, "memory": "8Gi"},
+                    ),
+                    "spot": none,
+                }
+            ),
+            # 4 idle CPUs in the cohort, lent to any project that may borrow
+            "kq-idle": ProjectQuota(
+                {
+                    "on-demand": ProjectQuota.flavor_of(
+                        "on-demand",
+                        {"cpu": {"nominal": "4", "lending_limit": "4"}, "memory": "8Gi"},
+                    ),
+                    "spot": none,
+                }
+            ),
+        }
+    )
+    resources = {
+        flavor["name"]: {r["name"]: r for r in flavor["resources"]}
+        for group in _cluster_queue(testbed_cluster, "kq-nb")["spec"]["resourceGroups"]
+        for flavor in group["flavors"]
+    }
+    assert resources["on-demand"]["cpu"]["borrowingLimit"] == "0"
+    idle = _cluster_queue(testbed_cluster, "kq-idle")["spec"]["resourceGroups"][0]["flavors"]
+    assert {r["name"]: r.get("lendingLimit") for r in idle[1]["resources"]}["cpu"] == "4"
+    runs = [_launch(rt, settings, _job("kq-nb", f"nb{i}", "prevent", "1")) for i in range(2)]
+    for uid in runs:
+        _running(events, uid)
+    # a third CPU would be borrowed from kq-idle's four; a borrowing limit of 0 keeps it waiting
+    third = _launch(rt, settings, _job("kq-nb", "nb2", "prevent", "1"))
+    said = _told(events, third)
+    assert said.message.startswith("waiting for quota: project kq-nb needs 1 CPU more on on-demand")
+    pod = _pod_of(testbed_cluster, third)
+    workload = _workload_of(testbed_cluster, pod.metadata.uid)
+    assert rk.waiting(workload) is not None, "admitted by borrowing beyond the limit"
+    assert not any(e.state is RunState.RUNNING for e in events.of(third))
+
+
+def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
+    testbed_cluster: TestbedCluster,
+    runtime: tuple[KubernetesRuntime, Events],
+    settings: Settings,
+    projects: list[str],
+) -> None:
+    rt, events = runtime
+    projects.append("kq-ahead")
+    assert rt.kueue is not None
+    rt.kueue.sync_project_queue(
+        "kq-ahead",
+        {
+            "on-demand": {"cpu": {"nominalQuota": "1", "borrowingLimit": "0"}, "memory": "8Gi"},
+            "spot": {"cpu": "0", "memory": "0"},
+        },
+    )
+    blocker = _launch(rt, settings, _job("kq-ahead", "blocker", "prevent", "1", "high"))
+    _running(events, blocker)
+    # Kueue's order: a higher priority first, then the earlier queued; each told on arrival
+    said, workloads = {}, {}
+    for name, priority in (
+        ("high", "high"),
+        ("medium", "medium"),
+        ("low", "low"),
+        ("m2", "medium"),
+    ):
+        uid = _launch(rt, settings, _job("kq-ahead", f"w-{name}", "prevent", "1", priority))
+        said[name] = _told(events, uid).message
+        workloads[name] = _workload_of(testbed_cluster, _pod_of(testbed_cluster, uid).metadata.uid)
+    assert said["high"].endswith("; no run ahead of it"), said
+    assert said["medium"].endswith("; 1 run ahead of it"), said
+    assert said["low"].endswith("; 2 runs ahead of it"), said
+    # m2 comes after high, and after medium unless queued in the same second with a lower uid
+    # (Kueue's tie-break; timestamps are whole seconds): never after low
+    first, second = (
+        (w["metadata"]["creationTimestamp"], w["metadata"]["uid"])
+        for w in (workloads["medium"], workloads["m2"])
+    )
+    ahead = 2 if first < second else 1
+    assert said["m2"].endswith(
+        f"; {ahead} runs ahead of it" if ahead == 2 else "; 1 run ahead of it"
+    )
+    for message in said.values():
+        assert message.startswith("waiting for quota: project kq-ahead needs 1 CPU more")
+
+
+def test_the_admission_benchmark_in_short_goes_through_kueue_and_around_it(
+    testbed_cluster: TestbedCluster, kueue: tb_kueue.Kueue, settings: Settings
+) -> None:
+    """bench/kueue_admission.py's measure, small: every run reaches Running both ways, and
+    with Kueue each pod went through Kueue's webhook and the runtime heard of its Workload.
+    Its times are not asserted."""
+    without = kueue_admission.phase(testbed_cluster.api, 40, 2, "off", {})
+    with_kueue = kueue_admission.phase(
+        testbed_cluster.api, 40, 2, "on", {"kueue": kueue.process.pid}
+    )
+    assert without["all_running"], without
+    assert with_kueue["all_running"], with_kueue
+    assert "webhook mpod.kb.io CREATE" not in without["api_requests_per_run"]
+    assert with_kueue["api_requests_per_run"]["webhook mpod.kb.io CREATE"] >= 1
+    assert with_kueue["workload_watch_events_per_run"] >= 1

@@ -8,9 +8,11 @@ import pytest
 
 from runplane.config import PREEMPTIBLE_PRESETS, PriorityClasses
 from runplane.errors import InvalidValueError
+from runplane.placement.quotas import ProjectQuota
 from runplane.rendering.preemption import apply_preemption_mode
 from runplane.runs import Condition, Reason, RunState
 from runplane.runtimes.kubernetes import kueue
+from runplane.runtimes.kubernetes.kueue_order import QueueOrder
 from runplane.runtimes.kubernetes.pod_events import pod_to_event
 from runplane.spec.scheduling import PreemptionMode, required_node_terms
 
@@ -140,10 +142,100 @@ def test_a_workload_short_of_quota_says_what_it_needs_and_how_many_are_ahead() -
     )
     assert waiting is not None
     assert waiting.for_quota
-    assert waiting.message.startswith(
-        "waiting for quota: project team-a needs 4 more cpu on on-demand"
+    # the words of a quota wait on the embedded default
+    assert waiting.message == (
+        "waiting for quota: project team-a needs 4 CPUs more on on-demand; 2 runs ahead of it"
     )
-    assert waiting.message.endswith("; 2 runs ahead")
+    # the runs ahead counted by the runtime (Kueue's visibility API off) take precedence
+    counted = kueue.waiting(
+        _workload([{"type": "QuotaReserved", "status": "False", "message": said}]), ahead=0
+    )
+    assert counted is not None
+    assert counted.message.endswith("; no run ahead of it")
+    # neither known: the wait without a count
+    unknown = kueue.waiting(_workload([{"type": "QuotaReserved", "status": "False"}]))
+    assert unknown is not None
+    assert unknown.message == "waiting in Kueue's queue 'team-a': waiting for Kueue to admit it"
+
+
+def test_borrowing_and_lending_limits_reach_the_cluster_queue() -> None:
+    quota = ProjectQuota(
+        {
+            "on-demand": ProjectQuota.flavor_of(
+                "on-demand",
+                {"cpu": {"nominal": "4", "borrowing_limit": "0", "lending_limit": "2"}, "gpus": 1},
+            )
+        }
+    )
+    terms = kueue.quota_terms(quota)
+    assert terms == {
+        "on-demand": {
+            "cpu": {"nominalQuota": "4", "borrowingLimit": "0", "lendingLimit": "2"},
+            "nvidia.com/gpu": {"nominalQuota": "1"},
+        }
+    }
+    kueue.check_quotas(terms)
+    queue = kueue.cluster_queue("runs", "team-a", terms)
+    on_demand = next(
+        f for f in queue["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "on-demand"
+    )
+    by_name = {r["name"]: r for r in on_demand["resources"]}
+    assert by_name["cpu"] == {
+        "name": "cpu",
+        "nominalQuota": "4",
+        "borrowingLimit": "0",
+        "lendingLimit": "2",
+    }
+    assert by_name["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": "1"}
+    with pytest.raises(InvalidValueError) as caught:
+        kueue.check_quotas({"spot": {"cpu": {"nominalQuota": "1", "borrowing": "0"}}})
+    assert caught.value.field == "quotas.spot.cpu"
+
+
+def _pending(name: str, priority: int, created: str, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "uid": name,
+            "name": name,
+            "namespace": "runs",
+            "creationTimestamp": created,
+        },
+        "spec": {"queueName": "team-a", "priority": priority},
+        "status": status,
+    }
+
+
+def test_runs_ahead_follow_kueues_order_priority_then_time_queued() -> None:
+    order = QueueOrder()
+    for workload in (
+        _pending("early", 2000, "2026-01-01T00:00:01Z"),
+        _pending("late", 2000, "2026-01-01T00:00:05Z"),
+        _pending("urgent", 3000, "2026-01-01T00:00:09Z"),
+        _pending("low", 1000, "2026-01-01T00:00:00Z"),
+    ):
+        order.observe(workload, "team-a")
+    order.observe(_pending("elsewhere", 9000, "2026-01-01T00:00:00Z"), "team-b")
+    assert [order.ahead(n) for n in ("urgent", "early", "late", "low")] == [0, 1, 2, 3]
+    # admitted: no longer waiting, and no longer ahead of the others
+    reserved = {"conditions": [{"type": "QuotaReserved", "status": "True"}]}
+    order.observe(_pending("early", 2000, "2026-01-01T00:00:01Z", **reserved), "team-a")
+    assert order.ahead("early") is None
+    assert order.ahead("late") == 1
+    order.forget("urgent")
+    assert order.ahead("late") == 0
+    # evicted because its pods were not ready in time: queued again at its eviction
+    timed_out = {
+        "conditions": [
+            {
+                "type": "Evicted",
+                "status": "True",
+                "reason": "PodsReadyTimeout",
+                "lastTransitionTime": "2026-01-01T00:00:07Z",
+            }
+        ]
+    }
+    order.observe(_pending("early", 2000, "2026-01-01T00:00:01Z", **timed_out), "team-a")
+    assert (order.ahead("late"), order.ahead("early"), order.ahead("low")) == (0, 1, 2)
 
 
 def test_an_admitted_workload_waits_for_nothing_and_an_evicted_one_says_why() -> None:

@@ -37,10 +37,12 @@ from typing import Any
 from runplane import names
 from runplane.config import PreemptibleNodes, PriorityClasses
 from runplane.errors import InvalidValueError
+from runplane.placement.quotas import RESOURCES as QUOTA_RESOURCES
+from runplane.placement.quotas import ProjectQuota, waiting_text
 from runplane.runtimes.kubernetes.api.calls import Calls
 from runplane.runtimes.kubernetes.api.rest import APPLY_PATCH
 from runplane.spec.labels import check_dns_label
-from runplane.spec.quantity import parse_quantity
+from runplane.spec.quantity import parse_quantity, resource_amount
 
 GROUP = "kueue.x-k8s.io"
 API_VERSION = f"{GROUP}/v1beta2"
@@ -64,6 +66,11 @@ RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 UNLIMITED: Mapping[str, str] = {"cpu": "100000", "memory": "1000Ti", "nvidia.com/gpu": "10000"}
 #: Reason words of a run that Kueue holds.
 WAITING_FOR_QUOTA = "WaitingForQuota"
+#: A resource's quota on one flavor: its nominal quantity, or Kueue's terms for it
+#: (``{"nominalQuota": "16", "borrowingLimit": "0", "lendingLimit": "8"}``).
+Terms = str | Mapping[str, str]
+#: The terms of a ClusterQueue's resource, as Kueue's API names them.
+QUOTA_TERMS = ("nominalQuota", "borrowingLimit", "lendingLimit")
 
 
 def served(calls: Calls) -> bool:
@@ -115,17 +122,43 @@ def cluster_queue_name(namespace: str, project: str) -> str:
     return f"{namespace}.{project}"
 
 
+def quota_terms(quota: ProjectQuota) -> dict[str, dict[str, Terms]]:
+    """A project's quota as its ClusterQueue takes it: flavor -> Kueue resource name -> its
+    nominal quota and, where the admin set them, its borrowing and lending limits."""
+    out: dict[str, dict[str, Terms]] = {}
+    for flavor, resources in quota.flavors.items():
+        terms: dict[str, Terms] = {}
+        for resource, limits in resources.items():
+            given = {
+                "nominalQuota": limits.nominal,
+                "borrowingLimit": limits.borrowing_limit,
+                "lendingLimit": limits.lending_limit,
+            }
+            terms[QUOTA_RESOURCES[resource]] = {k: v for k, v in given.items() if v is not None}
+        if terms:
+            out[flavor] = terms
+    return out
+
+
+def _resource_terms(resource: str, terms: Terms) -> dict[str, str]:
+    given = {"nominalQuota": terms} if isinstance(terms, str) else terms
+    return {"name": resource, **{k: str(given[k]) for k in QUOTA_TERMS if k in given}}
+
+
 def cluster_queue(
-    namespace: str, project: str, quotas: Mapping[str, Mapping[str, str]]
+    namespace: str, project: str, quotas: Mapping[str, Mapping[str, Terms]]
 ) -> dict[str, Any]:
-    """A project's ClusterQueue: ``quotas`` per flavor (:data:`UNLIMITED` for one not given)."""
+    """A project's ClusterQueue: ``quotas`` per flavor (:data:`UNLIMITED` for one not given),
+    each resource's nominal quota with its borrowing and lending limits where given (a
+    ``borrowingLimit`` of 0: the project never takes more than its own; a ``lendingLimit``:
+    the most of its idle quota others may take)."""
     flavored = []
     for flavor in FLAVORS:
         given = quotas.get(flavor) or {}
         resources = []
         for resource in RESOURCES:
             if resource in given:
-                resources.append({"name": resource, "nominalQuota": str(given[resource])})
+                resources.append(_resource_terms(resource, given[resource]))
             else:  # unlimited, and lent to nobody: a quota elsewhere in the cohort still holds
                 resources.append(
                     {"name": resource, "nominalQuota": UNLIMITED[resource], "lendingLimit": "0"}
@@ -153,14 +186,14 @@ def local_queue(namespace: str, project: str) -> dict[str, Any]:
     return body
 
 
-def check_quotas(quotas: Mapping[str, Mapping[str, str]]) -> None:
+def check_quotas(quotas: Mapping[str, Mapping[str, Terms]]) -> None:
     """Flavors and resources runplane's queues know, with quantities Kubernetes reads."""
     for flavor, resources in quotas.items():
         if flavor not in FLAVORS:
             raise InvalidValueError(
                 "quotas", flavor, f"a flavor: one of {', '.join(FLAVORS)}", '{"on-demand": {...}}'
             )
-        for resource, amount in resources.items():
+        for resource, terms in resources.items():
             if resource not in RESOURCES:
                 raise InvalidValueError(
                     f"quotas.{flavor}",
@@ -168,16 +201,28 @@ def check_quotas(quotas: Mapping[str, Mapping[str, str]]) -> None:
                     f"a resource Kueue counts here: one of {', '.join(RESOURCES)}",
                     '{"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"}',
                 )
+            given = {"nominalQuota": terms} if isinstance(terms, str) else terms
+            unknown = [k for k in given if k not in QUOTA_TERMS]
+            if unknown or "nominalQuota" not in given:
+                raise InvalidValueError(
+                    f"quotas.{flavor}.{resource}",
+                    unknown[0] if unknown else dict(given),
+                    f"a quantity, or a mapping of {', '.join(QUOTA_TERMS)} (nominalQuota required)",
+                    '{"nominalQuota": "16", "borrowingLimit": "0"}',
+                )
             kind = "cpu" if resource == "cpu" else "memory"
-            parse_quantity(f"quotas.{flavor}.{resource}", amount, kind)
+            for term, amount in given.items():
+                where = "" if isinstance(terms, str) else f".{term}"
+                parse_quantity(f"quotas.{flavor}.{resource}{where}", amount, kind)
 
 
 def sync_project_queue(
-    calls: Calls, project: str, quotas: Mapping[str, Mapping[str, str]] | None = None
+    calls: Calls, project: str, quotas: Mapping[str, Mapping[str, Terms]] | None = None
 ) -> None:
-    """Make ``project``'s ClusterQueue say ``quotas`` (flavor -> resource -> quantity, e.g.
-    ``{"on-demand": {"cpu": "16", "memory": "64Gi", "nvidia.com/gpu": "2"}}``; a flavor or
-    resource left out is :data:`UNLIMITED`), and its LocalQueue exist. Safe to repeat."""
+    """Make ``project``'s ClusterQueue say ``quotas`` (flavor -> resource -> quantity or
+    :data:`Terms`, e.g. ``{"on-demand": {"cpu": {"nominalQuota": "16", "borrowingLimit": "0"},
+    "memory": "64Gi"}}``; a flavor or resource left out is :data:`UNLIMITED`), and its
+    LocalQueue exist. Safe to repeat."""
     check_dns_label("project", project, "'team-a'")
     quotas = quotas or {}
     check_quotas(quotas)
@@ -246,9 +291,17 @@ class Waiting:
     for_quota: bool
 
 
-def waiting(workload: Mapping[str, Any]) -> Waiting | None:
+def considered(workload: Mapping[str, Any]) -> bool:
+    """Whether Kueue has said anything of ``workload`` yet (a ``QuotaReserved`` or
+    ``Admitted`` condition): until it has, a gated pod already says it waits for Kueue."""
+    conditions = (workload.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in ("QuotaReserved", "Admitted") for c in conditions)
+
+
+def waiting(workload: Mapping[str, Any], ahead: int | None = None) -> Waiting | None:
     """Why ``workload`` is not admitted (``None`` once it is): its ``QuotaReserved`` condition's
-    message, with the queue's position where Kueue reports it."""
+    message, with the runs ``ahead`` of it in its queue (else the position Kueue's status
+    reports, where it does)."""
     status = workload.get("status") or {}
     conditions = {c.get("type"): c for c in status.get("conditions") or []}
     admitted = conditions.get("Admitted") or {}
@@ -258,29 +311,39 @@ def waiting(workload: Mapping[str, Any]) -> Waiting | None:
     if reserved.get("status") == "True":
         checks = admitted.get("message") or "quota reserved, waiting for its admission checks"
         return Waiting(WAITING_FOR_QUOTA, checks, False)
-    queue = ((workload.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or (
-        (workload.get("spec") or {}).get("queueName") or ""
-    )
     said = reserved.get("message") or "waiting for Kueue to admit it"
-    message = _plain(queue, said)
-    ahead = _position(workload)
-    if ahead is not None:
-        message += f"; {ahead} run{'s' if ahead != 1 else ''} ahead"
-    return Waiting(WAITING_FOR_QUOTA, message, True)
+    ahead = ahead if ahead is not None else _position(workload)
+    return Waiting(WAITING_FOR_QUOTA, _plain(queue_of(workload), said, ahead), True)
 
 
-def _plain(queue: str, message: str) -> str:
+def queue_of(workload: Mapping[str, Any]) -> str:
+    """The LocalQueue a workload waits in (its project, for runplane's)."""
+    labels = (workload.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(QUEUE_LABEL) or (workload.get("spec") or {}).get("queueName") or "")
+
+
+def _plain(queue: str, message: str, ahead: int | None) -> str:
     """Kueue's "couldn't assign flavors to pod set main: insufficient unused quota for cpu in
-    flavor on-demand, 4 more needed" as "waiting for quota: project team-a needs 4 more cpu on
-    on-demand (...)"; any other word of Kueue's as it is."""
+    flavor on-demand, 4 more needed" in the words a quota wait has on every backend
+    (:func:`~runplane.placement.quotas.waiting_text`): "waiting for quota: project team-a
+    needs 4 CPUs more on on-demand; 2 runs ahead of it"; any other word of Kueue's as it is."""
     found = re.search(
         r"insufficient (?:unused )?quota for (\S+) in flavor (\S+?),? (\S+) more needed", message
     )
-    if found:
+    if found and found.group(1) in RESOURCES:
         resource, flavor, more = found.groups()
-        need = f"needs {more} more {resource} on {flavor}"
-        return f"waiting for quota: project {queue} {need} ({message})"
-    return f"waiting in Kueue's queue {queue!r}: {message}"
+        try:
+            short = {resource: resource_amount(resource, more)}
+        except InvalidValueError:
+            short = {}
+        if short:
+            text = waiting_text(queue, flavor, short, ahead or 0)
+            return text if ahead is not None else text.rsplit("; ", 1)[0]
+    text = f"waiting in Kueue's queue {queue!r}: {message}"
+    if ahead is None:
+        return text
+    runs = "no run" if not ahead else f"{ahead} run" + ("s" if ahead != 1 else "")
+    return f"{text}; {runs} ahead of it"
 
 
 def _position(workload: Mapping[str, Any]) -> int | None:

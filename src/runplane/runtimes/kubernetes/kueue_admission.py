@@ -10,9 +10,13 @@ used.
 
 What Kueue says of a waiting workload reaches the run's record through the runtime's events: a
 watch of the namespace's Workloads turns a ``QuotaReserved`` condition that is false into a
-``pending`` event (``WaitingForQuota``, Kueue's message: which resource is short on which
-flavor, and the runs ahead where Kueue reports it), distinct from the scheduler's "no node
-fits". An evicted MPIJob or SparkApplication (preempted by a higher priority, or its borrowed
+``pending`` event (``WaitingForQuota``, in the words a quota wait has on every backend: which
+resource is short on which flavor, and the runs ahead of it in its queue, counted from the
+watched Workloads by :mod:`.kueue_order`), distinct from the scheduler's "no node fits". The
+watch keeps only each Workload's name, owner, queue, priority and conditions, and a change
+that says nothing new to a run (admitted, its pods ready) costs no lookup.
+
+An evicted MPIJob or SparkApplication (preempted by a higher priority, or its borrowed
 quota reclaimed) is deleted, so that Kueue does not start it again behind runplane's back, and
 its attempt ends ``preempted`` with Kueue's reason; the run's retry policy decides what follows,
 as for a preempted pod (whose end :mod:`.pod_events` reads from Kueue's mark on it).
@@ -35,6 +39,7 @@ from runplane.runtimes.kubernetes import kueue
 from runplane.runtimes.kubernetes.api.calls import Calls, ClusterError
 from runplane.runtimes.kubernetes.api.rest import RestApi, object_path
 from runplane.runtimes.kubernetes.api.watch import DELETED, VANISHED, PodWatch
+from runplane.runtimes.kubernetes.kueue_order import QueueOrder
 from runplane.runtimes.kubernetes.pod_events import attempt_of
 
 log = logging.getLogger(__name__)
@@ -88,9 +93,17 @@ class KueueAdmission:
             kueue.ensure_cluster_setup(calls, settings.spot, settings.priority_classes)
         except ClusterError as error:  # an admin may have made them, and kept the rights
             log.warning("Kueue's flavors and priority classes not applied: %s", error)
+        #: The pending workloads of each queue, in Kueue's order: the runs ahead of one.
+        self.order = QueueOrder()
         path = f"/apis/{kueue.API_VERSION}/namespaces/{calls.namespace}/workloads"
         self.watch = PodWatch(
-            rest, calls.namespace, "", self._observe, name="runplane-kueue-watch", path=path
+            rest,
+            calls.namespace,
+            "",
+            self._observe,
+            name="runplane-kueue-watch",
+            path=path,
+            keep=_kept,
         )
 
     def start(self) -> None:
@@ -102,7 +115,7 @@ class KueueAdmission:
     # -- queues ---------------------------------------------------------------------------
 
     def sync_project_queue(
-        self, project: str, quotas: Mapping[str, Mapping[str, str]] | None
+        self, project: str, quotas: Mapping[str, Mapping[str, kueue.Terms]] | None
     ) -> None:
         """Set ``project``'s quota per flavor (``None``: unlimited); see
         :func:`runplane.runtimes.kubernetes.kueue.sync_project_queue`."""
@@ -170,19 +183,33 @@ class KueueAdmission:
     # -- what Kueue says ------------------------------------------------------------------
 
     def _observe(self, kind: str, workload: dict[str, Any]) -> None:
-        owner = next(iter((workload.get("metadata") or {}).get("ownerReferences") or []), None)
+        meta = workload.get("metadata") or {}
+        owner = next(iter(meta.get("ownerReferences") or []), None)
         if kind in (DELETED, VANISHED):
+            self.order.forget(str(meta.get("uid") or ""))
             with self._lock:
                 self._owners.pop(str((owner or {}).get("uid") or ""), None)
             return
+        self.order.observe(workload, kueue.queue_of(workload))
         if not owner or owner.get("kind") not in _QUEUED:
+            return
+        # Most changes say nothing to a run (admitted, its pods ready): no run looked up.
+        # Until Kueue has looked at a pod's workload, the gated pod says it waits.
+        waiting = (
+            kueue.waiting(workload, self.order.ahead(str(meta.get("uid") or "")))
+            if kueue.considered(workload) or owner["kind"] != "Pod"
+            else None
+        )
+        eviction = (
+            kueue.evicted(workload) if owner["kind"] in ("MPIJob", "SparkApplication") else None
+        )
+        if waiting is None and eviction is None:
             return
         run = self._run_of(owner, workload)
         if run is None:
             return
         uid, attempt = run
         key = f"kueue-{owner['uid']}"
-        waiting = kueue.waiting(workload)
         if waiting is not None:
             self._deliver(
                 key,
@@ -198,8 +225,7 @@ class KueueAdmission:
                     message=waiting.message,
                 ),
             )
-        eviction = kueue.evicted(workload)
-        if eviction is not None and owner["kind"] in ("MPIJob", "SparkApplication"):
+        if eviction is not None:
             self._end_evicted(owner, workload, key, uid, attempt, eviction)
 
     def _end_evicted(
@@ -257,6 +283,17 @@ class KueueAdmission:
         with self._lock:
             self._owners[owner_uid] = run
         return run
+
+
+def _kept(workload: dict[str, Any]) -> dict[str, Any]:
+    """What the watch keeps of a Workload: its name, owner and state, not its pods' templates
+    (most of its size)."""
+    spec = workload.get("spec") or {}
+    return {
+        "metadata": workload.get("metadata") or {},
+        "spec": {k: spec[k] for k in ("queueName", "priority", "active") if k in spec},
+        "status": {"conditions": (workload.get("status") or {}).get("conditions") or []},
+    }
 
 
 def _priority(workload: Mapping[str, Any]) -> str | None:

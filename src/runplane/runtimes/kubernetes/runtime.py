@@ -49,6 +49,7 @@ from runplane.runtimes.kubernetes.api.watch import DELETED, MODIFIED, VANISHED, 
 from runplane.runtimes.kubernetes.autoresize import RightSizer
 from runplane.runtimes.kubernetes.gang import GangGate
 from runplane.runtimes.kubernetes.kubelet_stats import KubeletStats
+from runplane.runtimes.kubernetes.kueue import quota_terms
 from runplane.runtimes.kubernetes.kueue_admission import KueueAdmission, detect
 from runplane.runtimes.kubernetes.logspool import LogSpool, PodLog
 from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
@@ -475,7 +476,7 @@ class KubernetesRuntime:
         for project in sorted(changed | failed):
             quota = self.quotas.get(project)
             try:
-                self.kueue.sync_project_queue(project, quota.kueue() if quota else None)
+                self.kueue.sync_project_queue(project, quota_terms(quota) if quota else None)
             except RunplaneError as error:  # refused, or a name Kueue cannot take
                 self._unsynced.add(project)
                 log.warning("project %s's quota is not in Kueue: %s", project, error)
