@@ -14,6 +14,7 @@ from kubernetes.client.exceptions import ApiException
 
 from runplane import names
 from runplane.runs import RunState
+from runplane.runtimes.events import RunEvent
 from runplane.runtimes.kubernetes import pod_to_event
 from runplane.runtimes.kubernetes.api.backoff import Backoff
 from runplane.runtimes.kubernetes.api.watch import PodWatch
@@ -596,6 +597,19 @@ def test_each_change_is_published_once_and_nothing_after_the_end() -> None:
     tracker.observe("MODIFIED", obj("a", "3", "Succeeded"))
     tracker.observe("DELETED", obj("a", "4", "Succeeded"))
     assert [e.state for e in events] == [RunState.RUNNING, RunState.COMPLETED]
+
+
+def test_forgetting_a_key_with_no_event_drops_what_it_last_said() -> None:
+    """A queued workload that goes (admitted and done, or deleted) leaves nothing behind in the
+    tracker; a later word under the same key is news again."""
+    events: list[Any] = []
+    tracker = RunTracker(events.append)
+    waiting = RunEvent(uid=UID, state=RunState.PENDING, at=1.0, reason="Quota", message="m")
+    tracker.deliver("kueue-w", waiting)
+    tracker.deliver("kueue-w", waiting)  # a repeat says nothing
+    tracker.deliver("kueue-w", None, True)
+    tracker.deliver("kueue-w", waiting)
+    assert len(events) == 2
 
 
 def test_a_vanished_pod_is_an_unknown_end() -> None:

@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from runplane import names
 from runplane.config import Settings
@@ -44,8 +44,13 @@ from runplane.runtimes.kubernetes.pod_events import attempt_of
 
 log = logging.getLogger(__name__)
 
-#: A workload's run, by the uid of the object Kueue made the workload for.
-Deliver = Callable[[str, RunEvent], None]
+
+class Deliver(Protocol):
+    """The tracker's :meth:`~runplane.runtimes.kubernetes.tracker.RunTracker.deliver`."""
+
+    def __call__(self, key: str, event: RunEvent | None, forget: bool = False) -> None: ...
+
+
 PodOf = Callable[[str], dict[str, Any] | None]
 _QUEUED = ("Pod", "MPIJob", "SparkApplication", "Deployment")
 
@@ -187,8 +192,11 @@ class KueueAdmission:
         owner = next(iter(meta.get("ownerReferences") or []), None)
         if kind in (DELETED, VANISHED):
             self.order.forget(str(meta.get("uid") or ""))
+            owner_uid = str((owner or {}).get("uid") or "")
             with self._lock:
-                self._owners.pop(str((owner or {}).get("uid") or ""), None)
+                self._owners.pop(owner_uid, None)
+            if owner_uid:  # what the tracker last said of it goes with it
+                self._deliver(f"kueue-{owner_uid}", None, True)
             return
         self.order.observe(workload, kueue.queue_of(workload))
         if not owner or owner.get("kind") not in _QUEUED:

@@ -185,8 +185,13 @@ class RunTracker:
 
     def deliver(self, key: str, event: RunEvent | None, forget: bool = False) -> None:
         """Publish ``event`` of the pod ``key`` unless it repeats the pod's last one or
-        follows its end; ``forget`` drops what is known of a pod that no longer exists."""
+        follows its end; ``forget`` drops what is known of a pod that no longer exists (with
+        no event too: a queued workload that went without a word more)."""
         if event is None:
+            if forget:
+                with self._lock:
+                    self._last.pop(key, None)
+                    self._finished.discard(key)
             return
         with self._lock:
             loss = self._losing.pop(key, None) if forget or event.state.terminal else None
