@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from runplane.placement import Node
 from runplane.runtimes.local.ledger import Claim, Ledger
@@ -135,5 +139,48 @@ def test_a_quota_table_set_by_one_process_decides_every_other_on_the_machine(tmp
     assert [g.uid for g in ours.grant(["second"])] == ["second"]
     assert ours.quotas == {}
     assert ours.quota_waits == {}
+    ours.close()
+    theirs.close()
+
+
+def test_a_grow_the_quota_refuses_is_no_reason_for_a_larger_retry(tmp_path):
+    """A retry at the size asked would wait on the same quota; the machine's room may free."""
+    from runplane.placement.quotas import ProjectQuota
+    from runplane.runtimes.local.resize import Refused, resize
+    from runplane.runtimes.resizing import Sizes
+
+    book = ledger(tmp_path)
+    book.set_quotas(
+        {"team-a": ProjectQuota({"on-demand": ProjectQuota.flavor_of("q", {"memory": "256Mi"})})}
+    )
+    book.wait(Claim("run", 1, 1.0, {"memory": 128 << 20}, 0, 0, project="team-a"))
+    assert [g.uid for g in book.grant(["run"])] == ["run"]
+    sizes = Sizes(memory=128 << 20, cpu=None)
+    with pytest.raises(Refused) as by_quota:
+        resize("run", 1, sizes, None, book.grow, 512 << 20, None, "near its limit")
+    assert "quota" in str(by_quota.value)
+    assert not by_quota.value.for_room
+    with pytest.raises(Refused) as by_room:
+        resize("run", 1, sizes, None, lambda uid, more: "no room", 512 << 20, None, "near")
+    assert by_room.value.for_room
+
+
+def test_a_quota_table_this_runplane_cannot_read_keeps_the_one_held(tmp_path):
+    from runplane.placement.quotas import ProjectQuota
+
+    ours, theirs = ledger(tmp_path), ledger(tmp_path)
+    half = {"team-a": ProjectQuota({"on-demand": ProjectQuota.flavor_of("q", {"cpu": "500m"})})}
+    theirs.set_quotas(half)
+    ours.wait(Claim("first", 1, 1.0, {"cpu": 500}, 0, 0, project="team-a"))
+    assert [g.uid for g in ours.grant(["first"])] == ["first"]
+    newer = {"team-a": {"on-demand": {"cpu": {"nominal": "1", "newer": 1}}}}
+    with sqlite3.connect(tmp_path / "capacity.db") as raw:  # a newer runplane's field
+        raw.execute(
+            "UPDATE quotas SET generation = generation + 1, quota_table = ?",
+            (json.dumps(newer),),
+        )
+    ours.wait(Claim("second", 1, 2.0, {"cpu": 500}, 0, 0, project="team-a"))
+    assert ours.grant(["second"]) == [], "admission goes on by the table held"
+    assert ours.quotas == half
     ours.close()
     theirs.close()

@@ -138,3 +138,28 @@ def test_a_database_with_projects_upgrades_to_quotas(database):
     quotas.set_flavor("kept", "spot", {"cpu": "2"}, "alice", admin=True)
     assert quotas.kueue_quotas("kept") == {"spot": {"cpu": "2"}}
     engine.dispose()
+
+
+def test_a_change_handed_on_after_an_older_table_is_handed_on_again(database):
+    """Two processes change quotas at once: the one that hands its table on last reads the
+    store again after, so the table the machine keeps is never an older one."""
+    from runplane.service.db import connect
+    from runplane.service.quotas import QuotaStore
+
+    older_database(database, "0010", projects={"team-a": "", "team-b": ""})
+    engine = connect(database)
+    handed: list[set[str]] = []
+    theirs = QuotaStore(engine, lambda table: handed.append(set(table)))
+    stale: list[set[str]] = []
+
+    def ours_hands(table):
+        if not stale:  # the other process commits its change, hands it on, then ours lands
+            stale.append(set(table))
+            theirs.set_flavor("team-b", "on-demand", {"cpu": "1"}, "root", admin=True)
+        handed.append(set(table))
+
+    ours = QuotaStore(engine, ours_hands)
+    ours.set_flavor("team-a", "on-demand", {"cpu": "1"}, "root", admin=True)
+    assert stale == [{"team-a"}]
+    assert handed[-1] == {"team-a", "team-b"}, "the table handed on last is the stored one"
+    engine.dispose()

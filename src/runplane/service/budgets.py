@@ -46,6 +46,9 @@ from runplane.service.db.models import ATTEMPTS, RESIZES, RUNS, ProjectBudget
 from runplane.spec.numbers import is_decimal
 from runplane.spec.scheduling import PreemptionMode
 
+#: Resized runs whose resizes one statement reads (a bound on its parameters: PostgreSQL's
+#: protocol takes at most 65,535).
+_RESIZED_PER_READ = 1000
 #: The largest amount a budget takes (a bound, not a policy).
 MAX_AMOUNT = 1e12
 #: Seconds a process keeps the budgets it read before reading them again (another process,
@@ -356,10 +359,13 @@ class Budgets:
             rows = connection.execute(query).all()
             grown = sorted({row[0] for row in rows if row[1] and row[5] in prices})
             changes: dict[tuple[str, int], list[ResizeRecord]] = {}
-            if grown:
+            for first in range(0, len(grown), _RESIZED_PER_READ):
                 applied = (
                     select(RESIZES)
-                    .where(RESIZES.c.run_uid.in_(grown), RESIZES.c.outcome == "applied")
+                    .where(
+                        RESIZES.c.run_uid.in_(grown[first : first + _RESIZED_PER_READ]),
+                        RESIZES.c.outcome == "applied",
+                    )
                     .order_by(RESIZES.c.id)
                 )
                 found = connection.execute(applied).all()

@@ -37,6 +37,8 @@ from runplane.spec.quantity import mebibytes, resource_amount
 
 #: What a quota change is handed to: every project's quotas, after the change.
 QuotaSync = Callable[[QuotaTable], None]
+#: How often a change is handed on again when another process handed an older table meanwhile.
+_SYNC_ROUNDS = 5
 #: Runs that hold their requests against their project's quota.
 HOLDING = (RunState.RUNNING.value, RunState.ABORTING.value)
 #: The most live runs read to add up a project's usage.
@@ -145,12 +147,24 @@ class QuotaStore:
         with self._sessions.begin() as session:
             found = session.execute(delete(QuotaRow).where(QuotaRow.project == project))
         if getattr(found, "rowcount", 0):
-            self.on_change(self.table())
+            self._sync()
 
     def _changed(self, project: str) -> ProjectQuota:
+        return self._sync().get(project, ProjectQuota())
+
+    def _sync(self) -> QuotaTable:
+        """Hand the stored table to :attr:`on_change` until what was handed is still what is
+        stored: another process changing quotas at the same moment may have handed an older
+        table after this one's change (the machine's ledger keeps the table written last), and
+        whichever hands last reads again after it."""
         table = self.table()
-        self.on_change(table)
-        return table.get(project, ProjectQuota())
+        for _ in range(_SYNC_ROUNDS):
+            self.on_change(table)
+            again = self.table()
+            if again == table:
+                break
+            table = again
+        return table
 
 
 def _flavor_of(record: RunRecord) -> str:

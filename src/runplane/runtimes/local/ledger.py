@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -46,6 +47,9 @@ from runplane.placement.quotas import (
     quota_text,
     waiting_text,
 )
+from runplane.runtimes.local.resize import QuotaShort
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS claims (
@@ -201,9 +205,19 @@ class Ledger:
         row = connection.execute(_READ_QUOTAS, (self._generation,)).fetchone()
         if row is None or row[0] == self._generation:
             return
-        table = json.loads(row[1])
-        self.quotas = {project: ProjectQuota.from_json(q) for project, q in table.items()}
         self._generation = row[0]
+        try:
+            table = json.loads(row[1])
+            self.quotas = {project: ProjectQuota.from_json(q) for project, q in table.items()}
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            # A table this runplane cannot read (a newer one's fields, a damaged row) must not
+            # stop every admission on the machine: the table held is kept until the next one.
+            log.warning(
+                "the machine's quota table (generation %s) could not be read, the one "
+                "held is kept: %s",
+                row[0],
+                error,
+            )
 
     def wait(self, claim: Claim) -> None:
         """Queue ``claim``; it is granted by a later :meth:`grant`."""
@@ -353,7 +367,7 @@ class Ledger:
             # takes a project past what its quota (and what it may borrow) allows.
             short = book.shortfall(*queue, {k: v for k, v in more.items() if v > 0})
             if short:
-                return quota_text(*queue, short)
+                return QuotaShort(quota_text(*queue, short))
             for name, amount in more.items():
                 if amount > free.get(name, 0):
                     left = max(free.get(name, 0), 0)

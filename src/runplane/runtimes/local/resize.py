@@ -36,8 +36,20 @@ LOOK_INTERVAL = 0.25
 Room = Callable[[str, Mapping[str, int]], str]
 
 
+class QuotaShort(str):
+    """A refusal by the run's project's quota (a :data:`Room`'s answer): a larger retry would
+    wait on the same quota, so it is no reason to retry at the size asked."""
+
+
 class Refused(Exception):
-    """A resize that cannot be granted; the message says why, in words for the run's page."""
+    """A resize that cannot be granted; the message says why, in words for the run's page.
+    ``for_room``: refused for the machine's room (its unreserved capacity, the kernel's free
+    memory), which a retry at the size asked may find elsewhere in time; not for the
+    project's quota, the run's own state or its cgroup."""
+
+    def __init__(self, message: str, for_room: bool = False) -> None:
+        super().__init__(message)
+        self.for_room = for_room
 
 
 def resize(
@@ -76,13 +88,14 @@ def resize(
         if more:
             not_granted = room(uid, more)
             if not_granted:
-                raise Refused(not_granted)
+                raise Refused(not_granted, for_room=not isinstance(not_granted, QuotaShort))
         available = psutil.virtual_memory().available
         if more.get("memory", 0) > available:
             room(uid, {name: -amount for name, amount in more.items()})
             raise Refused(
                 f"this machine has {mebibytes(available)} of memory available, less than the "
-                f"{mebibytes(more['memory'])} more asked"
+                f"{mebibytes(more['memory'])} more asked",
+                for_room=True,
             )
         if group is not None:
             try:

@@ -293,19 +293,30 @@ class Supervisor:
             if str(error) == watch.refused:
                 return
             watch.refused = str(error)
-            self._refused(run, memory, cpu, why, str(error))
+            self._refused(run, memory, cpu, why, str(error), error.for_room)
             return
         watch.above_since, watch.refused = None, ""
         self.report_resize(run, record, described(record))
 
     def _refused(
-        self, run: LocalRun, memory: int | None, cpu: int | None, why: str, error: str
+        self,
+        run: LocalRun,
+        memory: int | None,
+        cpu: int | None,
+        why: str,
+        error: str,
+        for_room: bool,
     ) -> None:
-        """Tell of a right-sizing the machine refused: a memory grow falls back to an OOM
-        retry with the size asked for; a CPU raise alone is only refused (a throttled run is
-        slower, not killed)."""
+        """Tell of a right-sizing refused: a memory grow the machine's room refused falls back
+        to an OOM retry with the size asked for; one the project's quota refused, and a CPU
+        raise alone (a throttled run is slower, not killed), are only refused: a larger retry
+        would wait on the same quota."""
         assert run.sizes is not None
-        grows = memory is not None and (run.sizes.memory is None or memory > run.sizes.memory)
+        grows = (
+            for_room
+            and memory is not None
+            and (run.sizes.memory is None or memory > run.sizes.memory)
+        )
         record = ResizeRecord(
             at=time.time(),
             attempt=run.request.attempt,
