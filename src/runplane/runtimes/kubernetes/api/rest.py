@@ -176,6 +176,21 @@ class RestApi:
         pool = self._pools.get(origin)
         if pool is None or pool.pool is None:  # new, or closed by the manager since
             pool = self._pools[origin] = manager.connection_from_url(origin)
+        try:
+            return self._send_on(pool, method, target, data, headers, timeout)
+        except urllib3.exceptions.ClosedPoolError:  # closed by the manager meanwhile: unsent
+            pool = self._pools[origin] = manager.connection_from_url(origin)
+            return self._send_on(pool, method, target, data, headers, timeout)
+
+    @staticmethod
+    def _send_on(
+        pool: urllib3.HTTPConnectionPool,
+        method: str,
+        target: str,
+        data: bytes,
+        headers: dict[str, str],
+        timeout: urllib3.Timeout | None,
+    ) -> urllib3.BaseHTTPResponse:
         return pool.urlopen(
             method,
             target,
