@@ -456,14 +456,16 @@ def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
     blocker = _launch(rt, settings, _job("kq-ahead", "blocker", "prevent", "1", "high"))
     _running(events, blocker)
     # Kueue's order: a higher priority first, then the earlier queued; each told on arrival
-    said, workloads = {}, {}
+    said, workloads, uids = {}, {}, {}
     for name, priority in (
         ("high", "high"),
         ("medium", "medium"),
         ("low", "low"),
         ("m2", "medium"),
     ):
-        uid = _launch(rt, settings, _job("kq-ahead", f"w-{name}", "prevent", "1", priority))
+        uid = uids[name] = _launch(
+            rt, settings, _job("kq-ahead", f"w-{name}", "prevent", "1", priority)
+        )
         said[name] = _told(events, uid).message
         workloads[name] = _workload_of(testbed_cluster, _pod_of(testbed_cluster, uid).metadata.uid)
     assert said["high"].endswith("; no run ahead of it"), said
@@ -481,6 +483,11 @@ def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
     )
     for message in said.values():
         assert message.startswith("waiting for quota: project kq-ahead needs 1 CPU more")
+    # the first in the queue goes: Kueue does not change the workloads behind it, and their
+    # counts follow all the same
+    rt.abort(uids["high"], "Aborted", "no longer wanted")
+    for name, now in (("medium", "; no run ahead of it"), ("low", "; 1 run ahead of it")):
+        events.wait(uids[name], lambda e, now=now: e.message.endswith(now), what=f"{name} {now}")
 
 
 def test_the_admission_benchmark_in_short_goes_through_kueue_and_around_it(
