@@ -483,11 +483,19 @@ def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
     )
     for message in said.values():
         assert message.startswith("waiting for quota: project kq-ahead needs 1 CPU more")
-    # the first in the queue goes: Kueue does not change the workloads behind it, and their
-    # counts follow all the same
+    # Kueue does not change a workload when others move ahead of it or leave; its count
+    # follows all the same: m2 came in ahead of low, then the first in the queue goes
+    _ends(events, uids["low"], "; 3 runs ahead of it")
     rt.abort(uids["high"], "Aborted", "no longer wanted")
-    for name, now in (("medium", "; no run ahead of it"), ("low", "; 1 run ahead of it")):
-        events.wait(uids[name], lambda e, now=now: e.message.endswith(now), what=f"{name} {now}")
+    front, behind = ("medium", "m2") if ahead == 2 else ("m2", "medium")
+    _ends(events, uids[front], "; no run ahead of it")
+    _ends(events, uids[behind], "; 1 run ahead of it")
+    _ends(events, uids["low"], "; 2 runs ahead of it")
+
+
+def _ends(events: Events, uid: str, words: str) -> None:
+    """Wait until the run's last word ends with ``words``."""
+    events.wait(uid, lambda _: events.of(uid)[-1].message.endswith(words), what=words)
 
 
 def test_the_admission_benchmark_in_short_goes_through_kueue_and_around_it(
