@@ -456,14 +456,16 @@ def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
     blocker = _launch(rt, settings, _job("kq-ahead", "blocker", "prevent", "1", "high"))
     _running(events, blocker)
     # Kueue's order: a higher priority first, then the earlier queued; each told on arrival
-    said, workloads = {}, {}
+    said, workloads, uids = {}, {}, {}
     for name, priority in (
         ("high", "high"),
         ("medium", "medium"),
         ("low", "low"),
         ("m2", "medium"),
     ):
-        uid = _launch(rt, settings, _job("kq-ahead", f"w-{name}", "prevent", "1", priority))
+        uid = uids[name] = _launch(
+            rt, settings, _job("kq-ahead", f"w-{name}", "prevent", "1", priority)
+        )
         said[name] = _told(events, uid).message
         workloads[name] = _workload_of(testbed_cluster, _pod_of(testbed_cluster, uid).metadata.uid)
     assert said["high"].endswith("; no run ahead of it"), said
@@ -481,6 +483,19 @@ def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
     )
     for message in said.values():
         assert message.startswith("waiting for quota: project kq-ahead needs 1 CPU more")
+    # Kueue does not change a workload when others move ahead of it or leave; its count
+    # follows all the same: m2 came in ahead of low, then the first in the queue goes
+    _ends(events, uids["low"], "; 3 runs ahead of it")
+    rt.abort(uids["high"], "Aborted", "no longer wanted")
+    front, behind = ("medium", "m2") if ahead == 2 else ("m2", "medium")
+    _ends(events, uids[front], "; no run ahead of it")
+    _ends(events, uids[behind], "; 1 run ahead of it")
+    _ends(events, uids["low"], "; 2 runs ahead of it")
+
+
+def _ends(events: Events, uid: str, words: str) -> None:
+    """Wait until the run's last word ends with ``words``."""
+    events.wait(uid, lambda _: events.of(uid)[-1].message.endswith(words), what=words)
 
 
 def test_the_admission_benchmark_in_short_goes_through_kueue_and_around_it(

@@ -156,6 +156,13 @@ def test_a_workload_short_of_quota_says_what_it_needs_and_how_many_are_ahead() -
     unknown = kueue.waiting(_workload([{"type": "QuotaReserved", "status": "False"}]))
     assert unknown is not None
     assert unknown.message == "waiting in Kueue's queue 'team-a': waiting for Kueue to admit it"
+    # far back in a long queue: the capped words of every backend, whatever Kueue said
+    for words in (said, "some other word of Kueue's"):
+        far = kueue.waiting(
+            _workload([{"type": "QuotaReserved", "status": "False", "message": words}]), ahead=21
+        )
+        assert far is not None
+        assert far.message.endswith("; more than 20 runs ahead of it"), far.message
 
 
 def test_borrowing_and_lending_limits_reach_the_cluster_queue() -> None:
@@ -236,6 +243,52 @@ def test_runs_ahead_follow_kueues_order_priority_then_time_queued() -> None:
     }
     order.observe(_pending("early", 2000, "2026-01-01T00:00:01Z", **timed_out), "team-a")
     assert (order.ahead("late"), order.ahead("early"), order.ahead("low")) == (0, 1, 2)
+
+
+def _queue(order: QueueOrder, queue: str, count: int, prefix: str) -> list[str]:
+    """``count`` workloads queued in ``queue`` one second apart, each told its count on
+    arrival as the watch tells it; their uids in Kueue's order."""
+    uids = [f"{prefix}{i:02d}" for i in range(count)]
+    for i, uid in enumerate(uids):
+        order.observe(_pending(uid, 1000, f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}Z"), queue)
+        assert order.ahead(uid) == i
+    return uids
+
+
+def test_counts_follow_a_run_ahead_admitted_and_only_moved_queues_are_looked_at() -> None:
+    order = QueueOrder()
+    a = _queue(order, "team-a", 3, "a")
+    b = _queue(order, "team-b", 3, "b")
+    # arriving last in its queue moves nobody: nothing to tell again
+    assert not order.marked.is_set()
+    assert order.stale() == []
+    reserved = {"conditions": [{"type": "QuotaReserved", "status": "True"}]}
+    order.observe(_pending(a[0], 1000, "2026-01-01T00:00:00Z", **reserved), "team-a")
+    assert order.marked.is_set()
+    # the two behind the admitted one, told again with their new counts; team-b untouched
+    assert order.stale() == a[1:]
+    assert [order.ahead(uid) for uid in a[1:]] == [0, 1]
+    assert order.stale() == []  # told: nothing until the next move
+    # the last one going moves nobody; the one ahead of others going does
+    order.forget(a[2])
+    assert order.stale() == []
+    order.forget(b[0])
+    assert order.stale() == b[1:]
+
+
+def test_only_the_first_runs_of_a_long_queue_are_told_again() -> None:
+    order = QueueOrder()
+    uids = _queue(order, "team-a", 30, "w")
+    order.forget(uids[0])
+    # 21 counts said exactly (0 to 20); the one now 21 ahead was told "more than 20" already
+    assert order.stale() == uids[1:22]
+    # one ahead of all the others: those with an exact count move back one, and the one
+    # pushed past 20 ahead is told "more than 20"
+    order.observe(_pending("urgent", 5000, "2026-01-01T01:00:00Z"), "team-a")
+    assert order.ahead("urgent") == 0  # told by the watch as it arrives
+    assert order.stale() == uids[1:22]
+    assert order.ahead(uids[21]) == 21
+    assert order.stale() == []
 
 
 def test_an_admitted_workload_waits_for_nothing_and_an_evicted_one_says_why() -> None:

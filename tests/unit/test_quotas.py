@@ -9,6 +9,7 @@ import pytest
 
 from runplane.errors import InvalidValueError
 from runplane.placement.quotas import (
+    MOST_AHEAD_SAID,
     ProjectQuota,
     ResourceQuota,
     borrows,
@@ -97,6 +98,17 @@ def test_a_quota_wait_says_who_needs_what_more_where_and_how_many_are_ahead() ->
         "waiting for quota: project t needs 2Gi of memory and 1 GPU more on spot; no run "
         "ahead of it"
     )
+
+
+def test_the_runs_ahead_are_counted_up_to_a_cap_then_said_as_more_than_it() -> None:
+    """Far back in a long queue the text stays the same as the queue moves."""
+    assert MOST_AHEAD_SAID == 20
+    said = {n: waiting_text("t", "spot", {"cpu": 1000}, n).split("; ")[1] for n in (20, 21, 500)}
+    assert said == {
+        20: "20 runs ahead of it",
+        21: "more than 20 runs ahead of it",
+        500: "more than 20 runs ahead of it",
+    }
 
 
 def test_a_mapping_with_an_unknown_term_is_refused_with_a_mapping_to_copy() -> None:

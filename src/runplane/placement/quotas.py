@@ -296,12 +296,26 @@ def quota_text(project: str, flavor: str, short: Mapping[str, int]) -> str:
     return f"project {project}'s quota on {flavor} cannot hold it: it needs {needs} more"
 
 
+#: The runs ahead of a waiting run are counted up to this many; beyond, it is "more than 20
+#: runs ahead of it". The text of a run far back in a long queue so stays the same while the
+#: queue moves, and nothing needs to say it again: only the first runs' counts are kept fresh.
+MOST_AHEAD_SAID = 20
+
+
+def ahead_text(ahead: int) -> str:
+    """``no run``, ``1 run``, ``2 runs`` ... ``ahead of it``, capped at :data:`MOST_AHEAD_SAID`."""
+    if ahead > MOST_AHEAD_SAID:
+        return f"more than {MOST_AHEAD_SAID} runs ahead of it"
+    runs = "no run" if not ahead else f"{ahead} run" + ("" if ahead == 1 else "s")
+    return f"{runs} ahead of it"
+
+
 def waiting_text(project: str, flavor: str, short: Mapping[str, int], ahead: int) -> str:
     """Why a run waits for quota, the same words on every backend: ``waiting for quota:
-    project team-a needs 4 CPUs more on on-demand; 2 runs ahead of it``."""
+    project team-a needs 4 CPUs more on on-demand; 2 runs ahead of it`` (``more than 20 runs
+    ahead of it`` beyond :data:`MOST_AHEAD_SAID`)."""
     needs = " and ".join(_amount_text(name, amount) for name, amount in sorted(short.items()))
-    queue = "no run" if not ahead else f"{ahead} run" + ("" if ahead == 1 else "s")
     return (
         f"{WAITING_FOR_QUOTA}: project {project} needs {needs} more on {flavor}; "
-        f"{queue} ahead of it"
+        f"{ahead_text(ahead)}"
     )

@@ -38,7 +38,7 @@ from runplane import names
 from runplane.config import PreemptibleNodes, PriorityClasses
 from runplane.errors import InvalidValueError
 from runplane.placement.quotas import RESOURCES as QUOTA_RESOURCES
-from runplane.placement.quotas import ProjectQuota, waiting_text
+from runplane.placement.quotas import ProjectQuota, ahead_text, waiting_text
 from runplane.runtimes.kubernetes.api.calls import Calls
 from runplane.runtimes.kubernetes.api.rest import APPLY_PATCH
 from runplane.spec.labels import check_dns_label
@@ -340,10 +340,7 @@ def _plain(queue: str, message: str, ahead: int | None) -> str:
             text = waiting_text(queue, flavor, short, ahead or 0)
             return text if ahead is not None else text.rsplit("; ", 1)[0]
     text = f"waiting in Kueue's queue {queue!r}: {message}"
-    if ahead is None:
-        return text
-    runs = "no run" if not ahead else f"{ahead} run" + ("s" if ahead != 1 else "")
-    return f"{text}; {runs} ahead of it"
+    return text if ahead is None else f"{text}; {ahead_text(ahead)}"
 
 
 def _position(workload: Mapping[str, Any]) -> int | None:

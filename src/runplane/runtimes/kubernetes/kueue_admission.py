@@ -14,7 +14,11 @@ watch of the namespace's Workloads turns a ``QuotaReserved`` condition that is f
 resource is short on which flavor, and the runs ahead of it in its queue, counted from the
 watched Workloads by :mod:`.kueue_order`), distinct from the scheduler's "no node fits". The
 watch keeps only each Workload's name, owner, queue, priority and conditions, and a change
-that says nothing new to a run (admitted, its pods ready) costs no lookup.
+that says nothing new to a run (admitted, its pods ready) costs no lookup. Kueue does not
+change a workload when one ahead of it leaves the queue, so a thread of the runtime's, woken
+when a queue moves and at most once every :data:`REFRESH_EVERY` seconds, tells again the
+first waiting runs of each moved queue whose count changed, from the Workloads and runs
+already known (no request to the API server).
 
 An evicted MPIJob or SparkApplication (preempted by a higher priority, or its borrowed
 quota reclaimed) is deleted, so that Kueue does not start it again behind runplane's back, and
@@ -53,6 +57,9 @@ class Deliver(Protocol):
 
 PodOf = Callable[[str], dict[str, Any] | None]
 _QUEUED = ("Pod", "MPIJob", "SparkApplication", "Deployment")
+#: Seconds between two refreshes of the runs ahead: the moves of a busy queue within them are
+#: told at once, and a run's count is at most this late.
+REFRESH_EVERY = 2.0
 
 
 def detect(calls: Calls, settings: Settings) -> bool:
@@ -100,6 +107,13 @@ class KueueAdmission:
             log.warning("Kueue's flavors and priority classes not applied: %s", error)
         #: The pending workloads of each queue, in Kueue's order: the runs ahead of one.
         self.order = QueueOrder()
+        #: Held while a run is told of its workload: by the watch and the refresher in turn,
+        #: so that an older count never follows a newer one.
+        self._telling = threading.Lock()
+        self._stopping = threading.Event()
+        self._refresher = threading.Thread(
+            target=self._refreshing, name="runplane-kueue-ahead", daemon=True
+        )
         path = f"/apis/{kueue.API_VERSION}/namespaces/{calls.namespace}/workloads"
         self.watch = PodWatch(
             rest,
@@ -113,9 +127,14 @@ class KueueAdmission:
 
     def start(self) -> None:
         self.watch.start()
+        self._refresher.start()
 
     def stop(self) -> None:
+        self._stopping.set()
+        self.order.marked.set()
         self.watch.stop()
+        if self._refresher.is_alive():
+            self._refresher.join(10)
 
     # -- queues ---------------------------------------------------------------------------
 
@@ -188,8 +207,12 @@ class KueueAdmission:
     # -- what Kueue says ------------------------------------------------------------------
 
     def _observe(self, kind: str, workload: dict[str, Any]) -> None:
+        with self._telling:
+            self._observed(kind, workload)
+
+    def _observed(self, kind: str, workload: dict[str, Any]) -> None:
         meta = workload.get("metadata") or {}
-        owner = next(iter(meta.get("ownerReferences") or []), None)
+        owner = _owner(workload)
         if kind in (DELETED, VANISHED):
             self.order.forget(str(meta.get("uid") or ""))
             owner_uid = str((owner or {}).get("uid") or "")
@@ -199,15 +222,10 @@ class KueueAdmission:
                 self._deliver(f"kueue-{owner_uid}", None, True)
             return
         self.order.observe(workload, kueue.queue_of(workload))
-        if not owner or owner.get("kind") not in _QUEUED:
+        if owner is None:
             return
         # Most changes say nothing to a run (admitted, its pods ready): no run looked up.
-        # Until Kueue has looked at a pod's workload, the gated pod says it waits.
-        waiting = (
-            kueue.waiting(workload, self.order.ahead(str(meta.get("uid") or "")))
-            if kueue.considered(workload) or owner["kind"] != "Pod"
-            else None
-        )
+        waiting = self._waiting(owner, workload)
         eviction = (
             kueue.evicted(workload) if owner["kind"] in ("MPIJob", "SparkApplication") else None
         )
@@ -219,22 +237,48 @@ class KueueAdmission:
         uid, attempt = run
         key = f"kueue-{owner['uid']}"
         if waiting is not None:
-            self._deliver(
-                key,
-                RunEvent(
-                    uid=uid,
-                    attempt=attempt,
-                    state=RunState.PENDING,
-                    at=time.time(),
-                    condition=Condition.PENDING_NOT_SCHEDULED
-                    if waiting.for_quota
-                    else Condition.PENDING_SCHEDULED,
-                    reason=waiting.reason,
-                    message=waiting.message,
-                ),
-            )
+            self._deliver(key, _waiting_event(uid, attempt, waiting))
         if eviction is not None:
             self._end_evicted(owner, workload, key, uid, attempt, eviction)
+
+    def _waiting(
+        self, owner: Mapping[str, Any], workload: Mapping[str, Any]
+    ) -> kueue.Waiting | None:
+        """Why ``workload`` waits, with the runs ahead of it now. Until Kueue has looked at a
+        pod's workload, the gated pod says it waits."""
+        if owner["kind"] == "Pod" and not kueue.considered(workload):
+            return None
+        uid = str((workload.get("metadata") or {}).get("uid") or "")
+        return kueue.waiting(workload, self.order.ahead(uid))
+
+    def refresh(self) -> None:
+        """Tell again the waiting runs whose count of runs ahead changed in a queue that
+        moved (:meth:`QueueOrder.stale`), from the Workload the watch keeps and the run
+        already found for its owner: a run not found yet is told by its own next change."""
+        with self._telling:
+            for uid in self.order.stale():
+                workload = self.watch.get(uid)
+                owner = _owner(workload) if workload is not None else None
+                if workload is None or owner is None:
+                    continue
+                waiting = self._waiting(owner, workload)
+                with self._lock:
+                    run = self._owners.get(str(owner.get("uid") or ""))
+                if waiting is not None and run is not None:
+                    self._deliver(f"kueue-{owner['uid']}", _waiting_event(*run, waiting))
+
+    def _refreshing(self) -> None:
+        """Refresh once a queue moved, then at most every :data:`REFRESH_EVERY` seconds,
+        until the runtime stops."""
+        while not self._stopping.is_set():
+            self.order.marked.wait()
+            if self._stopping.wait(REFRESH_EVERY):
+                return
+            self.order.marked.clear()
+            try:
+                self.refresh()
+            except Exception:  # a bug here must not stop the counts for good
+                log.exception("refreshing the runs ahead in Kueue's queues failed")
 
     def _end_evicted(
         self,
@@ -291,6 +335,28 @@ class KueueAdmission:
         with self._lock:
             self._owners[owner_uid] = run
         return run
+
+
+def _owner(workload: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The object that owns ``workload``, where runplane queues objects of its kind."""
+    owners = (workload.get("metadata") or {}).get("ownerReferences") or []
+    owner = next(iter(owners), None)
+    return owner if owner and owner.get("kind") in _QUEUED else None
+
+
+def _waiting_event(uid: str, attempt: int, waiting: kueue.Waiting) -> RunEvent:
+    """The run's attempt ``pending``, for the reason Kueue holds it."""
+    return RunEvent(
+        uid=uid,
+        attempt=attempt,
+        state=RunState.PENDING,
+        at=time.time(),
+        condition=Condition.PENDING_NOT_SCHEDULED
+        if waiting.for_quota
+        else Condition.PENDING_SCHEDULED,
+        reason=waiting.reason,
+        message=waiting.message,
+    )
 
 
 def _kept(workload: dict[str, Any]) -> dict[str, Any]:
