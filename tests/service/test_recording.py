@@ -29,8 +29,8 @@ def store(database: str) -> Any:
     store.close()
 
 
-def _recorded(store: RunStore) -> str:
-    uid = uuid.uuid4().hex
+def _recorded(store: RunStore, uid: str = "", requests: dict[str, str] | None = None) -> str:
+    uid = uid or uuid.uuid4().hex
     store.create(
         uid=uid,
         project="default",
@@ -41,7 +41,7 @@ def _recorded(store: RunStore) -> str:
         inputs={},
         thresholds={},
         priority_class="",
-        requests={"cpu": "100m"},
+        requests={"cpu": "100m"} if requests is None else requests,
         limits={},
         executor=None,
     )
@@ -241,20 +241,7 @@ def test_a_queued_runs_record_costs_the_same_few_statements(store: RunStore) -> 
 def test_a_run_recorded_twice_is_refused_and_counted_once(store: RunStore) -> None:
     uid = _recorded(store)
     with pytest.raises(RunExistsError, match=uid):
-        store.create(
-            uid=uid,
-            project="default",
-            name="job",
-            runtime="local",
-            function={"kind": "job"},
-            params={},
-            inputs={},
-            thresholds={},
-            priority_class="",
-            requests={},
-            limits={},
-            executor=None,
-        )
+        _recorded(store, uid, requests={})
     assert store.state_counts() == {"created": 1}
     record = store.get(uid)
     assert (record.requests, record.results, record.retry_at) == ({"cpu": "100m"}, {}, None)
