@@ -163,6 +163,8 @@ class WarmLauncher:
             ready.set()
             for line in reader:
                 self._relay(json.loads(line))
+        except ConnectionResetError:  # the server died: its runs are ended below, as at EOF
+            pass
         finally:
             with self._lock:
                 self._socket = None
