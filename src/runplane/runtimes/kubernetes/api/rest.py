@@ -173,34 +173,28 @@ class RestApi:
             )
         split = url.find("/", url.find("//") + 2)
         origin, target = (url, "/") if split < 0 else (url[:split], url[split:])
-        pool = self._pools.get(origin)
-        if pool is None or pool.pool is None:  # new, or closed by the manager since
-            pool = self._pools[origin] = manager.connection_from_url(origin)
+        sent: dict[str, Any] = {
+            "body": data,
+            "headers": headers,
+            "timeout": timeout,
+            "preload_content": False,
+            "redirect": False,
+            "assert_same_host": False,
+        }
         try:
-            return self._send_on(pool, method, target, data, headers, timeout)
+            return self._pool(origin).urlopen(method, target, **sent)
         except urllib3.exceptions.ClosedPoolError:  # closed by the manager meanwhile: unsent
-            pool = self._pools[origin] = manager.connection_from_url(origin)
-            return self._send_on(pool, method, target, data, headers, timeout)
+            self._pools.pop(origin, None)
+            return self._pool(origin).urlopen(method, target, **sent)
 
-    @staticmethod
-    def _send_on(
-        pool: urllib3.HTTPConnectionPool,
-        method: str,
-        target: str,
-        data: bytes,
-        headers: dict[str, str],
-        timeout: urllib3.Timeout | None,
-    ) -> urllib3.BaseHTTPResponse:
-        return pool.urlopen(
-            method,
-            target,
-            body=data,
-            headers=headers,
-            timeout=timeout,
-            preload_content=False,
-            redirect=False,
-            assert_same_host=False,
-        )
+    def _pool(self, origin: str) -> urllib3.HTTPConnectionPool:
+        """The connection pool of ``origin``: the one taken before, unless the client's pool
+        manager closed it since."""
+        pool = self._pools.get(origin)
+        if pool is None or pool.pool is None:
+            manager = self.api.rest_client.pool_manager
+            pool = self._pools[origin] = manager.connection_from_url(origin)
+        return pool
 
     def json(
         self, method: str, path: str, query: Query = None, **options: Unpack[Options]
