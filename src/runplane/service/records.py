@@ -257,9 +257,10 @@ def _missing(uid: str) -> str:
 def _read(connection: Connection, uid: str) -> RunRecord:
     """A run's whole record without the ORM's identity map: the waiter of every run reads it."""
     run_row, transitions, attempts, artifacts = _READ
-    run = next(iter(run_row.rows(connection, uid=uid)), None)
-    if run is None:
+    found = list(run_row.rows(connection, uid=uid))  # read whole: the cursor ends closed
+    if not found:
         raise NotFoundError(_missing(uid))
+    run = found[0]
     return _record(
         run,
         transitions.rows(connection, uid=uid),

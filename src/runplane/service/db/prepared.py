@@ -10,7 +10,8 @@ engine's serializer), and it is executed on the driver's cursor, counted as any 
 (:mod:`runplane.meters`); :class:`PreparedRead` reads rows so. Elsewhere (PostgreSQL) each is
 executed by SQLAlchemy, as it was written.
 
-A driver's error (a uid already recorded) is raised as SQLAlchemy would raise it.
+A driver's error (a uid already recorded), or a value its column's type cannot store, is raised
+as SQLAlchemy would raise it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Select, Table
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.sql.dml import Insert, Update
 
 from runplane import meters
@@ -65,13 +66,16 @@ class Prepared:
             connection.execute(self._statement, rows if len(rows) > 1 else rows[0])
             return
         sql, names, processors = compiled
-        values = [
-            tuple(
-                row[name] if process is None else process(row[name])
-                for name, process in zip(names, processors, strict=True)
-            )
-            for row in rows
-        ]
+        try:
+            values = [
+                tuple(
+                    row[name] if process is None else process(row[name])
+                    for name, process in zip(names, processors, strict=True)
+                )
+                for row in rows
+            ]
+        except (TypeError, ValueError) as error:  # a value its column's type cannot store
+            raise StatementError(str(error), sql, rows, error) from error
         cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
         try:
             if len(values) == 1:
