@@ -58,3 +58,17 @@ def test_a_body_is_sent_on_the_servers_pool_as_the_client_would(server):
     again = json.loads(rest.send("POST", path, body=b"raw").read())
     assert again["path"] == f"/k8s/clusters/c1{path}"
     assert again["body"] == "raw"
+
+
+def test_an_unread_answer_leaves_its_connection_to_the_next_request(server):
+    configuration = client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.server_port}"
+    rest = RestApi(client.ApiClient(configuration))
+    path = "/api/v1/namespaces/ns/pods"
+    rest.unread("POST", path, body={"a": 1})
+    (pool,) = rest._pools.values()
+    assert pool.num_connections == 1
+    assert pool.pool is not None
+    assert pool.pool.qsize() >= 1  # back in the pool, idle
+    rest.unread("POST", path, body={"b": 2})
+    assert pool.num_connections == 1  # the first one's connection, not a second

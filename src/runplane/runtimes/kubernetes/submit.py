@@ -108,7 +108,7 @@ class Submitter:
             self._apply_secret(secret)
         (workload,) = (m for m in owned if m["kind"] not in ("Secret", "ConfigMap"))
         if workload["kind"] == "Pod":
-            self._create_own(workload)
+            self._create_own(workload, answer=False)
             return str(workload["metadata"]["name"])
         grouped = bool(gang) and podgroup.served(self.calls)
         if grouped:
@@ -136,13 +136,14 @@ class Submitter:
                 labels[names.INSTANCE] = self.instance
         return obj
 
-    def _create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
-        """``obj`` as the API server has it once created; ``None`` where one of its name
-        exists already. A retry of a create that was applied finds its own (409)."""
+    def _create(self, obj: dict[str, Any], answer: bool = True) -> dict[str, Any] | None:
+        """``obj`` as the API server has it once created (``answer=False``: as sent);
+        ``None`` where one of its name exists already. A retry of a create that was applied
+        finds its own (409)."""
         what = f"creating {_word(obj)} {obj['metadata']['name']}"
         path = manifest_path(obj, self.namespace)
         try:
-            created = self.calls.create(what, path, obj)
+            created = self.calls.create(what, path, obj, answer)
         except ApiException as error:
             api_version, kind = obj["apiVersion"], obj["kind"]
             if error.status == 404 and (api_version, kind) in WORKLOADS:
@@ -157,11 +158,11 @@ class Submitter:
         what = f"reading {obj['kind']} {obj['metadata']['name']}"
         return self.calls.read(what, manifest_path(obj, self.namespace, named=True))
 
-    def _create_own(self, workload: dict[str, Any]) -> dict[str, Any]:
+    def _create_own(self, workload: dict[str, Any], answer: bool = True) -> dict[str, Any]:
         """The run's pod (or MPIJob or SparkApplication, for its operator), as the API server
-        has it: created now, or by an earlier try of this attempt; one of another run's is a
-        clash to report."""
-        created = self._create(workload)
+        has it (``answer=False``: as sent, when created now): created now, or by an earlier try
+        of this attempt; one of another run's is a clash to report."""
+        created = self._create(workload, answer)
         if created is not None:
             return created
         what, name = _word(workload), workload["metadata"]["name"]

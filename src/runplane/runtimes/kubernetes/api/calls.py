@@ -107,16 +107,25 @@ class Calls:
         """A GET, retried; refusals as :class:`ClusterError`."""
         return self.checked(what, lambda: self.json("GET", path, query))
 
-    def create(self, what: str, path: str, body: Mapping[str, Any]) -> dict[str, Any] | None:
-        """A POST of an object with a deterministic name, retried; ``None`` where one of that
-        name exists already (409), for the caller to judge. Other refusals stay
-        ``ApiException``."""
+    def create(
+        self, what: str, path: str, body: Mapping[str, Any], answer: bool = True
+    ) -> dict[str, Any] | None:
+        """A POST of an object with a deterministic name, retried: the object as the server
+        has it, or with ``answer=False`` as it was sent (the server's copy is not decoded, for
+        a caller that needs no more than its name); ``None`` where one of that name exists
+        already (409), for the caller to judge. Other refusals stay ``ApiException``."""
         try:
+            if not answer:
+                return self.retried(what, lambda: self._created_unread(path, body))
             return self.retried(what, lambda: self.json("POST", path, body=body))
         except ApiException as error:
             if error.status == 409:
                 return None
             raise
+
+    def _created_unread(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        self.rest.unread("POST", path, body=body, timeout=self.timeout)
+        return dict(body)
 
     def change(
         self,

@@ -203,6 +203,14 @@ class RestApi:
         response.read()
         return cast(dict[str, Any], orjson.loads(response.data or b"{}"))
 
+    def unread(
+        self, method: str, path: str, query: Query = None, **options: Unpack[Options]
+    ) -> None:
+        """A request whose answer matters only by its status: the body is read, so the
+        connection is used again, but not decoded (a created pod's answer is the whole pod,
+        managed fields and all)."""
+        self.send(method, path, query, **options).read()
+
     def stream(
         self, path: str, query: Mapping[str, Any], timeout: Timeout = None
     ) -> urllib3.BaseHTTPResponse:
