@@ -8,7 +8,7 @@ from runplane import names
 from runplane.config import Settings
 from runplane.runs import FailureClass, RunState, classify
 from runplane.runtimes.kubernetes.api.watch import ADDED, DELETED, MODIFIED, VANISHED
-from runplane.runtimes.kubernetes.nodes import NodeBook
+from runplane.runtimes.kubernetes.nodes import NodeBook, node_kept
 from runplane.runtimes.kubernetes.pod_events import node_lost_event
 from tests.unit.test_kubernetes_events import UID, pod
 
@@ -80,3 +80,28 @@ def test_runplanes_own_delete_of_a_lost_pod_reads_as_the_loss() -> None:
     tracker.losing("pod-uid-2", None)
     tracker.lost("pod-uid-2")
     assert published[-1].reason == "Running"
+
+
+def test_the_node_watch_keeps_what_the_book_reads_and_no_status() -> None:
+    """What the watch keeps of a node is enough for the book (a vanished node found by a
+    re-list is reported from it) and for telling a changed node from the same one."""
+    labels = {names.NODE_GROUP: "spot", **Settings().spot.node_selector}
+    whole = node("spot-1", **labels)
+    whole["metadata"] |= {"resourceVersion": "7", "managedFields": [{"manager": "kwok"}]}
+    whole["status"] = {"conditions": [{"type": "Ready", "lastHeartbeatTime": "now"}]}
+    whole["spec"] = {"taints": []}
+    slim = node_kept(whole)
+    assert slim == {
+        "metadata": {
+            "name": "spot-1",
+            "uid": "uid-spot-1",
+            "resourceVersion": "7",
+            "labels": labels,
+        }
+    }
+    lost: list[tuple[str, str, bool | None]] = []
+    book = NodeBook(Settings().spot, lambda *args: lost.append(args))
+    book.observe(ADDED, slim)
+    assert book.describe("spot-1") == ("spot", True)
+    book.observe(VANISHED, slim)
+    assert lost == [("spot-1", "spot", True)]

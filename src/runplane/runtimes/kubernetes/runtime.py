@@ -52,7 +52,7 @@ from runplane.runtimes.kubernetes.kubelet_stats import KubeletStats
 from runplane.runtimes.kubernetes.kueue import quota_terms
 from runplane.runtimes.kubernetes.kueue_admission import KueueAdmission, detect
 from runplane.runtimes.kubernetes.logspool import LogSpool, PodLog
-from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
+from runplane.runtimes.kubernetes.nodes import NodeBook, label_node, node_kept
 from runplane.runtimes.kubernetes.pod_events import (
     attempt_of,
     kept,
@@ -139,6 +139,7 @@ class KubernetesRuntime:
             self._observe_node,
             name="runplane-node-watch",
             path="/api/v1/nodes",
+            keep=node_kept,
         )
         # Followed logs hold their connections for long: a pool of their own.
         spool_api = pooled(api.configuration, log_follows)
