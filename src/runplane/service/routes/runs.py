@@ -45,7 +45,7 @@ def record_answer(record: RunRecord, status: int = 200) -> Response:
 #: Submissions run on threads of their own: every run is submitted here, and handing a call
 #: to one of these costs about half what the framework's hand-off to its worker threads does
 #: (a future and a queue, against a task group's cancel scope, a capacity limiter and a
-#: condition): 50-90 against 110-200 µs of CPU here (docs/benchmarks.md).
+#: condition): 50-90 against 110-200 µs of CPU here (docs/decisions.md).
 _SUBMITTING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="runplane-submit")
 
 
