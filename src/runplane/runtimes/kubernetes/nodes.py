@@ -37,8 +37,8 @@ _KEPT = ("name", "uid", "resourceVersion", "labels")
 
 def node_kept(node: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a node the watch keeps: a kwok or cloud node's status (conditions with
-    their heartbeats, capacity, images) is most of it, read by nothing here, and at 1,000
-    nodes kept whole it would be tens of MiB of the service's memory."""
+    their heartbeats, capacity, images) is most of it and read by nothing here (kept whole,
+    1,000 kwok nodes held about 6 MiB more of the service's memory)."""
     meta = node.get("metadata") or {}
     return {"metadata": {key: meta[key] for key in _KEPT if key in meta}}
 
