@@ -162,7 +162,7 @@ class PodResizer:
             resources["requests"] = dict(requests)
         body = {"spec": {"containers": [{"name": main_container(pod), "resources": resources}]}}
         try:
-            self._calls.json(
+            self._calls.unread(
                 "PATCH",
                 f"{pods_path(self._calls.namespace, name)}/resize",
                 body=body,

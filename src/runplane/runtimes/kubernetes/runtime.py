@@ -324,7 +324,7 @@ class KubernetesRuntime:
                 preconditions["resourceVersion"] = meta["resourceVersion"]
             self._tracker.losing(meta["uid"], event)  # the watch may see the delete first
             try:
-                self._calls.json(
+                self._calls.unread(
                     "DELETE",
                     pods_path(self.namespace, meta["name"]),
                     body={"gracePeriodSeconds": 0, "preconditions": preconditions},

@@ -204,7 +204,7 @@ class Submitter:
                 "for this function; runplane will not overwrite it (use another secret name)",
             )
         try:
-            self.calls.json("PUT", manifest_path(secret, self.namespace, named=True), body=secret)
+            self.calls.unread("PUT", manifest_path(secret, self.namespace, named=True), body=secret)
         except ApiException as error:
             raise self.calls.refused(f"updating secret {name}", error) from None
 

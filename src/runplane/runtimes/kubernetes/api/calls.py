@@ -103,6 +103,15 @@ class Calls:
         options.setdefault("timeout", self.timeout)
         return self.rest.json(method, path, query, **options)
 
+    def unread(
+        self, method: str, path: str, query: Query = None, **options: Unpack[Options]
+    ) -> None:
+        """One request whose answer matters by its status only (a change, a create whose
+        caller keeps what it sent), within this namespace's timeout unless told another: the
+        answer, often the whole object, is not decoded."""
+        options.setdefault("timeout", self.timeout)
+        self.rest.unread(method, path, query, **options)
+
     def read(self, what: str, path: str, query: Query = None) -> dict[str, Any]:
         """A GET, retried; refusals as :class:`ClusterError`."""
         return self.checked(what, lambda: self.json("GET", path, query))
@@ -124,7 +133,7 @@ class Calls:
             raise
 
     def _created_unread(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        self.rest.unread("POST", path, body=body, timeout=self.timeout)
+        self.unread("POST", path, body=body)
         return dict(body)
 
     def change(
@@ -139,7 +148,7 @@ class Calls:
         ``missing`` (the object is gone, or no longer the one meant); other refusals as
         :class:`ClusterError`."""
         try:
-            self.json(method, path, **options)
+            self.unread(method, path, **options)
         except ApiException as error:
             if error.status in missing:
                 return False

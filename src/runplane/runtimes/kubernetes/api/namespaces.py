@@ -45,7 +45,7 @@ def _await_default_account(calls: Calls, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            calls.json("GET", path)
+            calls.unread("GET", path)
             return
         except ApiException as error:
             if error.status != 404 or time.monotonic() > deadline:
