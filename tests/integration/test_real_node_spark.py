@@ -224,7 +224,17 @@ def test_a_cluster_without_the_operator_refuses_a_spark_run_at_submission(
                 return error.status == 404
             return False
 
+        def unserved() -> bool:
+            """Discovery, which the service asks, forgets the kind a moment after the CRD
+            itself is gone: the API server's discovery controller follows the deletion."""
+            try:
+                found = k8s.CustomObjectsApi(testbed_cluster.api).get_api_resources(GROUP, VERSION)
+            except ApiException as error:
+                return error.status == 404
+            return PLURAL not in {r.name for r in found.resources or []}
+
         _await("the CRD deleted", gone, timeout=60)
+        _await("the kind no longer discovered", unserved, timeout=60)
         listed = service.http.get(f"{service.url}/runs", params={"name": "wordcount"})
         before = len(listed.json())
         answer = service.http.post(
