@@ -60,6 +60,12 @@ def copy(tmp_path, cursor, lines, final=False, cap=CAP):
     return (tmp_path / OUTPUT).read_bytes()
 
 
+def resume(tmp_path, cursor, log, upto, final=False):
+    """A read as the API server answers it: the log's first ``upto`` lines, those stamped from
+    the cursor's second on (``sinceTime``)."""
+    return copy(tmp_path, cursor, [line for line in log[:upto] if line[0] >= cursor.at], final)
+
+
 def read_all(directory: Path, offset: int = 0) -> bytes:
     """Everything the run's output reads as from ``offset``, chunk after chunk."""
     data = b""
@@ -77,15 +83,32 @@ def numbered(first: int, last: int, at: int = 0) -> list[tuple[int, bytes]]:
 
 def test_a_resumed_read_skips_the_lines_it_copied_and_no_others(tmp_path):
     cursor = Cursor(pod="p")
-    first = [(5, b"a\n"), (7, b"b\n"), (7, b"c\n")]
-    assert copy(tmp_path, cursor, first) == b"a\nb\nc\n"
-    assert (cursor.at, cursor.seen, cursor.size) == (7, 2, 6)
-    # A resume reads from the whole second again: what it has seen is skipped, the third
-    # line with the same time is not.
-    again = [*first, (7, b"d\n"), (9, b"e\n")]
-    assert copy(tmp_path, cursor, again) == b"a\nb\nc\nd\ne\n"
+    log = [(5 * SECOND, b"a\n"), (7 * SECOND, b"b\n"), (7 * SECOND, b"c\n")]
+    assert resume(tmp_path, cursor, log, 3) == b"a\nb\nc\n"
+    # From the second before the last line's: two lines copied from then on.
+    assert (cursor.at, cursor.seen, cursor.size) == (6 * SECOND, 2, 6)
+    # A resume reads from that second again: what it has seen is skipped, the third line
+    # with the same time is not.
+    log += [(7 * SECOND, b"d\n"), (9 * SECOND, b"e\n")]
+    assert resume(tmp_path, cursor, log, 5) == b"a\nb\nc\nd\ne\n"
     saved = json.loads((tmp_path / "output.cursor").read_bytes())
-    assert saved == {"pod": "p", "at": 9, "seen": 1, "size": 10, "complete": False, "attempt": 0}
+    at = 8 * SECOND
+    assert saved == {"pod": "p", "at": at, "seen": 1, "size": 10, "complete": False, "attempt": 0}
+
+
+def test_a_resume_copies_each_line_once_when_the_two_streams_times_cross(tmp_path):
+    """stdout and stderr are stamped apart: the log can hold a line stamped a little before
+    the one above it. A resume after it copies neither again, nor loses the one after."""
+    cursor = Cursor(pod="p")
+    log = [
+        (5 * SECOND + 500, b"line 299\n"),  # stdout
+        (5 * SECOND + 400, b"to stderr too\n"),  # stderr, stamped first, written after
+        (5 * SECOND + 450, b"line 300\n"),  # stdout again, stamped between the two
+        (9 * SECOND, b"after the pause\n"),
+    ]
+    assert resume(tmp_path, cursor, log, 2) == b"line 299\nto stderr too\n"
+    assert resume(tmp_path, cursor, log, 4) == b"".join(text for _, text in log)
+    assert resume(tmp_path, cursor, log, 4) == b"".join(text for _, text in log)
 
 
 def test_output_written_after_the_last_recorded_cursor_is_cut_and_copied_once(tmp_path):
@@ -97,10 +120,11 @@ def test_output_written_after_the_last_recorded_cursor_is_cut_and_copied_once(tm
 def test_the_results_line_goes_apart_only_when_it_is_last(tmp_path):
     cursor = Cursor(pod="p")
     marker = b'runplane-results: {"results": {"x": 1}}\n'
-    assert copy(tmp_path, cursor, [(1, b"a\n"), (2, marker)]) == b"a\n"  # held: more may come
-    assert copy(tmp_path, cursor, [(2, marker), (3, b"b\n")]) == b"a\n" + marker + b"b\n"
+    log = [(1, b"a\n"), (2, marker), (3, b"b\n"), (4, marker)]
+    assert resume(tmp_path, cursor, log, 2) == b"a\n"  # held: more may come
+    assert resume(tmp_path, cursor, log, 3) == b"a\n" + marker + b"b\n"
     assert not (tmp_path / RESULTS).exists()
-    assert copy(tmp_path, cursor, [(4, marker)], final=True) == b"a\n" + marker + b"b\n"
+    assert resume(tmp_path, cursor, log, 4, final=True) == b"a\n" + marker + b"b\n"
     assert json.loads((tmp_path / RESULTS).read_bytes()) == {"results": {"x": 1}}
 
 
@@ -117,8 +141,8 @@ def test_output_past_the_cap_keeps_its_start_and_its_end_after_a_marker(tmp_path
     lines = numbered(0, 20_000)  # 240,000 bytes: almost four caps
     written = b"".join(text for _, text in lines)
     cursor = Cursor(pod="p")
-    for part in range(0, 20_000, 1_000):  # a read at a time, as a follow brings them
-        copy(tmp_path, cursor, lines[part : part + 1_000])
+    for part in range(1_000, 20_001, 1_000):  # a read at a time, as a follow brings them
+        resume(tmp_path, cursor, lines, part)
     assert cursor.size == len(written)  # the cursor counts what was appended, not what is kept
     assert (tmp_path / OUTPUT).stat().st_size == CAP // 4  # the start; the end is held
     finish_output(tmp_path, CAP)
@@ -149,9 +173,9 @@ def test_a_resume_with_a_held_end_cuts_what_came_after_the_cursor(tmp_path, lost
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     cursor = Cursor(pod="p")
-    copy(resumed, cursor, lines[:3_000])
+    resume(resumed, cursor, lines, 3_000)
     recorded = Cursor(**json.loads((resumed / "output.cursor").read_bytes()))
-    copy(resumed, cursor, lines[3_000 : 3_000 + lost])  # appended; its cursor never saved
+    resume(resumed, cursor, lines, 3_000 + lost)  # appended; its cursor never saved
     assert (os.path.exists(resumed / DROPPED)) == (lost > 8_000)
     copy(resumed, recorded, lines)  # the next service reads the pod log from the cursor on
     assert recorded.size == 25_000 * 12

@@ -8,8 +8,11 @@ all the lines a read brought at once): offsets into it stay valid, a finished ru
 outlives its pod and node, and ``runplane logs -f`` reads a file instead of the pod log from
 its start. Once the pod ended and its last read is done the output is closed
 (:func:`~runplane.runtimes.output.finish_output`: the held end after its marker, compressed);
-a retried run's next pod reopens it and appends after. A dropped stream resumes from the last
-copied line's time (``sinceTime``), skipping the lines already copied. How far the copy got is
+a retried run's next pod reopens it and appends after. A dropped stream resumes from the whole
+second before the last copied line's (``sinceTime``), skipping as many lines as were copied
+from that second on: a pod's stdout and stderr are stamped apart, so the log's order is not
+always its times' order, and a resume that trusted the times would copy a line again or lose
+one. How far the copy got is
 kept beside the file (``output.cursor``: the bytes appended as the cap counts them, the start,
 the dropped and the held end together), so a restarted service resumes where the last one
 stopped, and never copies a line twice: the output is cut back to what the cursor recorded
@@ -44,6 +47,7 @@ import os
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -76,6 +80,7 @@ _MARKER = RESULTS_MARKER.encode()
 _LAST_TRIES = 3
 #: How often (seconds) a copy that goes on records how far it got.
 _SAVE_EVERY = 1.0
+SECOND = 1_000_000_000
 #: How often (seconds) a replica that does not lead asks the API for one run's new output.
 CATCH_UP_EVERY = 1.0
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
@@ -97,8 +102,8 @@ class Cursor:
     """How far the copy of a run's output got."""
 
     pod: str = ""  # the pod being copied (a retried run has one per attempt)
-    at: int = -1  # the time of its last copied line, in ns since the epoch
-    seen: int = 0  # how many copied lines have exactly that time (a resume sees them again)
+    at: int = -1  # a whole second, in ns since the epoch, from which a resume reads again
+    seen: int = 0  # how many copied lines are stamped at or after it (a resume skips them)
     size: int = 0  # the bytes appended to the output after them (output_size)
     complete: bool = False  # the pod has ended, all of its output is copied, the output closed
     attempt: int = 0  # the run attempt of that pod
@@ -523,8 +528,8 @@ class _Copy:
         query: dict[str, Any] = {"container": self.container, "timestamps": "true"}
         if follow:
             query["follow"] = "true"
-        if cursor.at >= 0:  # whole seconds: the lines of that second are skipped below
-            since = datetime.fromtimestamp(cursor.at // 1_000_000_000, tz=UTC)
+        if cursor.at >= 0:  # the lines copied from then on are skipped below
+            since = datetime.fromtimestamp(cursor.at // SECOND, tz=UTC)
             query["sinceTime"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
         response = self.spool.stream(self.pod, query)
         self.spool.served(self.node)
@@ -556,7 +561,12 @@ class _Appender:
     """Appends lines to the output after the cursor's size and advances the cursor, holding
     back a results line until a line follows it (then it was not the last). Lines are
     gathered and appended a read at a time (:meth:`flush`): the cursor moves with what is
-    appended, never ahead of it."""
+    appended, never ahead of it.
+
+    The cursor's second trails the last line's by one, so a line of the other stream stamped
+    a little earlier than the last one but not yet copied is read again, and counted: the
+    lines a resume brings are those stamped from that second on, in the log's order, and the
+    copied ones come first among them whatever their times."""
 
     def __init__(self, directory: Path, cursor: Cursor, cap: int) -> None:
         self._directory = directory
@@ -566,7 +576,10 @@ class _Appender:
         self._skipped = 0
         self._held: tuple[int, bytes] | None = None
         self._pending: list[bytes] = []  # lines not appended yet
-        self.at, self._seen = cursor.at, cursor.seen  # the cursor after them
+        #: The times of the lines copied from the cursor's second on, in the log's order (the
+        #: two streams' times cross by far less than the second the cursor trails by).
+        self._times: deque[int] = deque()
+        self.at = cursor.at  # the time of the last line copied
         self._saved = time.monotonic()
 
     def __enter__(self) -> _Appender:
@@ -580,13 +593,16 @@ class _Appender:
             _write_cursor(self._directory, self._cursor)
 
     def fresh(self, at: int) -> bool:
-        """Whether a line stamped ``at`` is new: later than where this read resumes, or at
-        that very time but past the lines copied with it before."""
+        """Whether a line stamped ``at`` is new: past the lines stamped from where this read
+        resumes that were copied before."""
         since, seen = self._from
-        if at != since:
-            return at > since
+        if at < since:
+            return False
         self._skipped += 1
-        return self._skipped > seen
+        if self._skipped > seen:
+            return True
+        self._times.append(at)
+        return False
 
     def write(self, at: int, line: bytes) -> None:
         if self._held is not None:
@@ -599,7 +615,7 @@ class _Appender:
 
     def _put(self, at: int, line: bytes) -> None:
         self._pending.append(line)
-        self._seen = self._seen + 1 if at == self.at else 1
+        self._times.append(at)
         self.at = at
 
     def flush(self) -> None:
@@ -611,7 +627,10 @@ class _Appender:
         append_output(self._directory, data, self._cap)
         self._pending.clear()
         cursor = self._cursor
-        cursor.at, cursor.seen, cursor.size = self.at, self._seen, cursor.size + len(data)
+        since = max(cursor.at, (self.at // SECOND - 1) * SECOND)
+        while self._times and self._times[0] < since:
+            self._times.popleft()
+        cursor.at, cursor.seen, cursor.size = since, len(self._times), cursor.size + len(data)
         if time.monotonic() - self._saved > _SAVE_EVERY:
             _write_cursor(self._directory, cursor)
             self._saved = time.monotonic()
