@@ -80,7 +80,8 @@ _MARKER = RESULTS_MARKER.encode()
 _LAST_TRIES = 3
 #: How often (seconds) a copy that goes on records how far it got.
 _SAVE_EVERY = 1.0
-SECOND = 1_000_000_000
+#: A second in the pod log's unit of time, nanoseconds.
+_SECOND = 1_000_000_000
 #: How often (seconds) a replica that does not lead asks the API for one run's new output.
 CATCH_UP_EVERY = 1.0
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
@@ -116,7 +117,7 @@ def stamp_ns(stamp: str) -> int:
         raise ValueError(f"not an RFC 3339 time: {stamp!r}")
     whole, fraction, zone = match.groups()
     seconds = datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone)).timestamp()
-    return int(seconds) * 1_000_000_000 + int((fraction or "0").ljust(9, "0"))
+    return int(seconds) * _SECOND + int((fraction or "0").ljust(9, "0"))
 
 
 class LogSpool:
@@ -529,7 +530,7 @@ class _Copy:
         if follow:
             query["follow"] = "true"
         if cursor.at >= 0:  # the lines copied from then on are skipped below
-            since = datetime.fromtimestamp(cursor.at // SECOND, tz=UTC)
+            since = datetime.fromtimestamp(cursor.at // _SECOND, tz=UTC)
             query["sinceTime"] = since.strftime("%Y-%m-%dT%H:%M:%SZ")
         response = self.spool.stream(self.pod, query)
         self.spool.served(self.node)
@@ -627,7 +628,7 @@ class _Appender:
         append_output(self._directory, data, self._cap)
         self._pending.clear()
         cursor = self._cursor
-        since = max(cursor.at, (self.at // SECOND - 1) * SECOND)
+        since = max(cursor.at, (self.at // _SECOND - 1) * _SECOND)
         while self._times and self._times[0] < since:
             self._times.popleft()
         cursor.at, cursor.seen, cursor.size = since, len(self._times), cursor.size + len(data)
