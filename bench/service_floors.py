@@ -53,6 +53,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from runplane.service.routes.submissions import RunSubmission
+from testbed.serve import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = "def handler(context):\n    return 1\n"
@@ -102,12 +103,6 @@ async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     headers = [(b"content-type", b"application/json")]
     await send({"type": "http.response.start", "status": 201, "headers": headers})
     await send({"type": "http.response.body", "body": CREATED_ANSWER})
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def framework(body: bytes, requests: int) -> dict[str, float]:
@@ -207,13 +202,13 @@ def tls_server(work: Path) -> Iterator[tuple[int, Path]]:
         server.wait(timeout=30)
 
 
-def pod_posts(work: Path, requests: int) -> dict[str, float]:
+def pod_posts(work: Path, body: bytes, requests: int) -> dict[str, float]:
     """The client thread's CPU per POST of the run's pod, by client (warmed up first)."""
     from runplane.config import load_settings
     from runplane.runtimes.request import build_request
     from runplane.spec.function import Function
 
-    fn = Function.from_dict(orjson.loads(submission(work))["function"])
+    fn = Function.from_dict(orjson.loads(body)["function"])
     pod = orjson.dumps(build_request(fn, load_settings(), uid=uuid.uuid4().hex).manifests[0])
     path = "/api/v1/namespaces/bench/pods"
     headers = {
@@ -268,10 +263,10 @@ def _thread_cpu(call: Callable[[], None], times: int) -> float:
 # -- the run's record -----------------------------------------------------------------------
 
 
-def records(work: Path, count: int, together: tuple[int, ...]) -> dict[str, float]:
+def records(work: Path, body: bytes, count: int, together: tuple[int, ...]) -> dict[str, float]:
     """CPU per ``RunStore.create`` with 1 and ``together`` runs per transaction, and the WAL
     frames one run's record writes."""
-    function = orjson.loads(submission(work))["function"]
+    function = orjson.loads(body)["function"]
     spent: dict[str, float] = {}
     for runs in (1, *together):
         spent[f"create_{runs}"], frames = _recorded(
@@ -385,7 +380,7 @@ def main() -> None:
         for app, seconds in served.items():
             ratio = seconds * 1000 / fastapi_ms
             print(f"  {app:14s} {seconds * 1000:6.3f} ms ({ratio:.2f} of FastAPI's)")
-        posts = pod_posts(work, args.requests)
+        posts = pod_posts(work, body, args.requests)
         size = int(posts.pop("pod_bytes"))
         print(
             f"\nthe pod's POST over TLS: {size} bytes sent, {len(CREATED)} answered, "
@@ -394,7 +389,7 @@ def main() -> None:
         for name, seconds in posts.items():
             ratio = seconds / posts["urllib3"]
             print(f"  {name:14s} {seconds * 1000:6.3f} ms ({ratio:.2f} of urllib3's)")
-        spent = records(work, args.records, (4, 8))
+        spent = records(work, body, args.records, (4, 8))
         frames = spent.pop("frames_per_run")
         print(
             f"\nthe run's record on SQLite: CPU per run ({frames:.1f} WAL frames for a run alone)"
