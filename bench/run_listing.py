@@ -8,7 +8,8 @@ and two transitions. The indexes are built after the load, and PostgreSQL's stat
 gathered (what autovacuum does on its own). Then it starts ``runplane serve`` on it as its own
 process and times, over HTTP on loopback, ``--requests`` requests of each list query (the
 first page, a page deep in the list from a cursor, each filter, a user's own runs, the counts)
-and of the web UI's runs page; then Debian's Chromium loads the UI's pages (Playwright).
+and of the web UI's runs page; then Debian's Chromium loads the UI's pages (Playwright), and
+pages through and filters the runs list in place, as a user's clicks do.
 
     python bench/run_listing.py [--runs 1000000] [--requests 50] [--database-url URL]
     python bench/run_listing.py --sqlite [--runs 100000]
@@ -601,6 +602,7 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
     print(f"\nChromium (Playwright), navigation start to load event, {loads} loads each (ms;")
     print("first byte: navigation start to the answer's first byte, the server's share):")
     print("| page | as | p50 | p99 | max | first byte p50 | p99 |\n|---|---|---|---|---|---|---|")
+    in_page: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium)
         for token in (ADMIN_TOKEN, USER_TOKEN):
@@ -620,16 +622,15 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
                     samples.append(took / 1000)
                     first.append(answered / 1000)
                 print(f"| `{query.ui[:70]}` | {who} | {_split(samples, first)} |")
-            samples, first = [], []
             page.goto(f"{base}/ui/projects/proj-00/jobs", wait_until="load")
-            for _ in range(min(loads, 10)):
-                with page.expect_navigation(wait_until="load"):
-                    page.get_by_role("link", name="Next page").click()
-                took, answered = page.evaluate(_NAVIGATION)
-                samples.append(took / 1000)
-                first.append(answered / 1000)
-            clicked = "Next page, clicked 10 times from the first"
-            print(f"| {clicked} | {who} | {_split(samples, first)} |")
+            samples = [page.evaluate(_IN_PAGE, {"page": True}) / 1000 for _ in range(10)]
+            in_page.append(f"| Next page, clicked 10 times from the first | {who} | ")
+            in_page[-1] += f"{percentiles(samples)} |"
+            page.goto(f"{base}/ui/projects/proj-00/jobs", wait_until="load")
+            states = ["error", "running"] * loads
+            samples = [page.evaluate(_IN_PAGE, {"state": s}) / 1000 for s in states[:loads]]
+            in_page.append(f"| State chosen in the filters, error and running in turn | {who} | ")
+            in_page[-1] += f"{percentiles(samples)} |"
             if token == ADMIN_TOKEN:
                 # The browser's own floor on this machine: a page whose server answer reads
                 # no run, with the same layout, stylesheet and scripts.
@@ -643,7 +644,31 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
                 print(f"| {floor} | {who} | {_split(samples, first)} |")
             page.close()
         browser.close()
+    print("\nChromium, in the page: from the click (or the filter's change) to the list swapped in")
+    print("and the next frame drawn, as htmx does it (ms):")
+    print("| what | as | p50 | p99 | max |\n|---|---|---|---|---|")
+    print("\n".join(in_page))
 
+
+#: The list swapped in place, timed in the page: from the click on Next page (or ``state``
+#: chosen in the filters) to htmx's ``afterSwap`` of the answer, then the next frame drawn.
+#: It answers once htmx has also settled the new list (its links are live only then).
+_IN_PAGE = """(what) => new Promise((resolve) => {
+  const began = performance.now();
+  let drawn = null, settled = false;
+  const done = () => { if (drawn !== null && settled) { resolve(drawn); } };
+  document.body.addEventListener("htmx:afterSwap", () => requestAnimationFrame(() =>
+    setTimeout(() => { drawn = performance.now() - began; done(); }, 0)), { once: true });
+  document.body.addEventListener("htmx:afterSettle", () => { settled = true; done(); },
+    { once: true });
+  if (what.page) {  // Next page; at the last, First page
+    (document.getElementById("next-page") || document.getElementById("first-page")).click();
+    return;
+  }
+  const state = document.getElementById("state");
+  state.value = what.state;
+  state.dispatchEvent(new Event("change", { bubbles: true }));
+})"""
 
 _NAVIGATION = (
     "() => { const n = performance.getEntriesByType('navigation')[0];"

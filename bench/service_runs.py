@@ -269,7 +269,8 @@ def _measure(
     if load.profile:
         profiler = subprocess.Popen(
             [
-                *("py-spy", "record", "--pid", str(service.pid), "--threads", "--gil"),
+                str(Path(sys.executable).with_name("py-spy")),  # installed beside python
+                *("record", "--pid", str(service.pid), "--threads", "--gil"),
                 *("--rate", "100", "--nonblocking"),
                 *("--format", "raw", "--output", str(load.profile)),
             ],
@@ -360,10 +361,11 @@ def _measure(
         pending = next(t.at for t in record.transitions if t.state == "pending")
         stopped = next(t.at for t in record.transitions if t.state in ("aborting", "aborted"))
         lags.append(stopped - (pending + threshold))
-    print(
-        f"{len(aborted)}/{load.breaches} aborted by their threshold; detection after the "
-        f"deadline p50 {statistics.median(lags):.2f} s, p99 {percentile(lags, 0.99):.2f} s"
-    )
+    if lags:
+        print(
+            f"{len(aborted)}/{load.breaches} aborted by their threshold; detection after the "
+            f"deadline p50 {statistics.median(lags):.2f} s, p99 {percentile(lags, 0.99):.2f} s"
+        )
     completed: int | None = None
     if load.run_seconds < 3600:
         deadline = time.monotonic() + load.run_seconds + 900
@@ -395,7 +397,7 @@ def _measure(
         "running_p50_s": round(statistics.median(latencies), 2),
         "running_p99_s": round(percentile(latencies, 0.99), 2),
         "aborted": len(aborted),
-        "breach_p99_s": round(percentile(lags, 0.99), 2),
+        "breach_p99_s": round(percentile(lags, 0.99), 2) if lags else None,
         "completed": completed,
         "service_rss_mib": round(rss / 2**20),
         "live_run_kib": round(live_kib, 1),

@@ -8,6 +8,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("run_listing", ROOT / "bench" / "run_listing.py")
 assert _spec is not None
@@ -17,7 +19,9 @@ sys.modules["run_listing"] = bench
 _spec.loader.exec_module(bench)
 
 
-def test_the_benchmarks_queries_answer_as_its_runs_say(database: str, tmp_path: Path) -> None:
+def test_the_benchmarks_queries_answer_as_its_runs_say(
+    database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     spread = bench.generate(5000)
     bench.load(database, spread)
     process, base = bench.start(database, tmp_path)
@@ -25,6 +29,11 @@ def test_the_benchmarks_queries_answer_as_its_runs_say(database: str, tmp_path: 
         assert bench.check(base, spread) == []
         assert bench.check_cli(base, spread) == []
         assert bench.check_ui(base, spread) == []
+        # Chromium's part runs through (each page loads, each swap in place comes).
+        bench.time_ui_browser(base, spread, 2)
+        printed = capsys.readouterr().out
+        assert printed.count("| Next page, clicked 10 times from the first |") == 2
+        assert printed.count("| State chosen in the filters, error and running in turn |") == 2
     finally:
         process.terminate()
         process.wait(timeout=60)

@@ -36,6 +36,7 @@ from runplane.ui.web import (
     CsrfRefused,
     LoginRequired,
     cross_site,
+    in_page,
     login_url,
     safe_next,
 )
@@ -84,7 +85,7 @@ def create_ui(
 
     @app.exception_handler(LoginRequired)
     async def login_required(request: Request, _: LoginRequired) -> Response:
-        if request.method == "GET" and "hx-request" not in request.headers:
+        if request.method == "GET" and not in_page(request):
             return RedirectResponse(login_url(request), status_code=303)
         response = ui.page(
             request,

@@ -112,6 +112,15 @@ def cross_site(request: Request) -> bool:
     return request.headers.get("sec-fetch-site") == "cross-site"
 
 
+def in_page(request: Request) -> bool:
+    """Whether ``request`` asks for a part of the page it was sent from (htmx swaps it in),
+    not a whole page. A browser's Back to a page htmx left out of its history cache asks for
+    the page again as htmx, but swaps the whole answer in for the page: that one is a whole
+    page."""
+    headers = request.headers
+    return "hx-request" in headers and "hx-history-restore-request" not in headers
+
+
 def login_url(request: Request) -> str:
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     return f"{ROOT}/login?next={quote(target, safe='')}"

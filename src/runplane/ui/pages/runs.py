@@ -29,7 +29,7 @@ from runplane.service.records import RunListing
 from runplane.spec.function import Function
 from runplane.ui.charts import Chart, usage_charts
 from runplane.ui.sessions import Session
-from runplane.ui.web import ROOT, UI
+from runplane.ui.web import ROOT, UI, in_page
 
 PAGE_SIZE = 50
 #: The most of a run's output a page shows before its live stream continues.
@@ -235,7 +235,7 @@ def router(ui: UI) -> APIRouter:
             "record": project_record(ui, project),
             "admin": session.who.admin,
         }
-        template = "jobs_table.html" if "hx-request" in request.headers else "jobs.html"
+        template = "jobs_table.html" if in_page(request) else "jobs.html"
         return ui.page(request, template, session, context)
 
     @routes.get("/runs/{uid}", response_class=HTMLResponse)

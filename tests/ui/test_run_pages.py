@@ -1,0 +1,87 @@
+"""A project's runs, a page at a time: Next page and First page swap the list in place (no new
+document), the address follows, and Back and Forward show the pages again, from the browser's
+history or, once that copy is gone, as whole pages read again."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from runplane.ui.pages.runs import PAGE_SIZE
+
+from .conftest import code_function, login
+from .test_live import mark, not_reloaded
+
+CODE = "def handler(context):\n    return 1\n"
+
+
+def held_runs(api: httpx.Client, project: str, count: int) -> list[str]:
+    """``count`` runs that wait (a budget of 0 holds them): recorded at once, never run."""
+    assert api.post("/projects", json={"name": project}).status_code in (200, 201)
+    budget = {"amount": 0, "period": "week", "action": "hold"}
+    assert api.put(f"/projects/{project}/budget", json=budget).status_code == 200
+    fn = code_function("held", project, CODE, "handler")
+    uids = []
+    for _ in range(count):
+        made = api.post("/runs", json={"function": fn})
+        assert made.status_code == 201, made.text
+        uids.append(str(made.json()["uid"]))
+    return uids
+
+
+def test_pages_of_runs_come_in_place_and_back_and_forward_show_them_again(
+    page: Page, api: httpx.Client
+) -> None:
+    uids = held_runs(api, "paged", PAGE_SIZE + 3)
+    newest_first = uids[::-1]
+    rows = page.locator("#run-rows tr")
+    count = page.locator("#runs-count")
+    login(page)
+    page.goto("/ui/projects/paged/jobs")
+    expect(count).to_have_text(f"{PAGE_SIZE + 3} runs · page 1 of 2")
+    expect(rows).to_have_count(PAGE_SIZE)
+    mark(page)
+
+    page.get_by_role("link", name="Next page").click()
+    expect(count).to_have_text(f"{PAGE_SIZE + 3} runs · page 2 of 2")
+    expect(rows).to_have_count(3)
+    expect(rows.first).to_have_id(f"run-{newest_first[PAGE_SIZE]}")
+    expect(page).to_have_url(re.compile(r"/ui/projects/paged/jobs\?.*after="))
+    expect(count).to_be_in_viewport()  # the new page is shown from its top
+    expect(page.get_by_role("link", name="Next page")).to_have_count(0)
+
+    page.go_back()  # htmx's own copy of the first page
+    expect(count).to_have_text(f"{PAGE_SIZE + 3} runs · page 1 of 2")
+    expect(rows.first).to_have_id(f"run-{newest_first[0]}")
+    expect(page).to_have_url(re.compile(r"/ui/projects/paged/jobs$"))
+
+    # With that copy gone, Forward reads the second page again, and gets it whole: the
+    # heading and filters once, the list once.
+    page.evaluate("sessionStorage.removeItem('htmx-history-cache')")
+    page.go_forward()
+    expect(count).to_have_text(f"{PAGE_SIZE + 3} runs · page 2 of 2")
+    expect(page.get_by_role("heading", name=re.compile("^Jobs and Workflows"))).to_have_count(1)
+    expect(page.get_by_label("State")).to_have_count(1)
+    expect(page.locator("#runs")).to_have_count(1)
+    expect(rows).to_have_count(3)
+
+    page.get_by_role("link", name="First page").click()
+    expect(count).to_have_text(f"{PAGE_SIZE + 3} runs · page 1 of 2")
+    expect(rows).to_have_count(PAGE_SIZE)
+    assert not_reloaded(page)
+
+
+def test_a_history_read_of_the_runs_page_is_a_whole_page(page: Page) -> None:
+    """What htmx sends for a Back to a page its history no longer holds, beside a swap."""
+    login(page)
+    url = "/ui/projects/default/jobs"
+    swap = page.request.get(url, headers={"HX-Request": "true"})
+    restore = page.request.get(
+        url, headers={"HX-Request": "true", "HX-History-Restore-Request": "true"}
+    )
+    assert swap.status == restore.status == 200
+    assert swap.text().lstrip().startswith('<section id="runs"')
+    assert restore.text().lstrip().lower().startswith("<!doctype html>")
+    assert restore.text().count('id="runs"') == 1
