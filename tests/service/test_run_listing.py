@@ -452,3 +452,23 @@ def test_the_api_lists_the_runs_changed_since_a_time_latest_change_first(
     ] == [second]
     refused = client.get("/api/v1/runs", headers=USER, params={"updated_since": "soon"})
     assert refused.status_code == 422, refused.text
+
+
+def test_rows_read_as_named_tuples_hold_what_the_rows_hold(engine: Engine, store: RunStore) -> None:
+    """A listing reads its rows as named tuples (runplane.service.db.rows): every column's
+    value as the row has it, by name, JSON decoded; one type per shape of row."""
+    from runplane.service.db.rows import plain
+
+    uids = {_create(store, labels={"team": "a"}) for _ in range(3)}
+    query = select(RUNS).where(RUNS.c.uid.in_(uids))
+    with engine.connect() as connection:
+        rows = connection.execute(query).all()
+        tuples = plain(connection.execute(query))
+        same_shape = plain(connection.execute(query))
+        again = plain(connection.execute(query.with_only_columns(RUNS.c.uid, RUNS.c.state)))
+    assert [tuple(row) for row in rows] == [tuple(t) for t in tuples]
+    for row, read in zip(rows, tuples, strict=True):
+        assert {c: getattr(read, c) for c in row._mapping} == dict(row._mapping)
+    assert isinstance(tuples[0].function, dict)  # a JSON column, decoded
+    assert {type(t) for t in tuples + same_shape} == {type(tuples[0])}
+    assert again[0]._fields == ("uid", "state")

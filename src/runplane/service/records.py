@@ -43,6 +43,7 @@ from runplane.service.db.models import (
     Run,
 )
 from runplane.service.db.prepared import Prepared, PreparedRead
+from runplane.service.db.rows import plain
 from runplane.service.listing import RunFilter, cursor_of, key_of
 from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
@@ -245,7 +246,7 @@ def _children(
     found: dict[str, list[Any]] = {}
     if uids:
         query = select(table).where(table.c.run_uid.in_(uids)).order_by(order)
-        for row in connection.execute(query):
+        for row in plain(connection.execute(query)):
             found.setdefault(row.run_uid, []).append(row)
     return found
 
@@ -510,7 +511,7 @@ class RunStore:
         if brief:
             query = query.with_only_columns(*(c for c in RUNS.c if c.name != "function"))
         with self._reader.begin() as connection:
-            runs = connection.execute(query.limit(limit)).all()
+            runs = plain(connection.execute(query.limit(limit)))
             found = [run.uid for run in runs]
             children = [_children(connection, ATTEMPTS, ATTEMPTS.c.number, found)]
             # Resizes only where a run had some: most pages cost no statement more.
