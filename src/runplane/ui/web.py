@@ -38,11 +38,15 @@ class CsrfRefused(Exception):
 
 
 def _environment() -> Environment:
+    # The templates are the package's own and do not change while it runs: a template is
+    # read once, not looked up on disk again at each use (the runs list includes its row's
+    # template once per row).
     env = Environment(
         loader=PackageLoader("runplane.ui", "templates"),
         autoescape=select_autoescape(default=True),
         trim_blocks=True,
         lstrip_blocks=True,
+        auto_reload=False,
     )
     env.filters.update(present.FILTERS)
     env.globals["ROOT"] = ROOT
