@@ -7,8 +7,9 @@ the same :class:`~runplane.service.server.Server` the API calls; rules live ther
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib.metadata import version
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -92,10 +93,11 @@ class UI:
         status_code: int = 200,
     ) -> HTMLResponse:
         """A template rendered with what every page needs: the user, the CSRF token and the
-        projects of the left menu pane."""
+        projects of the left menu pane (read only if the template shows the menu: a part of
+        a page, swapped in, does not)."""
         values: dict[str, Any] = {"who": None, "csrf": "", "projects": [], "project": None}
         if session is not None:
-            values.update(who=session.who, csrf=session.csrf, projects=self.projects())
+            values.update(who=session.who, csrf=session.csrf, projects=_Menu(self.projects))
         values.update(context or {})
         response = self.templates.TemplateResponse(
             request, template, values, status_code=status_code
@@ -106,6 +108,20 @@ class UI:
         """The left menu's projects: every recorded one and every one with runs, functions
         or schedules (``default`` always)."""
         return sorted({"default", *self.server.projects.names()})
+
+
+class _Menu:
+    """The left menu's projects, read at the first look and kept for the rest of the page."""
+
+    def __init__(self, read: Callable[[], list[str]]) -> None:
+        self._read = read
+
+    @cached_property
+    def _names(self) -> list[str]:
+        return self._read()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
 
 
 def cross_site(request: Request) -> bool:

@@ -227,16 +227,16 @@ def router(ui: UI) -> APIRouter:
             state, owner, name.strip(), label.strip(), created_since, created_until
         )
         listing = runs_page(ui, session, project, filters, after, page)
-        context = {
-            "listing": listing,
-            "project": project,
+        context = {"listing": listing, "project": project}
+        if in_page(request):  # the list alone, swapped in for the one shown
+            return ui.page(request, "jobs_table.html", session, context)
+        context |= {
             "nav": "jobs",
             "states": list(RunState),
             "record": project_record(ui, project),
             "admin": session.who.admin,
         }
-        template = "jobs_table.html" if in_page(request) else "jobs.html"
-        return ui.page(request, template, session, context)
+        return ui.page(request, "jobs.html", session, context)
 
     @routes.get("/runs/{uid}", response_class=HTMLResponse)
     def run_page(request: Request, session: LoggedIn, uid: str) -> Response:
