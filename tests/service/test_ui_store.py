@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
+
+from fastapi.testclient import TestClient
+
+from runplane import meters
+from runplane.service.api import create_app
+from runplane.ui.app import mount
 
 from .conftest import USER, wait_state
 
@@ -31,3 +38,38 @@ def test_pages_of_runs_brief_rows_and_rows_changed_since(server, client, functio
     later = time.time() + 1
     assert runs.list_runs(updated_since=later) == []
     assert {r.uid for r in runs.list_runs(updated_since=full.created_at)} == set(uids)
+
+
+def _statements() -> int:
+    """SQL statements so far, beside transactions' BEGINs."""
+    return sum(
+        n
+        for (meter, labels), n in meters.counts().items()
+        if meter == "sql_statements" and ("kind", "BEGIN") not in labels
+    )
+
+
+def test_the_runs_list_swapped_in_reads_only_what_it_shows(server):
+    """A filter's change or a Next page asks for the list alone (htmx): its runs, their
+    attempts and the count, not the left menu's projects nor the project's record, which only
+    the whole page shows. Counted in SQL statements, which no machine's speed changes."""
+    app = create_app(server)
+    mount(app, server)
+    client = TestClient(app)
+    nonce = re.search(r'name="nonce" value="([^"]+)"', client.get("/ui/login").text)
+    assert nonce is not None
+    client.post("/ui/login", data={"nonce": nonce[1], "token": USER["Authorization"][7:]})
+    url = "/ui/projects/default/jobs"
+    for headers in ({}, {"HX-Request": "true"}):  # each read once before it is counted
+        assert client.get(url, headers=headers).status_code == 200
+    before = _statements()
+    whole = client.get(url)
+    between = _statements()
+    swapped = client.get(url, headers={"HX-Request": "true"})
+    after = _statements()
+    assert whole.status_code == swapped.status_code == 200
+    assert "Switch project" in whole.text
+    assert "Switch project" not in swapped.text
+    assert swapped.text.lstrip().startswith('<section id="runs"')
+    assert after - between < between - before
+    assert after - between <= 3  # the page of runs, their attempts, the count
