@@ -135,7 +135,7 @@ def test_one_function_one_limit_ends_the_same_here_and_in_a_pod(
     fn.with_requests(cpu="100m", mem=LIMIT).with_limits(mem=LIMIT)
     # One pod of this function first, left out of the comparison: once (a CI run, the pods
     # submitted right after the node's image test) the first pod of the table peaked at
-    # 13.1 MiB where its kind peak at 7.7-8.8 MiB, every later pod as usual. Not reproduced
+    # 13.1 MiB where the same pod peaks at 7.7-8.8 MiB, every later pod as usual. Not reproduced
     # since, neither after that test nor with the page cache dropped; whatever a node does
     # first for a pod of an image, the compared pods come after it, as on a node in use.
     first = pods.submit(fn, params={"mib": "0", "forked": "0"})
