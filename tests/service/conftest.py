@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -112,3 +113,15 @@ def wait_state(
             return run  # type: ignore[no-any-return]
         time.sleep(0.05)
     raise AssertionError(f"run {uid} did not reach {states}")
+
+
+def log_in(client, token):
+    """The login form, sent as a browser sends it: its nonce from the page and the cookie."""
+    page = client.get("/ui/login")
+    nonce = re.search(r'name="nonce" value="([^"]+)"', page.text)
+    assert nonce is not None
+    return client.post(
+        "/ui/login",
+        data={"nonce": nonce[1], "token": token, "next": "/ui/"},
+        follow_redirects=False,
+    )

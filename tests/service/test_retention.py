@@ -22,7 +22,7 @@ from runplane.service.server import Server
 from runplane.service.wire import LOGS_REMOVED
 from runplane.spec.retention import RetentionPolicy
 
-from .conftest import ADMIN, USER
+from .conftest import ADMIN, USER, log_in
 from .run_rows import run_row
 
 #: The clock of these tests: "now", and what lies days before it.
@@ -265,7 +265,6 @@ def test_a_database_with_runs_and_projects_upgrades_to_retention(database):
 
 
 def test_the_ui_says_a_runs_output_was_removed(server):
-    import re
 
     from fastapi.testclient import TestClient
 
@@ -277,10 +276,7 @@ def test_the_ui_says_a_runs_output_was_removed(server):
     app = create_app(server)
     mount(app, server)
     browser = TestClient(app)
-    form = re.search(r'name="nonce" value="([^"]+)"', browser.get("/ui/login").text)
-    assert form is not None
-    token = USER["Authorization"].removeprefix("Bearer ")
-    browser.post("/ui/login", data={"nonce": form[1], "token": token})
+    log_in(browser, USER["Authorization"].removeprefix("Bearer "))
     page = browser.get(f"/ui/runs/{uid}")
     assert page.status_code == 200, page.text
     assert 'id="logs-removed"' in page.text

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from runplane.service.schedules import fire_uid
 from runplane.ui import mount
 
 from .cli_service import running_service
-from .conftest import ADMIN, USER, wait_state
+from .conftest import ADMIN, USER, log_in, wait_state
 
 ENV_PROBE = """
 import os
@@ -311,18 +310,6 @@ def pages(server, **service):
     if throttle is not None:  # time stands still unless the test moves it
         throttle.clock = lambda: now[0]
     return app, now
-
-
-def log_in(client, token):
-    """The login form, sent as a browser sends it: its nonce from the page and the cookie."""
-    page = client.get("/ui/login")
-    nonce = re.search(r'name="nonce" value="([^"]+)"', page.text)
-    assert nonce is not None
-    return client.post(
-        "/ui/login",
-        data={"nonce": nonce[1], "token": token, "next": "/ui/"},
-        follow_redirects=False,
-    )
 
 
 def test_wrong_tokens_are_throttled_per_address_and_valid_users_elsewhere_go_on(server):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 
 from fastapi.testclient import TestClient
@@ -11,7 +10,7 @@ from runplane import meters
 from runplane.service.api import create_app
 from runplane.ui.app import mount
 
-from .conftest import USER, wait_state
+from .conftest import USER, log_in, wait_state
 
 
 def test_pages_of_runs_brief_rows_and_rows_changed_since(server, client, function_dict):
@@ -56,9 +55,7 @@ def test_the_runs_list_swapped_in_reads_only_what_it_shows(server):
     app = create_app(server)
     mount(app, server)
     client = TestClient(app)
-    nonce = re.search(r'name="nonce" value="([^"]+)"', client.get("/ui/login").text)
-    assert nonce is not None
-    client.post("/ui/login", data={"nonce": nonce[1], "token": USER["Authorization"][7:]})
+    log_in(client, USER["Authorization"].removeprefix("Bearer "))
     url = "/ui/projects/default/jobs"
     for headers in ({}, {"HX-Request": "true"}):  # each read once before it is counted
         assert client.get(url, headers=headers).status_code == 200
