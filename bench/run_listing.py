@@ -15,6 +15,7 @@ pages through and filters the runs list in place, as a user's clicks do.
     python bench/run_listing.py --sqlite [--runs 100000]
     python bench/run_listing.py --database-url URL --load-only   # then, as often as needed:
     python bench/run_listing.py --database-url URL --loaded      # the same day (same runs)
+    python bench/run_listing.py ... --baseline-script OLD/runplane.js  # a script change, A/B
 
 Without ``--database-url`` a throwaway PostgreSQL server is started (scripts/postgres.sh, its
 own data directory and port). ``--check`` compares every answer with the runs as generated
@@ -30,6 +31,7 @@ import os
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -594,8 +596,15 @@ def time_ui_http(base: str, spread: Spread, requests: int, service: psutil.Proce
         print(f"| `{query.ui[:70]}` | {who} | {percentiles(samples)} | {spent:5.1f} |")
 
 
-def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
-    """Chromium's own navigation timing (start to load event), and a click on "Next page"."""
+def time_ui_browser(
+    base: str, spread: Spread, loads: int, baseline_script: Path | None = None
+) -> None:
+    """Chromium's own navigation timing (start to load event), and the list swapped in place.
+
+    With ``baseline_script``, the in-place timings run in two tabs by turns, the second served
+    that file as the UI's ``runplane.js``: a change to the page's script against the one before,
+    on the same server and browser at the same moments.
+    """
     from playwright.sync_api import sync_playwright
 
     chromium = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -606,11 +615,7 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium)
         for token in (ADMIN_TOKEN, USER_TOKEN):
-            page = browser.new_page()
-            page.goto(f"{base}/ui/login")
-            page.get_by_label("Token").fill(token)
-            page.get_by_role("button", name="Log in").click()
-            page.wait_for_url(f"{base}/ui/")
+            page = _logged_in(browser, base, token)
             who = "user" if token == USER_TOKEN else "admin"
             for query in queries(spread):
                 if not query.ui or query.token != token:
@@ -622,15 +627,11 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
                     samples.append(took / 1000)
                     first.append(answered / 1000)
                 print(f"| `{query.ui[:70]}` | {who} | {_split(samples, first)} |")
-            page.goto(f"{base}/ui/projects/proj-00/jobs", wait_until="load")
-            samples = [page.evaluate(_IN_PAGE, {"page": True}) / 1000 for _ in range(10)]
-            in_page.append(f"| Next page, clicked 10 times from the first | {who} | ")
-            in_page[-1] += f"{percentiles(samples)} |"
-            page.goto(f"{base}/ui/projects/proj-00/jobs", wait_until="load")
-            states = ["error", "running"] * loads
-            samples = [page.evaluate(_IN_PAGE, {"state": s}) / 1000 for s in states[:loads]]
-            in_page.append(f"| State chosen in the filters, error and running in turn | {who} | ")
-            in_page[-1] += f"{percentiles(samples)} |"
+            tabs = {who: page}
+            if baseline_script is not None:
+                script = baseline_script.read_text()
+                tabs[f"{who}, baseline script"] = _logged_in(browser, base, token, script)
+            in_page += _time_in_page(base, tabs, loads)
             if token == ADMIN_TOKEN:
                 # The browser's own floor on this machine: a page whose server answer reads
                 # no run, with the same layout, stylesheet and scripts.
@@ -642,21 +643,95 @@ def time_ui_browser(base: str, spread: Spread, loads: int) -> None:
                     first.append(answered / 1000)
                 floor = "reference: `/ui/settings`, no run read"
                 print(f"| {floor} | {who} | {_split(samples, first)} |")
-            page.close()
+            for tab in tabs.values():
+                tab.context.close()
         browser.close()
     print("\nChromium, in the page: from the click (or the filter's change) to the list swapped in")
-    print("and the next frame drawn, as htmx does it (ms):")
-    print("| what | as | p50 | p99 | max |\n|---|---|---|---|---|")
+    print("and the next frame drawn, as htmx does it (ms;")
+    print("(script: Chromium's own count of script time; answer: to its last byte; at the slowest:")
+    print("the answer's share of the slowest swap):")
+    print("| what | as | p50 | p99 | max | script p50 | answer p50 | at the slowest |")
+    print("|---|---|---|---|---|---|---|---|")
     print("\n".join(in_page))
 
 
+def _logged_in(browser: Any, base: str, token: str, script: str | None = None) -> Any:
+    """A tab of its own context, logged in with ``token``; ``script``: the UI's script in
+    place of the service's."""
+    context = browser.new_context()
+    page = context.new_page()
+    if script is not None:
+        page.route(
+            "**/static/runplane.js*",
+            lambda route: route.fulfill(body=script, content_type="text/javascript"),
+        )
+    page.goto(f"{base}/ui/login")
+    page.get_by_label("Token").fill(token)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base}/ui/")
+    return page
+
+
+def _time_in_page(base: str, tabs: dict[str, Any], loads: int) -> list[str]:
+    """Next page clicked 10 times from the first, then a state chosen ``loads`` times, in each
+    tab by turns (each round's first tab alternates); a table row per tab and timing, with
+    the median of Chromium's own count of script time per swap (its performance metrics)."""
+    jobs = f"{base}/ui/projects/proj-00/jobs"
+    states = ["error", "running"]
+    timings: dict[str, list[dict[str, Any]]] = {
+        "Next page, clicked 10 times from the first": [{"page": True}] * 10,
+        "State chosen in the filters, error and running in turn": [
+            {"state": states[i % 2]} for i in range(loads)
+        ],
+    }
+    metrics = {name: tab.context.new_cdp_session(tab) for name, tab in tabs.items()}
+    for session in metrics.values():
+        session.send("Performance.enable")
+
+    def script_seconds(name: str) -> float:
+        counted = metrics[name].send("Performance.getMetrics")["metrics"]
+        return float(next(m["value"] for m in counted if m["name"] == "ScriptDuration"))
+
+    rows = []
+    for what, clicks in timings.items():
+        samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in tabs}
+        for tab in tabs.values():
+            tab.goto(jobs, wait_until="load")
+        for i, click in enumerate(clicks):
+            for name in list(tabs)[:: 1 if i % 2 == 0 else -1]:
+                before = script_seconds(name)
+                drawn, answered = tabs[name].evaluate(_IN_PAGE, click)
+                script = script_seconds(name) - before
+                samples[name].append((drawn / 1000, answered / 1000, script))
+        for name, taken in samples.items():
+            slowest = max(taken)
+            answers = statistics.median(t[1] for t in taken) * 1000
+            scripts = statistics.median(t[2] for t in taken) * 1000
+            rows.append(
+                f"| {what} | {name} | {percentiles([t[0] for t in taken])} | {scripts:5.1f} "
+                f"| {answers:5.1f} | {slowest[1] * 1000:5.1f} |"
+            )
+        if len(samples) == 2:
+            ours, theirs = (statistics.median(t[0] for t in v) for v in samples.values())
+            ratio = f"{ours / theirs:.2f}x"
+            rows.append(f"| {what}: p50 against the baseline script | | {ratio} | | | | | |")
+    return rows
+
+
 #: The list swapped in place, timed in the page: from the click on Next page (or ``state``
-#: chosen in the filters) to htmx's ``afterSwap`` of the answer, then the next frame drawn.
-#: It answers once htmx has also settled the new list (its links are live only then).
+#: chosen in the filters) to htmx's ``afterSwap`` of the answer, then the next frame drawn;
+#: and to the answer's last byte (the server's and the network's share of it). It answers
+#: once htmx has also settled the new list (its links are live only then).
 _IN_PAGE = """(what) => new Promise((resolve) => {
+  performance.clearResourceTimings();
   const began = performance.now();
   let drawn = null, settled = false;
-  const done = () => { if (drawn !== null && settled) { resolve(drawn); } };
+  const answered = () => {  // the list's answer read whole, by the same clock
+    const asked = performance.getEntriesByType("resource")
+      .filter((e) => e.initiatorType === "xmlhttprequest").pop();
+    return asked ? asked.responseEnd - began : drawn;
+  };
+  const done = () => { if (drawn !== null && settled) { resolve([drawn, answered()]); } };
   document.body.addEventListener("htmx:afterSwap", () => requestAnimationFrame(() =>
     setTimeout(() => { drawn = performance.now() - began; done(); }, 0)), { once: true });
   document.body.addEventListener("htmx:afterSettle", () => { settled = true; done(); },
@@ -711,6 +786,11 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true", help="leave Chromium out")
     parser.add_argument("--check", action="store_true", help="check every answer too")
     parser.add_argument(
+        "--baseline-script",
+        type=Path,
+        help="time the list swapped in place against this runplane.js too (another version's)",
+    )
+    parser.add_argument(
         "--load-only",
         action="store_true",
         help="load --database-url and stop (then time it with --loaded, under the bench lock)",
@@ -753,7 +833,7 @@ def main() -> None:
                 time_ui_http(base, spread, args.requests, service)
                 print(f"\n{_load()}")
                 if not args.no_browser:
-                    time_ui_browser(base, spread, min(args.requests, 20))
+                    time_ui_browser(base, spread, min(args.requests, 20), args.baseline_script)
             finally:
                 process.terminate()
                 process.wait(timeout=60)

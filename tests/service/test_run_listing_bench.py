@@ -29,11 +29,14 @@ def test_the_benchmarks_queries_answer_as_its_runs_say(
         assert bench.check(base, spread) == []
         assert bench.check_cli(base, spread) == []
         assert bench.check_ui(base, spread) == []
-        # Chromium's part runs through (each page loads, each swap in place comes).
-        bench.time_ui_browser(base, spread, 2)
+        # Chromium's part runs through (each page loads, each swap in place comes), the swaps
+        # also in a tab served a baseline script (here the same one).
+        script = ROOT / "src" / "runplane" / "ui" / "static" / "runplane.js"
+        bench.time_ui_browser(base, spread, 2, baseline_script=script)
         printed = capsys.readouterr().out
-        assert printed.count("| Next page, clicked 10 times from the first |") == 2
-        assert printed.count("| State chosen in the filters, error and running in turn |") == 2
+        assert printed.count("| Next page, clicked 10 times from the first |") == 4
+        assert printed.count("| State chosen in the filters, error and running in turn |") == 4
+        assert printed.count("against the baseline script |") == 4
     finally:
         process.terminate()
         process.wait(timeout=60)
