@@ -35,7 +35,7 @@ from runplane.spec.bounds import escape_surrogates
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
-HEAD = "0013"
+HEAD = "0014"
 
 
 def sqlite_url(path: Path) -> str:

@@ -4,9 +4,24 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Table, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ColumnElement,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Table,
+    Text,
+    and_,
+    bindparam,
+)
 from sqlalchemy import false as sa_false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from runplane.runs import LIVE
 
 
 class Base(DeclarativeBase):
@@ -342,3 +357,21 @@ LABELS = cast(Table, RunLabel.__table__)
 COUNTS = cast(Table, RunCount.__table__)
 USAGE = cast(Table, RunUsage.__table__)
 RESIZES = cast(Table, RunResize.__table__)
+
+#: The states of a run not yet ended, in one order.
+LIVE_STATES = sorted(state.value for state in LIVE)
+#: A live run someone asked to abort. The monitors look for these several times a second,
+#: so they have a partial index of their own, a few entries at most: the state index would
+#: make each look read every live run (170 ms for 35,000 on PostgreSQL, five times a
+#: second). The states are written into the statement, not bound: SQLite uses a partial
+#: index only for a query whose terms match the index's own, and a parameter matches none.
+ABORT_ASKED: ColumnElement[bool] = and_(
+    RUNS.c.abort_requested,
+    RUNS.c.state.in_(bindparam("live_states", LIVE_STATES, expanding=True, literal_execute=True)),
+)
+Index(
+    "ix_runs_abort_asked",
+    RUNS.c.executor_pid,
+    sqlite_where=ABORT_ASKED,
+    postgresql_where=ABORT_ASKED,
+)
