@@ -547,6 +547,28 @@ def percentiles(samples: list[float]) -> str:
     return f"{p50 * 1000:7.1f} | {p99 * 1000:7.1f} | {ordered[-1] * 1000:7.1f}"
 
 
+def _database_cpu() -> float:
+    """CPU seconds of every PostgreSQL server process on this machine so far."""
+    spent = 0.0
+    for found in psutil.process_iter(["name"]):
+        if (found.info["name"] or "").startswith("postgres"):
+            try:
+                times = found.cpu_times()
+            except psutil.Error:  # gone meanwhile
+                continue
+            spent += times.user + times.system
+    return spent
+
+
+def time_idle(service: psutil.Process, seconds: float) -> None:
+    """What the service and the database spend while nobody asks anything: its background
+    looks (the monitors' polls), which at a million runs must not grow with the runs."""
+    database, own = _database_cpu(), _cpu(service)
+    time.sleep(seconds)
+    database, own = _database_cpu() - database, _cpu(service) - own
+    print(f"\nidle {seconds:.0f} s: the service's CPU {own:.2f} s, PostgreSQL's {database:.2f} s")
+
+
 def time_api(base: str, spread: Spread, requests: int, service: psutil.Process) -> None:
     """Latency as a client sees it, and the service process's own CPU per request (what the
     machine's other load does not change)."""
@@ -829,6 +851,7 @@ def main() -> None:
                     wrong = check(base, spread) + check_cli(base, spread) + check_ui(base, spread)
                     print("answers checked:", wrong if wrong else "all as generated")
                 service = psutil.Process(process.pid)
+                time_idle(service, 10.0)
                 time_api(base, spread, args.requests, service)
                 time_ui_http(base, spread, args.requests, service)
                 print(f"\n{_load()}")

@@ -387,7 +387,8 @@ def test_held_runs_start_when_the_period_rolls_over(server, client, function_dic
     assert held["status_text"] == "budget: project rolling spent 3.00 of 2 this month"
     assert server.runs.release_held() == []
     server.runs.budgets.clock = lambda: utc(2026, 4, 1, 0, 5)  # April: nothing spent yet
-    assert server.runs.release_held() == [held["uid"]]
+    # This call launches it, or the monitor's own look (every few seconds) did just before.
+    assert server.runs.release_held() in ([held["uid"]], [])
     done = wait_state(client, held["uid"], {"completed", "error", "aborted"})
     assert done["state"] == "completed", done
     assert server.runs.release_held() == []

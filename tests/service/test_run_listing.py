@@ -18,6 +18,7 @@ from sqlalchemy import Engine, event, func, select, text
 from runplane.errors import InvalidValueError
 from runplane.runs import RunState
 from runplane.runtimes.events import RunEvent
+from runplane.service.budget_holds import held_runs
 from runplane.service.db import connect
 from runplane.service.db.models import RUNS
 from runplane.service.records import RunStore
@@ -45,6 +46,7 @@ def _create(
     name: str = "job",
     labels: dict[str, str] | None = None,
     executor: tuple[int, float] | None = None,
+    held: str = "",
 ) -> str:
     uid = uuid.uuid4().hex
     store.create(
@@ -61,6 +63,7 @@ def _create(
         limits={},
         executor=executor,
         owner=owner,
+        held=held,
     )
     return uid
 
@@ -294,6 +297,22 @@ def test_the_abort_polls_read_their_own_index_and_find_only_live_runs_asked(
         plan = _plan(engine, statement, parameters)
         assert any("ix_runs_abort_asked" in step for step in plan), f"{statement}\n{plan}"
     assert quiet not in store.abort_requests(4242)
+
+
+def test_the_held_runs_poll_reads_their_own_index(engine: Engine, store: RunStore) -> None:
+    """While a budget is set the monitors look for the runs it holds every few seconds: read
+    from a partial index of those runs alone, not from every pending run; oldest first."""
+    hold = "the project's budget is spent"
+    older, newer = (_create(store, held=hold) for _ in range(2))
+    _create(store, executor=(4242, time.time()), held=hold)  # another process's
+    store.apply_many([RunEvent(_create(store), RunState.PENDING, at=time.time())])  # not held
+    with _statements(engine) as sent, engine.connect() as connection:
+        assert held_runs(connection, "local", None) == [older, newer]
+        assert held_runs(connection, "kubernetes", None) == []
+    for statement, parameters in [(s, p) for s, p in sent if _reads_runs(s)]:
+        plan = _plan(engine, statement, parameters)
+        assert any("ix_runs_held" in step for step in plan), f"{statement}\n{plan}"
+        assert _no_scan_nor_sort(engine.dialect.name, plan) is None, plan
 
 
 def test_counts_read_no_run(engine: Engine, store: RunStore) -> None:
