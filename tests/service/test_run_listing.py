@@ -47,6 +47,7 @@ def _create(
     labels: dict[str, str] | None = None,
     executor: tuple[int, float] | None = None,
     held: str = "",
+    awaiting_leader: bool = False,
 ) -> str:
     uid = uuid.uuid4().hex
     store.create(
@@ -64,6 +65,7 @@ def _create(
         executor=executor,
         owner=owner,
         held=held,
+        awaiting_leader=awaiting_leader,
     )
     return uid
 
@@ -313,6 +315,19 @@ def test_the_held_runs_poll_reads_their_own_index(engine: Engine, store: RunStor
         plan = _plan(engine, statement, parameters)
         assert any("ix_runs_held" in step for step in plan), f"{statement}\n{plan}"
         assert _no_scan_nor_sort(engine.dialect.name, plan) is None, plan
+
+
+def test_the_leaders_pick_up_reads_its_own_index(engine: Engine, store: RunStore) -> None:
+    """A leader looks four times a second for the runs a replica recorded for it to launch:
+    from a partial index of those runs alone, not from every run not yet launched."""
+    older, newer = (_create(store, awaiting_leader=True) for _ in range(2))
+    _create(store)  # recorded here, not awaiting the leader
+    with _statements(engine) as sent:
+        assert store.awaiting_leader("local") == [older, newer]
+        assert store.awaiting_leader("kubernetes") == []
+    for statement, parameters in [(s, p) for s, p in sent if _reads_runs(s)]:
+        plan = _plan(engine, statement, parameters)
+        assert any("ix_runs_awaiting_leader" in step for step in plan), f"{statement}\n{plan}"
 
 
 def test_counts_read_no_run(engine: Engine, store: RunStore) -> None:

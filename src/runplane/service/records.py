@@ -35,6 +35,7 @@ from runplane.service.db.models import (
     ABORT_ASKED,
     ARTIFACTS,
     ATTEMPTS,
+    AWAITING_LEADER,
     LABELS,
     RESIZES,
     RUNS,
@@ -646,19 +647,15 @@ class RunStore:
 
     def awaiting_leader(self, runtime: str) -> list[str]:
         """Runs of ``runtime`` that a replica which does not lead recorded and nobody launched
-        yet, oldest first (read through the state's index)."""
-        query = (
-            select(Run.uid)
-            .where(
-                Run.state == RunState.CREATED.value,
-                Run.reason == Reason.AWAITING_LEADER.value,
-                Run.runtime == runtime,
-                ~Run.abort_requested,
-            )
-            .order_by(Run.created_at, Run.uid)
+        yet, oldest first: read from their own partial index (``AWAITING_LEADER``), and put in
+        order here (they are few; an order asked of the database would have it prefer the
+        state index, which has it)."""
+        query = select(Run.uid, Run.created_at).where(
+            AWAITING_LEADER, Run.runtime == runtime, ~Run.abort_requested
         )
         with self._reads() as session:
-            return list(session.scalars(query))
+            waiting = session.execute(query).all()
+        return [uid for uid, _ in sorted(waiting, key=lambda row: (row[1], row[0]))]
 
     def owner(self, uid: str) -> tuple[int | None, float | None]:
         with self._reads() as session:

@@ -390,3 +390,17 @@ Index(
     sqlite_where=HELD_BY_BUDGET,
     postgresql_where=HELD_BY_BUDGET,
 )
+#: A run a replica that does not lead recorded, for the leader to launch: the leader looks for
+#: them four times a second (``leader_election.pickup_interval``), from their own partial
+#: index, where the state index would give every run not yet launched (5,067: 1.8 s cold).
+AWAITING_LEADER: ColumnElement[bool] = and_(
+    RUNS.c.state == bindparam("awaiting_state", RunState.CREATED.value, literal_execute=True),
+    RUNS.c.reason
+    == bindparam("awaiting_reason", Reason.AWAITING_LEADER.value, literal_execute=True),
+)
+Index(
+    "ix_runs_awaiting_leader",
+    RUNS.c.runtime,
+    sqlite_where=AWAITING_LEADER,
+    postgresql_where=AWAITING_LEADER,
+)
