@@ -56,6 +56,8 @@ from testbed import serve
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_TOKEN = "bench-listing-admin-0123456789"
 USER_TOKEN = "bench-listing-user-0123456789"
+#: The web UI's script as this checkout serves it.
+_SCRIPT = ROOT / "src" / "runplane" / "ui" / "static" / "runplane.js"
 #: The user whose token the bench holds: the busiest owner.
 USER = "user-000"
 YEAR = 365 * 86400
@@ -547,26 +549,48 @@ def percentiles(samples: list[float]) -> str:
     return f"{p50 * 1000:7.1f} | {p99 * 1000:7.1f} | {ordered[-1] * 1000:7.1f}"
 
 
-def _database_cpu() -> float:
-    """CPU seconds of every PostgreSQL server process on this machine so far."""
-    spent = 0.0
+def _postgres_server(url: str) -> psutil.Process | None:
+    """The PostgreSQL server of ``url`` when it runs on this machine (its postmaster, found by
+    the port it listens on), else ``None``."""
+    from sqlalchemy.engine import make_url
+
+    where = make_url(url)
+    if not where.drivername.startswith("postgresql"):
+        return None
+    if where.host not in (None, "", "localhost", "127.0.0.1", "::1"):
+        return None
+    port = where.port or 5432
     for found in psutil.process_iter(["name"]):
-        if (found.info["name"] or "").startswith("postgres"):
-            try:
-                times = found.cpu_times()
-            except psutil.Error:  # gone meanwhile
-                continue
-            spent += times.user + times.system
+        if not (found.info["name"] or "").startswith("postgres"):
+            continue
+        try:
+            if any(c.laddr and c.laddr.port == port for c in found.net_connections("tcp")):
+                return found
+        except psutil.Error:
+            continue
+    return None
+
+
+def _tree_cpu(process: psutil.Process) -> float:
+    """CPU seconds of a process and its children so far (PostgreSQL's backends, its writers)."""
+    spent = _cpu(process)
+    for child in process.children(recursive=True):
+        try:
+            spent += _cpu(child)
+        except psutil.Error:  # ended meanwhile
+            continue
     return spent
 
 
-def time_idle(service: psutil.Process, seconds: float) -> None:
+def time_idle(service: psutil.Process, url: str, seconds: float) -> None:
     """What the service and the database spend while nobody asks anything: its background
     looks (the monitors' polls), which at a million runs must not grow with the runs."""
-    database, own = _database_cpu(), _cpu(service)
+    server = _postgres_server(url)
+    database, own = (_tree_cpu(server) if server else 0.0), _cpu(service)
     time.sleep(seconds)
-    database, own = _database_cpu() - database, _cpu(service) - own
-    print(f"\nidle {seconds:.0f} s: the service's CPU {own:.2f} s, PostgreSQL's {database:.2f} s")
+    own = _cpu(service) - own
+    spent = f"PostgreSQL's {_tree_cpu(server) - database:.2f} s" if server else "no local server"
+    print(f"\nidle {seconds:g} s: the service's CPU {own:.2f} s (SQLite's within it); {spent}")
 
 
 def time_api(base: str, spread: Spread, requests: int, service: psutil.Process) -> None:
@@ -651,8 +675,14 @@ def time_ui_browser(
                 print(f"| `{query.ui[:70]}` | {who} | {_split(samples, first)} |")
             tabs = {who: page}
             if baseline_script is not None:
-                script = baseline_script.read_text()
-                tabs[f"{who}, baseline script"] = _logged_in(browser, base, token, script)
+                # Both tabs are served their script through the same route (a routed tab
+                # caches nothing and intercepts every request: both bear it alike).
+                tabs = {
+                    who: _logged_in(browser, base, token, _SCRIPT.read_text()),
+                    f"{who}, baseline script": _logged_in(
+                        browser, base, token, baseline_script.read_text()
+                    ),
+                }
             in_page += _time_in_page(base, tabs, loads)
             if token == ADMIN_TOKEN:
                 # The browser's own floor on this machine: a page whose server answer reads
@@ -665,14 +695,14 @@ def time_ui_browser(
                     first.append(answered / 1000)
                 floor = "reference: `/ui/settings`, no run read"
                 print(f"| {floor} | {who} | {_split(samples, first)} |")
-            for tab in tabs.values():
+            for tab in {page, *tabs.values()}:
                 tab.context.close()
         browser.close()
     print("\nChromium, in the page: from the click (or the filter's change) to the list swapped in")
-    print("and the next frame drawn, as htmx does it (ms;")
-    print("(script: Chromium's own count of script time; answer: to its last byte; at the slowest:")
-    print("the answer's share of the slowest swap):")
-    print("| what | as | p50 | p99 | max | script p50 | answer p50 | at the slowest |")
+    print("and the next frame drawn, as htmx does it (ms). Script: Chromium's own count of the")
+    print("tab's script time while a swap is timed; answer: from the click to the answer's last")
+    print("byte; answer of the slowest: that time in the slowest swap.")
+    print("| what | as | p50 | p99 | max | script p50 | answer p50 | answer of the slowest |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(in_page))
 
@@ -716,7 +746,7 @@ def _time_in_page(base: str, tabs: dict[str, Any], loads: int) -> list[str]:
 
     rows = []
     for what, clicks in timings.items():
-        samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in tabs}
+        samples: dict[str, list[tuple[float, float | None, float]]] = {name: [] for name in tabs}
         for tab in tabs.values():
             tab.goto(jobs, wait_until="load")
         for i, click in enumerate(clicks):
@@ -724,14 +754,17 @@ def _time_in_page(base: str, tabs: dict[str, Any], loads: int) -> list[str]:
                 before = script_seconds(name)
                 drawn, answered = tabs[name].evaluate(_IN_PAGE, click)
                 script = script_seconds(name) - before
-                samples[name].append((drawn / 1000, answered / 1000, script))
+                answer = None if answered is None else answered / 1000
+                samples[name].append((drawn / 1000, answer, script))
         for name, taken in samples.items():
-            slowest = max(taken)
-            answers = statistics.median(t[1] for t in taken) * 1000
+            answered = [t[1] for t in taken if t[1] is not None]  # None: no request seen
+            answers = f"{statistics.median(answered) * 1000:5.1f}" if answered else "n/a"
+            slowest = max(taken)[1]
+            at_slowest = "n/a" if slowest is None else f"{slowest * 1000:5.1f}"
             scripts = statistics.median(t[2] for t in taken) * 1000
             rows.append(
                 f"| {what} | {name} | {percentiles([t[0] for t in taken])} | {scripts:5.1f} "
-                f"| {answers:5.1f} | {slowest[1] * 1000:5.1f} |"
+                f"| {answers} | {at_slowest} |"
             )
         if len(samples) == 2:
             ours, theirs = (statistics.median(t[0] for t in v) for v in samples.values())
@@ -751,7 +784,7 @@ _IN_PAGE = """(what) => new Promise((resolve) => {
   const answered = () => {  // the list's answer read whole, by the same clock
     const asked = performance.getEntriesByType("resource")
       .filter((e) => e.initiatorType === "xmlhttprequest").pop();
-    return asked ? asked.responseEnd - began : drawn;
+    return asked ? asked.responseEnd - began : null;
   };
   const done = () => { if (drawn !== null && settled) { resolve([drawn, answered()]); } };
   document.body.addEventListener("htmx:afterSwap", () => requestAnimationFrame(() =>
@@ -851,7 +884,7 @@ def main() -> None:
                     wrong = check(base, spread) + check_cli(base, spread) + check_ui(base, spread)
                     print("answers checked:", wrong if wrong else "all as generated")
                 service = psutil.Process(process.pid)
-                time_idle(service, 10.0)
+                time_idle(service, url, 10.0)
                 time_api(base, spread, args.requests, service)
                 time_ui_http(base, spread, args.requests, service)
                 print(f"\n{_load()}")

@@ -98,6 +98,8 @@ class RunState(StrEnum):
 
 
 TERMINAL = frozenset({RunState.COMPLETED, RunState.ERROR, RunState.ABORTED})
+#: A new live state needs a migration that writes the partial index of the live runs asked to
+#: abort again (``ix_runs_abort_asked``, whose definition names these states).
 LIVE = frozenset(RunState) - TERMINAL
 _NEXT: dict[RunState, frozenset[RunState]] = {
     RunState.CREATED: TERMINAL | {RunState.PENDING, RunState.RUNNING, RunState.ABORTING},

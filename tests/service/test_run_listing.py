@@ -311,7 +311,9 @@ def test_the_held_runs_poll_reads_their_own_index(engine: Engine, store: RunStor
     with _statements(engine) as sent, engine.connect() as connection:
         assert held_runs(connection, "local", None) == [older, newer]
         assert held_runs(connection, "kubernetes", None) == []
-    for statement, parameters in [(s, p) for s, p in sent if _reads_runs(s)]:
+    polls = [(statement, parameters) for statement, parameters in sent if _reads_runs(statement)]
+    assert len(polls) == 2
+    for statement, parameters in polls:
         plan = _plan(engine, statement, parameters)
         assert any("ix_runs_held" in step for step in plan), f"{statement}\n{plan}"
         assert _no_scan_nor_sort(engine.dialect.name, plan) is None, plan
@@ -325,7 +327,9 @@ def test_the_leaders_pick_up_reads_its_own_index(engine: Engine, store: RunStore
     with _statements(engine) as sent:
         assert store.awaiting_leader("local") == [older, newer]
         assert store.awaiting_leader("kubernetes") == []
-    for statement, parameters in [(s, p) for s, p in sent if _reads_runs(s)]:
+    polls = [(statement, parameters) for statement, parameters in sent if _reads_runs(statement)]
+    assert len(polls) == 2
+    for statement, parameters in polls:
         plan = _plan(engine, statement, parameters)
         assert any("ix_runs_awaiting_leader" in step for step in plan), f"{statement}\n{plan}"
 

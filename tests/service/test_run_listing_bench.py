@@ -30,8 +30,10 @@ def test_the_benchmarks_queries_answer_as_its_runs_say(
         assert bench.check(base, spread) == []
         assert bench.check_cli(base, spread) == []
         assert bench.check_ui(base, spread) == []
-        bench.time_idle(psutil.Process(process.pid), 0.5)
-        assert "idle 0 s: the service's CPU" in capsys.readouterr().out
+        bench.time_idle(psutil.Process(process.pid), database, 0.5)
+        idle = capsys.readouterr().out
+        assert "idle 0.5 s: the service's CPU" in idle
+        assert ("PostgreSQL's" in idle) == database.startswith("postgresql"), idle
         # Chromium's part runs through (each page loads, each swap in place comes), the swaps
         # also in a tab served a baseline script (here the same one).
         script = ROOT / "src" / "runplane" / "ui" / "static" / "runplane.js"

@@ -78,6 +78,24 @@ def test_pages_of_runs_come_in_place_and_back_and_forward_show_them_again(
     assert not_reloaded(page)
 
 
+def test_a_page_that_fails_to_come_leaves_the_list_as_it_was(page: Page, api: httpx.Client) -> None:
+    """The old rows go only once a new list is to be swapped in: an error answer keeps them."""
+    held_runs(api, "failing", PAGE_SIZE + 1)
+    rows = page.locator("#run-rows tr")
+    login(page)
+    page.goto("/ui/projects/failing/jobs")
+    expect(rows).to_have_count(PAGE_SIZE)
+    page.route("**/ui/projects/failing/jobs?*after=*", lambda route: route.fulfill(status=500))
+    page.evaluate(
+        "document.body.addEventListener('htmx:responseError', () => { window.failed = true; },"
+        " { once: true })"
+    )
+    page.get_by_role("link", name="Next page").click()
+    page.wait_for_function("window.failed === true")
+    expect(rows).to_have_count(PAGE_SIZE)
+    expect(page.locator("#runs-count")).to_have_text(f"{PAGE_SIZE + 1} runs · page 1 of 2")
+
+
 def test_a_history_read_of_the_runs_page_is_a_whole_page(page: Page) -> None:
     """What htmx sends for a Back or a Forward (it keeps no copy of a page), beside a swap."""
     login(page)

@@ -146,7 +146,8 @@
   // A page of runs swapped in place (Next page, First page, a filter) replaces the list's
   // old rows. htmx tidies each element it removes, two events apiece: for 50 rows that is
   // most of the swap's script time, and the rows hold nothing of htmx's to tidy. So they go
-  // at once, here: htmx has already kept the page for Back, and swaps the new list next.
+  // at once, here: this event comes once htmx has decided to swap (never for an error answer
+  // or a cancelled swap), and it swaps the new list in next, in the same turn.
   document.addEventListener("htmx:beforeHistoryUpdate", function (event) {
     var target = event.detail.target;
     var rows = document.getElementById("run-rows");
