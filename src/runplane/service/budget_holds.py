@@ -17,6 +17,7 @@ from sqlalchemy import Connection, select, update
 from runplane.runs import Reason, RunRecord, RunState
 from runplane.service.budgets import Budgets, Decision, Verdict
 from runplane.service.db.models import ATTEMPTS, HELD_BY_BUDGET, RUNS
+from runplane.service.db.rows import oldest_first
 from runplane.service.launcher import Launcher
 from runplane.service.shared import Shared
 from runplane.spec.function import Function
@@ -34,9 +35,7 @@ ADMITTED = "the project's budget admits it now; starting"
 
 def held_runs(connection: Connection, runtime: str, executor: int | None) -> list[str]:
     """The runs a budget holds of ``runtime`` and ``executor`` (``None``: a cluster's, which
-    have no executor process), oldest first: read from their own partial index, and put in
-    order here (they are few; an order asked of the database would have it prefer the state
-    index, which has it, over the held runs' own)."""
+    have no executor process), oldest first: read from their own partial index."""
     query = select(RUNS.c.uid, RUNS.c.created_at).where(
         HELD_BY_BUDGET,
         RUNS.c.runtime == runtime,
@@ -44,7 +43,7 @@ def held_runs(connection: Connection, runtime: str, executor: int | None) -> lis
         RUNS.c.executor_pid.is_(None) if executor is None else RUNS.c.executor_pid == executor,
     )
     held = connection.execute(query).all()
-    return [uid for uid, _ in sorted(held, key=lambda row: (row[1], row[0]))]
+    return oldest_first(held)
 
 
 def mode_of(record: RunRecord) -> PreemptionMode | None:

@@ -44,7 +44,7 @@ from runplane.service.db.models import (
     Run,
 )
 from runplane.service.db.prepared import Prepared, PreparedRead
-from runplane.service.db.rows import plain
+from runplane.service.db.rows import oldest_first, plain
 from runplane.service.listing import RunFilter, cursor_of, key_of
 from runplane.service.recording import apply_burst
 from runplane.service.retries import RetryDecision
@@ -647,15 +647,13 @@ class RunStore:
 
     def awaiting_leader(self, runtime: str) -> list[str]:
         """Runs of ``runtime`` that a replica which does not lead recorded and nobody launched
-        yet, oldest first: read from their own partial index (``AWAITING_LEADER``), and put in
-        order here (they are few; an order asked of the database would have it prefer the
-        state index, which has it)."""
+        yet, oldest first: read from their own partial index (``AWAITING_LEADER``)."""
         query = select(Run.uid, Run.created_at).where(
             AWAITING_LEADER, Run.runtime == runtime, ~Run.abort_requested
         )
         with self._reads() as session:
             waiting = session.execute(query).all()
-        return [uid for uid, _ in sorted(waiting, key=lambda row: (row[1], row[0]))]
+        return oldest_first(waiting)
 
     def owner(self, uid: str) -> tuple[int | None, float | None]:
         with self._reads() as session:
