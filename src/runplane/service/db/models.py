@@ -7,6 +7,7 @@ from typing import Any, cast
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Column,
     ColumnElement,
     Float,
     ForeignKey,
@@ -358,6 +359,12 @@ COUNTS = cast(Table, RunCount.__table__)
 USAGE = cast(Table, RunUsage.__table__)
 RESIZES = cast(Table, RunResize.__table__)
 
+
+def _partial_index(name: str, where: ColumnElement[bool], *columns: Column[Any]) -> Index:
+    """An index of the runs ``where`` holds alone, on either database."""
+    return Index(name, *columns, sqlite_where=where, postgresql_where=where)
+
+
 #: The states of a run not yet ended, in one order.
 LIVE_STATES = sorted(state.value for state in LIVE)
 #: A live run someone asked to abort. The monitors look for these several times a second,
@@ -369,12 +376,7 @@ ABORT_ASKED: ColumnElement[bool] = and_(
     RUNS.c.abort_requested,
     RUNS.c.state.in_(bindparam("live_states", LIVE_STATES, expanding=True, literal_execute=True)),
 )
-Index(
-    "ix_runs_abort_asked",
-    RUNS.c.executor_pid,
-    sqlite_where=ABORT_ASKED,
-    postgresql_where=ABORT_ASKED,
-)
+_partial_index("ix_runs_abort_asked", ABORT_ASKED, RUNS.c.executor_pid)
 #: A run its project's budget holds (``runplane.service.budget_holds``), looked for every few
 #: seconds while any budget is set: its partial index has the held runs alone, by runtime and
 #: executor process, where the state index would give every pending run (10,000 pending:
@@ -383,13 +385,7 @@ HELD_BY_BUDGET: ColumnElement[bool] = and_(
     RUNS.c.state == bindparam("held_state", RunState.PENDING.value, literal_execute=True),
     RUNS.c.reason == bindparam("held_reason", Reason.BUDGET.value, literal_execute=True),
 )
-Index(
-    "ix_runs_held",
-    RUNS.c.runtime,
-    RUNS.c.executor_pid,
-    sqlite_where=HELD_BY_BUDGET,
-    postgresql_where=HELD_BY_BUDGET,
-)
+_partial_index("ix_runs_held", HELD_BY_BUDGET, RUNS.c.runtime, RUNS.c.executor_pid)
 #: A run a replica that does not lead recorded, for the leader to launch: the leader looks for
 #: them four times a second (``leader_election.pickup_interval``), from their own partial
 #: index, where the state index would give every run not yet launched (5,067: 1.8 s cold).
@@ -398,9 +394,4 @@ AWAITING_LEADER: ColumnElement[bool] = and_(
     RUNS.c.reason
     == bindparam("awaiting_reason", Reason.AWAITING_LEADER.value, literal_execute=True),
 )
-Index(
-    "ix_runs_awaiting_leader",
-    RUNS.c.runtime,
-    sqlite_where=AWAITING_LEADER,
-    postgresql_where=AWAITING_LEADER,
-)
+_partial_index("ix_runs_awaiting_leader", AWAITING_LEADER, RUNS.c.runtime)
