@@ -4,10 +4,12 @@ at the limit (warn, hold, spot-only); a held run starts once its budget admits i
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -407,3 +409,33 @@ def test_a_database_with_projects_and_runs_upgrades_to_budgets(database) -> None
     assert budgets.get("kept") is not None
     assert [r.project for r in RunStore(engine).list_runs(project="kept")] == ["kept"]
     engine.dispose()
+
+
+def test_a_read_overtaken_by_a_change_is_not_kept(server, client, monkeypatch) -> None:
+    """A read of the budgets that began before an admin's change must not be kept as fresh: the
+    change would go unseen for as long as the read is kept."""
+    make_project(client, "racer")
+    assert put_budget(client, "racer", amount=5).status_code == 200
+    budgets = server.runs.budgets
+    sessions = budgets._sessions
+    overtaken: list[bool] = []
+
+    class ReadThenCleared:
+        """Sessions as the budgets' own, but the budget is dropped after the first read ends,
+        before what it read is kept."""
+
+        begin = sessions.begin
+
+        @contextlib.contextmanager
+        def __call__(self) -> Iterator[Any]:
+            with sessions() as session:
+                yield session
+            if not overtaken:
+                overtaken.append(True)
+                budgets.clear("racer")
+
+    budgets.clear("other")  # forget what was read
+    monkeypatch.setattr(budgets, "_sessions", ReadThenCleared())
+    budgets.all()
+    assert overtaken == [True]
+    assert budgets.get("racer") is None

@@ -272,6 +272,8 @@ class Budgets:
         self._lock = threading.Lock()
         self._cache: dict[str, Budget] = {}
         self._read_at: float | None = None
+        #: Bumped by each change: a read that began before one does not keep what it read.
+        self._generation = 0
         #: Each project's last spend: (its budget, the period's start, when read, the spend).
         self._spent: dict[str, tuple[Budget, float, float, float]] = {}
 
@@ -284,10 +286,12 @@ class Budgets:
             fresh = self._read_at is not None and time.monotonic() - self._read_at < REFRESH
             if fresh:
                 return dict(self._cache)
+            generation = self._generation
         with self._sessions() as session:
             budgets = {row.project: _budget(row) for row in session.scalars(select(ProjectBudget))}
         with self._lock:
-            self._cache, self._read_at = budgets, time.monotonic()
+            if generation == self._generation:
+                self._cache, self._read_at = budgets, time.monotonic()
         return dict(budgets)
 
     def get(self, project: str) -> Budget | None:
@@ -321,6 +325,7 @@ class Budgets:
 
     def _forget(self) -> None:
         with self._lock:
+            self._generation += 1
             self._read_at = None
             self._spent.clear()
 
@@ -397,7 +402,7 @@ class Budgets:
         now = self.clock()
         start, end = period_bounds(budget.period, now)
         with self._lock:
-            kept = self._spent.get(project)
+            kept, generation = self._spent.get(project), self._generation
         fresh = (
             kept is not None
             and kept[:2] == (budget, start)
@@ -408,7 +413,8 @@ class Budgets:
         else:
             spent = self.spent(project, start, min(now, end))
             with self._lock:
-                self._spent[project] = (budget, start, time.monotonic(), spent)
+                if generation == self._generation:
+                    self._spent[project] = (budget, start, time.monotonic(), spent)
         return Standing(budget, spent, start, end, now)
 
     def reached(self) -> list[Standing]:
