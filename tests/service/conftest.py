@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,9 +15,10 @@ from fastapi.testclient import TestClient
 
 import runplane
 from runplane.config import load_settings
+from runplane.service import db
 from runplane.service.api import create_app
 from runplane.service.server import Server
-from tests.databases import fresh_postgres_database
+from tests.databases import drop_postgres_database, fresh_postgres_database
 
 ADMIN = {"Authorization": "Bearer admin-token-for-the-tests"}
 USER = {"Authorization": "Bearer user-token-for-the-tests"}
@@ -37,10 +39,7 @@ def database_urls() -> list[str]:
     return ["sqlite", "postgresql"]
 
 
-@pytest.fixture(params=database_urls())
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'service.db'}"
+def postgres_url() -> str:
     url = os.environ.get("RUNPLANE_TEST_POSTGRES_URL")
     if not url:
         pytest.fail(
@@ -48,7 +47,44 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
             '`eval "$(bash scripts/postgres.sh start)"` (scripts/test.sh does), or set '
             "RUNPLANE_TEST_POSTGRES=skip to run the service tests on SQLite only"
         )
-    return fresh_postgres_database(url)
+    return url
+
+
+@pytest.fixture(params=database_urls())
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database with no tables, for the tests of upgrades from older schemas."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'service.db'}"
+    return fresh_postgres_database(postgres_url())
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database at the newest migration, migrated once for the whole run."""
+    path = tmp_path_factory.mktemp("migrated") / "service.db"
+    db.connect(f"sqlite:///{path}").dispose()
+    return path
+
+
+@pytest.fixture(scope="session")
+def migrated_postgres() -> Iterator[str]:
+    """A PostgreSQL database at the newest migration, migrated once for the whole run: each
+    test's database is a copy of it (``CREATE DATABASE ... TEMPLATE``, a file copy), not a
+    fresh migration."""
+    url = fresh_postgres_database(postgres_url())
+    db.connect(url).dispose()  # nothing stays connected: a template must have no sessions
+    yield url.rsplit("/", 1)[1]
+    drop_postgres_database(url)
+
+
+@pytest.fixture(params=database_urls())
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database of its own at the newest migration, as ``runplane serve`` leaves one."""
+    if request.param == "sqlite":
+        path = tmp_path / "service.db"
+        shutil.copy(request.getfixturevalue("migrated_sqlite"), path)  # its mode too
+        return f"sqlite:///{path}"
+    return fresh_postgres_database(postgres_url(), request.getfixturevalue("migrated_postgres"))
 
 
 @pytest.fixture

@@ -396,13 +396,15 @@ def test_held_runs_start_when_the_period_rolls_over(server, client, function_dic
     assert server.runs.release_held() == []
 
 
-def test_a_database_with_projects_and_runs_upgrades_to_budgets(database) -> None:
+def test_a_database_with_projects_and_runs_upgrades_to_budgets(empty_database) -> None:
     from runplane.service.budgets import Budgets, check_budget
     from runplane.service.db import connect
     from runplane.service.records import RunStore
 
-    older_database(database, "0010", projects={"kept": ""}, runs=[run_row(1.0, project="kept")])
-    engine = connect(database)  # upgrades to the newest migration
+    older_database(
+        empty_database, "0010", projects={"kept": ""}, runs=[run_row(1.0, project="kept")]
+    )
+    engine = connect(empty_database)  # upgrades to the newest migration
     budgets = Budgets(engine, lambda: None)  # type: ignore[arg-type,return-value]
     assert budgets.all() == {}
     budgets.set(check_budget("kept", {"amount": 5, "action": "hold"}), "alice")

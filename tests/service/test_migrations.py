@@ -14,7 +14,7 @@ from runplane.service import db
 
 
 def test_replicas_starting_together_migrate_once(
-    database: str, monkeypatch: pytest.MonkeyPatch
+    empty_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     upgrades: list[str] = []
     real_upgrade = db.upgrade
@@ -31,7 +31,7 @@ def test_replicas_starting_together_migrate_once(
     def replica() -> None:
         start.wait()
         try:
-            engines.append(db.connect(database))
+            engines.append(db.connect(empty_database))
         except BaseException as error:
             errors.append(error)
 
@@ -49,20 +49,20 @@ def test_replicas_starting_together_migrate_once(
         engine.dispose()
 
 
-def test_a_database_a_newer_runplane_migrated_is_refused_in_words(database: str) -> None:
-    engine = db.connect(database)
+def test_a_database_a_newer_runplane_migrated_is_refused_in_words(empty_database: str) -> None:
+    engine = db.connect(empty_database)
     with engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = '9999_newer'"))
     engine.dispose()
     with pytest.raises(ConfigError) as refused:
-        db.connect(database)
+        db.connect(empty_database)
     message = str(refused.value)
     assert "schema revision 9999_newer" in message
     assert "a newer runplane migrated it" in message
     assert "password" not in message
 
 
-def test_a_database_with_runs_gains_their_resizes(database: str) -> None:
+def test_a_database_with_runs_gains_their_resizes(empty_database: str) -> None:
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine, insert
@@ -75,7 +75,7 @@ def test_a_database_with_runs_gains_their_resizes(database: str) -> None:
 
     from .run_rows import run_row
 
-    engine = create_engine(database)
+    engine = create_engine(empty_database)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
@@ -85,7 +85,7 @@ def test_a_database_with_runs_gains_their_resizes(database: str) -> None:
     with engine.begin() as connection:
         connection.execute(insert(RUNS), [row])  # the runs table as of 0010
     engine.dispose()
-    store = RunStore(db.connect(database))
+    store = RunStore(db.connect(empty_database))
     try:
         before = store.get(row["uid"])
         assert before.resizes == []

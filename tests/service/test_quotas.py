@@ -125,13 +125,13 @@ def test_a_run_beyond_its_projects_quota_waits_saying_why(client, server, functi
         assert wait_state(client, uid, {"completed"}, timeout=60)["state"] == "completed"
 
 
-def test_a_database_with_projects_upgrades_to_quotas(database):
+def test_a_database_with_projects_upgrades_to_quotas(empty_database):
     from runplane.service.db import connect
     from runplane.service.projects import ProjectStore
     from runplane.service.quotas import QuotaStore
 
-    older_database(database, "0010", projects={"kept": "old"})
-    engine = connect(database)  # upgrades to the newest migration
+    older_database(empty_database, "0010", projects={"kept": "old"})
+    engine = connect(empty_database)  # upgrades to the newest migration
     assert ProjectStore(engine).get("kept").description == "old"
     quotas = QuotaStore(engine)
     assert quotas.table() == {}
@@ -140,14 +140,14 @@ def test_a_database_with_projects_upgrades_to_quotas(database):
     engine.dispose()
 
 
-def test_a_change_handed_on_after_an_older_table_is_handed_on_again(database):
+def test_a_change_handed_on_after_an_older_table_is_handed_on_again(empty_database):
     """Two processes change quotas at once: the one that hands its table on last reads the
     store again after, so the table the machine keeps is never an older one."""
     from runplane.service.db import connect
     from runplane.service.quotas import QuotaStore
 
-    older_database(database, "0010", projects={"team-a": "", "team-b": ""})
-    engine = connect(database)
+    older_database(empty_database, "0010", projects={"team-a": "", "team-b": ""})
+    engine = connect(empty_database)
     handed: list[set[str]] = []
     theirs = QuotaStore(engine, lambda table: handed.append(set(table)))
     stale: list[set[str]] = []

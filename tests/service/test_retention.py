@@ -234,7 +234,7 @@ def test_the_loop_removes_in_the_background_by_the_services_policy(server):
     assert kept(server, "loop") == {old, young}
 
 
-def test_a_database_with_runs_and_projects_upgrades_to_retention(database):
+def test_a_database_with_runs_and_projects_upgrades_to_retention(empty_database):
     from alembic import command
     from alembic.config import Config
     from sqlalchemy import create_engine, text
@@ -243,7 +243,7 @@ def test_a_database_with_runs_and_projects_upgrades_to_retention(database):
     from runplane.service.projects import ProjectStore
     from runplane.service.records import RunStore
 
-    before = create_engine(database)
+    before = create_engine(empty_database)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with before.begin() as connection:
@@ -256,7 +256,7 @@ def test_a_database_with_runs_and_projects_upgrades_to_retention(database):
             )
         )
     before.dispose()
-    engine = connect(database)  # upgrades to the newest migration
+    engine = connect(empty_database)  # upgrades to the newest migration
     assert ProjectStore(engine).get("kept").retention == {}
     assert ProjectStore(engine).retention_overrides() == {}
     (uid,) = add_runs_to(engine, "kept", [DAY])

@@ -417,7 +417,7 @@ def _by_state(counted: dict[tuple[str, str, str], int], owner: str) -> dict[str,
 
 
 def test_an_existing_database_is_upgraded_with_its_runs_labels_and_counts(
-    database: str,
+    empty_database: str,
 ) -> None:
     from alembic import command
     from alembic.config import Config
@@ -427,7 +427,7 @@ def test_an_existing_database_is_upgraded_with_its_runs_labels_and_counts(
 
     from .run_rows import run_row
 
-    engine = create_engine(database)
+    engine = create_engine(empty_database)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with engine.begin() as connection:
@@ -443,7 +443,7 @@ def test_an_existing_database_is_upgraded_with_its_runs_labels_and_counts(
     with engine.begin() as connection:
         connection.execute(insert(RUNS), rows)  # the runs table as of 0007
     engine.dispose()
-    store = RunStore(connect(database))
+    store = RunStore(connect(empty_database))
     try:
         assert store.state_counts() == {"completed": 3, "error": 2}
         labelled = [r["uid"] for r in rows if r["function"].get("metadata", {}).get("labels")]
