@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from runplane import meters
 from runplane.errors import RunExistsError
 from runplane.runs import RunState, Usage
 from runplane.runtimes.events import RunEvent
 from runplane.service.db import connect
 from runplane.service.records import RunStore
 from runplane.service.retries import AttemptPlan, RetryDecision
+from tests.service.statements import Statements, this_thread
 
 
 @pytest.fixture
@@ -193,31 +193,10 @@ def test_a_transaction_that_cannot_begin_fails_as_sqlalchemy_says(tmp_path: Any)
     assert wrote == [True]
 
 
-class _Statements:
-    """SQL statements by kind that this test's own thread sends (``BEGIN`` left out:
-    PostgreSQL's driver begins without one); another thread's, one a test before left running,
-    come at their own times."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.sent: Counter[str] = Counter()
-        count, mine = meters.count, threading.get_ident()
-
-        def counted(meter: str, labels: meters.Labels = (), units: int = 1) -> None:
-            kind = dict(labels).get("kind")
-            if meter == "sql_statements" and kind != "BEGIN" and threading.get_ident() == mine:
-                self.sent[str(kind)] += units
-            count(meter, labels, units)
-
-        monkeypatch.setattr(meters, "count", counted)
-
-    def __call__(self) -> Counter[str]:
-        return Counter(self.sent)
-
-
 def test_a_queued_runs_record_costs_the_same_few_statements(
     store: RunStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _statements = _Statements(monkeypatch)
+    _statements = Statements(monkeypatch, this_thread()).by_kind
     # Each run's record, the burst of its events and the read of its end are on the path of
     # every run: a statement more there is a statement more per run, however many runs.
     before = _statements()

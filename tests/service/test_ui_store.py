@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
-import pytest
 from fastapi.testclient import TestClient
 
-from runplane import meters
 from runplane.service.api import create_app
 from runplane.ui.app import mount
 
 from .conftest import USER, log_in, wait_state
+from .statements import Statements, outside_the_service
 
 
 def test_pages_of_runs_brief_rows_and_rows_changed_since(server, client, function_dict):
@@ -41,24 +39,6 @@ def test_pages_of_runs_brief_rows_and_rows_changed_since(server, client, functio
     assert {r.uid for r in runs.list_runs(updated_since=full.created_at)} == set(uids)
 
 
-class _RequestStatements:
-    """SQL statements (beside BEGINs) counted while requests are answered: those of the
-    service's own threads (``runplane-*``: the monitor's polls, the recorder, retention) left
-    out, as they come at their own times."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.statements = 0
-        count = meters.count
-
-        def counted(meter: str, labels: meters.Labels = (), units: int = 1) -> None:
-            background = threading.current_thread().name.startswith("runplane-")
-            if meter == "sql_statements" and ("kind", "BEGIN") not in labels and not background:
-                self.statements += units
-            count(meter, labels, units)
-
-        monkeypatch.setattr(meters, "count", counted)
-
-
 def test_the_runs_list_swapped_in_reads_only_what_it_shows(server, monkeypatch):
     """A filter's change or a Next page asks for the list alone (htmx): its runs, their
     attempts and the count, not the left menu's projects nor the project's record, which only
@@ -70,12 +50,12 @@ def test_the_runs_list_swapped_in_reads_only_what_it_shows(server, monkeypatch):
     url = "/ui/projects/default/jobs"
     for headers in ({}, {"HX-Request": "true"}):  # each read once before it is counted
         assert client.get(url, headers=headers).status_code == 200
-    counting = _RequestStatements(monkeypatch)
-    before = counting.statements
+    counting = Statements(monkeypatch, outside_the_service)
+    before = counting.total()
     whole = client.get(url)
-    between = counting.statements
+    between = counting.total()
     swapped = client.get(url, headers={"HX-Request": "true"})
-    after = counting.statements
+    after = counting.total()
     assert whole.status_code == swapped.status_code == 200
     assert "Switch project" in whole.text
     assert "Switch project" not in swapped.text
