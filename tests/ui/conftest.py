@@ -77,6 +77,14 @@ def service(tmp_path_factory: pytest.TempPathFactory, volume_dir: Path) -> Itera
     )
     process, url = serve.start_service(env, home / "service.log")
     yield url
+    # A deployment outlives the service that made it (its supervisor runs in a session of its
+    # own, as on a machine it must): the tests' deployments are deleted with the service.
+    with httpx.Client(
+        base_url=f"{url}/api/v1", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    ) as client:
+        for deployment in client.get("/deployments").raise_for_status().json():
+            where = f"/deployments/{deployment['project']}/{deployment['name']}"
+            client.delete(where, timeout=60).raise_for_status()
     process.terminate()
     process.wait(timeout=30)
 
