@@ -62,7 +62,8 @@ if [ "$#" -gt 0 ]; then
     exit
 fi
 # pyproject.toml's testpaths, the cluster's tests last; the floor applies to all parts together.
-# Each part names its slowest tests: where a run's time goes (it must stay under an hour).
+# Each part names its slowest tests: where a run's time goes (with the cache it must stay under
+# an hour; from nothing it takes longer, docs/testing.md).
 # The tests that need no cluster run two at a time (pytest-xdist, a file to a worker): each
 # starts its own services, databases and runs, and most of a test's time is spent waiting on
 # them, so one process left a core idle (32 min for this part alone, 18 two at a time). The

@@ -79,9 +79,7 @@ def service(tmp_path_factory: pytest.TempPathFactory, volume_dir: Path) -> Itera
     yield url
     # A deployment outlives the service that made it (its supervisor runs in a session of its
     # own, as on a machine it must): the tests' deployments are deleted with the service.
-    with httpx.Client(
-        base_url=f"{url}/api/v1", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    ) as client:
+    with admin_api(url) as client:
         for deployment in client.get("/deployments").raise_for_status().json():
             where = f"/deployments/{deployment['project']}/{deployment['name']}"
             client.delete(where, timeout=60).raise_for_status()
@@ -94,12 +92,17 @@ def base_url(service: str) -> str:
     return service
 
 
+def admin_api(service: str) -> httpx.Client:
+    """The service's API, as alice (admin)."""
+    return httpx.Client(
+        base_url=f"{service}/api/v1", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    )
+
+
 @pytest.fixture
 def api(service: str) -> Iterator[httpx.Client]:
     """The same service's API, as alice (admin)."""
-    with httpx.Client(
-        base_url=f"{service}/api/v1", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    ) as client:
+    with admin_api(service) as client:
         yield client
 
 
