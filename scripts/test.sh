@@ -66,7 +66,7 @@ fi
 # an hour; from nothing it takes longer, docs/testing.md).
 # The tests that need no cluster run two at a time (pytest-xdist, a file to a worker): each
 # starts its own services, databases and runs, and most of a test's time is spent waiting on
-# them, so one process left a core idle (32 min for this part alone, 18 two at a time). The
+# them, so one process left a core idle (about 29 min for these in one, 15 two at a time). The
 # browser's tests run after them in one process: Playwright's sync API leaves its event loop
 # marked running on the main thread, where a later test's asyncio.run() would fail.
 .venv/bin/pytest "${cov[@]}" --cov-report= --cov-fail-under=0 --durations=25 -n 2 --dist loadfile \
