@@ -7,7 +7,9 @@
 # nothing but the Debian packages, so they go on beside the checks and every test that does not
 # use the cluster, at the lowest CPU priority: those tests keep the machine as if alone, and the
 # builds take the time the tests spend waiting. The cluster's tests (tests/integration) start once
-# the builds are done. With a warm cache the builds end within seconds.
+# the control plane and the real node are built; the tools some of them use (helm, the operators,
+# Kueue) build after those, beside the cluster's tests, which run the tests that need a tool last
+# (testbed/build.py's TOOLS). With a warm cache the builds end within seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +44,17 @@ builds_done() {
     cat "$build_log"
     echo "testbed: waited $((SECONDS - started)) s for the builds after the tests beside them"
 }
+# The control plane's binaries and the real node's images: this waits on the locks of the builds
+# going on beside (or builds what they have not started), and leaves the tools to them.
+control_plane_built() {
+    local started=$SECONDS
+    if ! .venv/bin/python -m testbed build --no-tools; then
+        cat "$build_log" >&2
+        echo "the testbed's control plane did not build" >&2
+        exit 1
+    fi
+    echo "testbed: waited $((SECONDS - started)) s for the control plane's builds after the tests beside them"
+}
 
 .venv/bin/ruff check src tests bench testbed scripts
 .venv/bin/ruff format --check src tests bench testbed scripts
@@ -72,5 +85,6 @@ fi
 .venv/bin/pytest "${cov[@]}" --cov-report= --cov-fail-under=0 --durations=25 -n 2 --dist loadfile \
     tests/unit tests/local tests/service tests/compat
 .venv/bin/pytest "${cov[@]}" --cov-append --cov-report= --cov-fail-under=0 --durations=5 tests/ui
-builds_done
+control_plane_built
 .venv/bin/pytest "${cov[@]}" --cov-append --durations=15 tests/integration
+builds_done

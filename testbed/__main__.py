@@ -29,7 +29,7 @@ def _run_dir(arg: str | None) -> Path:
 def cmd_build(args: argparse.Namespace) -> int:
     from testbed import build
 
-    build.build(force=args.force, with_images=not args.no_images)
+    build.build(force=args.force, with_images=not args.no_images, tools=not args.no_tools)
     print(build.bin_dir())
     return 0
 
@@ -211,6 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build", help="build/cache the Go binaries (no-op when cached)")
     p.add_argument("--force", action="store_true")
     p.add_argument("--no-images", action="store_true", help="skip the real node's images")
+    p.add_argument(
+        "--no-tools",
+        action="store_true",
+        help="only the control plane (and the real node): not helm, the operators, Kueue",
+    )
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("up", help="start a control plane and seed the topology")
     p.add_argument("--detach", action="store_true", help="leave it running and return")

@@ -29,10 +29,12 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +76,9 @@ CNI_PLUGINS = {
     "loopback": "plugins/main/loopback",
 }
 BINARIES = ("etcd", *K8S_COMMANDS, "kwok", *CONTAINERD_COMMANDS, *CNI_PLUGINS)
+#: Every ``go build`` and ``go install``: no build paths in the binaries, and no DWARF compiled
+#: (the linker's ``-w`` drops it anyway; not making it saves about a tenth of a cold build's CPU).
+COMPILE_FLAGS = ("-trimpath", "-gcflags=all=-dwarf=false")
 TIMINGS_FILE = "build-timings.json"
 
 _STAGING_LINE = re.compile(r"^\s*(k8s\.io/[A-Za-z0-9._-]+)\s+=>\s+\./staging/src/\1\s*$")
@@ -206,11 +211,15 @@ def staging_version(k8s_version: str) -> str:
 
 @dataclass
 class Builder:
-    """Runs the Go commands with a controlled environment and records how long each took."""
+    """Runs the Go commands with a controlled environment and records how long each step took,
+    in wall-clock seconds (``timings``) and in CPU seconds of its commands (``cpu``): beside
+    other work the two differ, and a cold CI run is bounded by the CPU it needs."""
 
     workdir: Path
     out: Path
     timings: dict[str, float]
+    cpu: dict[str, float] = field(default_factory=dict)
+    _step: threading.local = field(default_factory=threading.local, repr=False)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -223,26 +232,40 @@ class Builder:
     def go(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
         cmd = [go_binary(), *args]
         print("+ " + " ".join(cmd), flush=True)
-        proc = subprocess.run(
-            cmd,
-            cwd=cwd,
-            env={**self.env(), **(env or {})},
-            check=False,
-            capture_output=True,
-            text=True,
-        )
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                cmd, cwd=cwd, env={**self.env(), **(env or {})}, stdout=out, stderr=err
+            )
+            # wait4 gives the command's CPU with that of the compilers it waited for
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            step = getattr(self._step, "name", None)
+            if step is not None:
+                self.cpu[step] = self.cpu.get(step, 0.0) + usage.ru_utime + usage.ru_stime
+            out.seek(0)
+            err.seek(0)
+            stdout = out.read().decode(errors="replace")
+            stderr = err.read().decode(errors="replace")
         if proc.returncode != 0:
-            sys.stderr.write(proc.stdout + proc.stderr)
+            sys.stderr.write(stdout + stderr)
             raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}")
-        return proc.stdout
+        return stdout
 
     def step(self, name: str, func: Callable[[], None]) -> None:
         print(f"==> building {name}", flush=True)
         start = time.monotonic()
-        func()
+        self._step.name = name
+        try:
+            func()
+        finally:
+            self._step.name = None
         took = time.monotonic() - start
         self.timings[name] = round(took, 1)
-        print(f"==> {name} built in {took:.1f}s", flush=True)
+        if name in self.cpu:
+            self.cpu[name] = round(self.cpu[name], 1)
+            print(f"==> {name} built in {took:.1f}s ({self.cpu[name]:.0f} s of CPU)", flush=True)
+        else:
+            print(f"==> {name} built in {took:.1f}s", flush=True)
 
     def module(self, name: str, gomod: str) -> Path:
         path = self.workdir / name
@@ -294,7 +317,7 @@ class Builder:
         self.go(
             "build",
             "-mod=mod",
-            "-trimpath",
+            *COMPILE_FLAGS,
             f"-ldflags={ldflags}",
             "-o",
             str(self.out) + "/",
@@ -320,7 +343,7 @@ class Builder:
         self.go(
             "build",
             "-mod=mod",
-            "-trimpath",
+            *COMPILE_FLAGS,
             f"-ldflags={ldflags}",
             "-o",
             str(self.out / "etcd"),
@@ -331,7 +354,7 @@ class Builder:
     def kwok(self) -> None:
         self.go(
             "install",
-            "-trimpath",
+            *COMPILE_FLAGS,
             "-ldflags=-s -w",
             f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}",
             env={"GOBIN": str(self.out)},
@@ -342,7 +365,7 @@ class Builder:
         headers (the real node uses overlayfs)."""
         self.go(
             "install",
-            "-trimpath",
+            *COMPILE_FLAGS,
             "-tags=no_btrfs",
             f"-ldflags=-s -w -X {CONTAINERD_MODULE}/version.Version={CONTAINERD_VERSION}",
             *(f"{CONTAINERD_MODULE}/cmd/{cmd}@{CONTAINERD_VERSION}" for cmd in CONTAINERD_COMMANDS),
@@ -353,7 +376,7 @@ class Builder:
         version_var = f"{CNI_MODULE}/pkg/utils/buildversion.BuildVersion"
         self.go(
             "install",
-            "-trimpath",
+            *COMPILE_FLAGS,
             f"-ldflags=-s -w -X {version_var}={CNI_PLUGINS_VERSION}",
             *(f"{CNI_MODULE}/{pkg}@{CNI_PLUGINS_VERSION}" for pkg in CNI_PLUGINS.values()),
             env={"GOBIN": str(self.out)},
@@ -378,7 +401,7 @@ class Builder:
             flags.append(f"-X {HELM_MODULE}/{package}.k8sVersionMinor={client_go.group(1)}")
         self.go(
             "install",
-            "-trimpath",
+            *COMPILE_FLAGS,
             f"-ldflags={' '.join(flags)}",
             f"{HELM_MODULE}/cmd/helm@{HELM_VERSION}",
             env={"GOBIN": str(self.out)},
@@ -395,7 +418,7 @@ class Builder:
         self.go(
             "build",
             "-mod=mod",
-            "-trimpath",
+            *COMPILE_FLAGS,
             f"-ldflags={' '.join(flags)}",
             "-o",
             str(self.out / "mpi-operator"),
@@ -412,7 +435,7 @@ class Builder:
         flags = f"-s -w -X {version_var}.gitVersion={METRICS_SERVER_VERSION}"
         self.go(
             "install",
-            "-trimpath",
+            *COMPILE_FLAGS,
             f"-ldflags={flags} -X {version_var}.gitTreeState=clean",
             f"{METRICS_SERVER_MODULE}/cmd/metrics-server@{METRICS_SERVER_VERSION}",
             env={"GOBIN": str(self.out)},
@@ -425,7 +448,7 @@ class Builder:
         version_var = f"{KUEUE_MODULE}/pkg/version"
         self.go(
             "install",
-            "-trimpath",
+            *COMPILE_FLAGS,
             f"-ldflags=-s -w -X {version_var}.GitVersion={KUEUE_VERSION}",
             f"{KUEUE_MODULE}/cmd/kueue@{KUEUE_VERSION}",
             env={"GOBIN": str(self.out)},
@@ -448,24 +471,24 @@ def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def build(force: bool = False, with_images: bool = True) -> Path:
+def build(force: bool = False, with_images: bool = True, tools: bool = True) -> Path:
     """Build whatever is missing for the current key; a complete cache costs one ``go env``.
 
-    An exclusive lock serialises concurrent callers (parallel CI jobs, pytest-xdist workers):
-    the second waits, then finds the cache complete. ``with_images=False`` leaves out the real
-    node's images, which need root and mmdebstrap; a kwok-only cluster does not use them.
+    The control plane's binaries (and, ``with_images``, the real node's images) come first, the
+    tools after them (``TOOLS``: the operators, helm, Kueue, metrics-server): on a cold cache
+    the CPU is the limit, and a cluster can start, and its tests run, on the first part while
+    the second builds (``scripts/test.sh``). ``tools=False`` stops after the first part.
+
+    An exclusive lock per part serialises concurrent callers (parallel CI jobs, a test that
+    needs a tool while CI builds it): the second waits, then finds the part complete.
+    ``with_images=False`` leaves out the real node's images, which need root and mmdebstrap,
+    and what only the real node uses; a kwok-only cluster does not use them.
     """
     target = bin_dir()
-    # helm is independent of the rest: it builds beside them (a few minutes, hidden behind
-    # Kubernetes' build on a cold cache), as do the operators and metrics-server.
-    with ThreadPoolExecutor(max_workers=6, thread_name_prefix="testbed-beside") as beside:
-        kueue = beside.submit(build_kueue, force)
-        helm = beside.submit(build_helm, force)
-        spark = beside.submit(build_spark_operator, force)
-        mpi = beside.submit(build_mpi_operator, force)
-        # the MPI image waits on Debian's mirror more than on the CPU
-        mpi_image = beside.submit(build_mpi_image, force) if with_images else None
-        metrics = beside.submit(build_metrics_server, force) if with_images else None
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="testbed-beside") as beside:
+        # The images wait on Debian's mirror more than on the CPU: they start at once.
+        node_images = beside.submit(build_images, force) if with_images else None
+        mpi_image = beside.submit(build_mpi_image, force) if with_images and tools else None
         if not force and not missing_binaries(target):
             print(f"testbed binaries up to date in {target}", flush=True)
         else:
@@ -473,16 +496,16 @@ def build(force: bool = False, with_images: bool = True) -> Path:
             with (key_dir() / ".lock").open("w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 _build_locked(target, force)
-        if with_images:
-            build_images(force)
-        kueue.result()
-        helm.result()
-        spark.result()
-        mpi.result()
+        if node_images is not None:
+            node_images.result()
+        if tools:
+            needed = [name for name in TOOLS if with_images or name not in REAL_NODE_TOOLS]
+            # two at a time: one Go build leaves a core idle while it links
+            with ThreadPoolExecutor(max_workers=2, thread_name_prefix="testbed-tool") as pool:
+                for done in [pool.submit(TOOLS[name], force) for name in needed]:
+                    done.result()
         if mpi_image is not None:
             mpi_image.result()
-        if metrics is not None:
-            metrics.result()
     return target
 
 
@@ -552,7 +575,7 @@ def build_cached_binary(
                 os.replace(partial / extra.name, extra)
         os.replace(partial / what, binary)
         partial.rmdir()
-        _record(root, {"built": [what], "steps_s": timings})
+        _record(root, {"built": [what], "steps_s": timings, "cpu_s": builder.cpu})
     return binary
 
 
@@ -608,7 +631,7 @@ def kueue_webhooks() -> Path:
 
 def build_kueue(force: bool = False) -> Path:
     """Build Kueue (and copy out its CRDs and webhooks) if missing, under its own lock; the
-    binary's path. The longest of the tools (~10 min of CPU cold), so it starts first."""
+    binary's path. The longest of the tools (~10 min of CPU cold), so it is built last."""
     return build_cached_binary(
         kueue_dir(),
         kueue_binary(),
@@ -637,6 +660,21 @@ def build_metrics_server(force: bool = False) -> Path:
         Builder.metrics_server,
         force,
     )
+
+
+#: The tools some of the cluster's tests use, each under a key of its own, in the order they are
+#: built after the control plane (the least CPU first, so the first is ready soonest). A test
+#: module that needs one says so (``pytest.mark.testbed_tool``): it runs after those that need
+#: none, in this order, so CI runs the cluster's tests while the tools build.
+TOOLS: dict[str, Callable[[bool], Path]] = {
+    "helm": build_helm,
+    "spark-operator": build_spark_operator,
+    "mpi-operator": build_mpi_operator,
+    "metrics-server": build_metrics_server,
+    "kueue": build_kueue,
+}
+#: What only the real node uses: left out with its images.
+REAL_NODE_TOOLS = frozenset({"metrics-server"})
 
 
 def _record(root: Path, record: dict[str, Any]) -> None:
@@ -737,20 +775,28 @@ def _build_locked(target: Path, force: bool) -> Path:
     builder = Builder(workdir=root / "src", out=partial, timings=timings)
     print(f"testbed build: {', '.join(todo)} -> {target}", flush=True)
     start = time.monotonic()
-    if "etcd" in todo:
-        builder.step(f"etcd {ETCD_VERSION}", builder.etcd)
+    steps: list[tuple[str, Callable[[], None]]] = []
     commands = tuple(cmd for cmd in K8S_COMMANDS if cmd in todo)
     if commands:
-        builder.step(
-            f"kubernetes {K8S_VERSION} ({', '.join(commands)})",
-            lambda: builder.kubernetes(commands),
+        steps.append(
+            (
+                f"kubernetes {K8S_VERSION} ({', '.join(commands)})",
+                lambda: builder.kubernetes(commands),
+            )
         )
+    if "etcd" in todo:
+        steps.append((f"etcd {ETCD_VERSION}", builder.etcd))
     if "kwok" in todo:
-        builder.step(f"kwok {KWOK_VERSION}", builder.kwok)
+        steps.append((f"kwok {KWOK_VERSION}", builder.kwok))
     if any(cmd in todo for cmd in CONTAINERD_COMMANDS):
-        builder.step(f"containerd {CONTAINERD_VERSION}", builder.containerd)
+        steps.append((f"containerd {CONTAINERD_VERSION}", builder.containerd))
     if any(plugin in todo for plugin in CNI_PLUGINS):
-        builder.step(f"cni plugins {CNI_PLUGINS_VERSION}", builder.cni_plugins)
+        steps.append((f"cni plugins {CNI_PLUGINS_VERSION}", builder.cni_plugins))
+    # Two at a time, the longest (Kubernetes) first and the rest one after another beside it:
+    # one Go build leaves a core idle while it links.
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="testbed-core") as pool:
+        for done in [pool.submit(builder.step, name, func) for name, func in steps]:
+            done.result()
     for produced in partial.iterdir():
         # rename is atomic, so a concurrent reader never sees a half-written binary
         os.replace(produced, target / produced.name)
@@ -760,6 +806,7 @@ def _build_locked(target: Path, force: bool) -> Path:
         "key": cache_key(),
         "built": list(todo),
         "steps_s": timings,
+        "cpu_s": builder.cpu,
         "total_s": total,
         "bin_bytes": du(target),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -789,7 +836,11 @@ def main(argv: list[str] | None = None) -> int:
         if flag in args:
             print(where())
             return 0
-    build(force="--force" in args, with_images="--no-images" not in args)
+    build(
+        force="--force" in args,
+        with_images="--no-images" not in args,
+        tools="--no-tools" not in args,
+    )
     return 0
 
 

@@ -348,7 +348,7 @@ def ensure_binaries(allow_build: bool = True) -> Path:
                 "run `python -m testbed build` (or testbed/ci.sh)"
             )
         # The real node's images need root and mmdebstrap; a control plane alone does not.
-        build.build(with_images=False)
+        build.build(with_images=False, tools=False)
     return build.bin_dir()
 
 

@@ -171,10 +171,9 @@ def _node_metrics(api: client.ApiClient) -> list[Any]:
 def start(cluster: Cluster, die_with_parent: bool = True, timeout: float = 120.0) -> MetricsServer:
     """Start metrics-server for ``cluster`` (whose real node runs), register it, and return
     once the apiserver serves the real node's metrics through it."""
+    # built if missing, or waited for while another process builds it (CI, beside the tests)
+    build.build_metrics_server()
     began = time.monotonic()
-    binary = build.metrics_server_binary()
-    if not binary.exists():
-        raise RuntimeError(f"no metrics-server in {binary.parent}; run `python -m testbed build`")
     directory = cluster.run_dir / "pki"
     serving = pki.issue_server(
         directory,

@@ -43,6 +43,7 @@ class Operator(controllers.Controller):
 def install_crd(api: client.ApiClient, timeout: float = 60) -> None:
     """The operator module's MPIJob CRD, created, or put in place of another version's; waits
     until it is served."""
+    build.build_mpi_operator()  # the CRD is copied out of the module by the operator's build
     extensions = client.ApiextensionsV1Api(api)
     crd = yaml.safe_load(build.mpi_operator_crd().read_text())
     try:

@@ -229,9 +229,27 @@ def pod_manifest(
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "testbed: needs the real control-plane testbed")
+    config.addinivalue_line(
+        "markers",
+        "testbed_tool(name): needs one of the testbed's tools (testbed/build.py's TOOLS); "
+        "runs after the tests that need none",
+    )
+
+
+def tool_order(item: pytest.Item) -> int:
+    """0 for a test that needs none of the tools, else one more than the latest-built one it
+    names: the tools build after the control plane, in ``TOOLS``' order."""
+    names = list(tb_build.TOOLS)
+    needed = [mark.args[0] for mark in item.iter_markers("testbed_tool")]
+    unknown = [name for name in needed if name not in names]
+    if unknown:
+        raise pytest.UsageError(f"{item.nodeid}: testbed_tool {unknown} is not one of {names}")
+    return max((names.index(name) + 1 for name in needed), default=0)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A stable sort: the order within each group (and a module's tests together) is kept.
+    items.sort(key=tool_order)
     if not skip_requested():
         return
     marker = pytest.mark.skip(reason=f"{SKIP_ENV}=1")
@@ -252,7 +270,7 @@ def testbed_cluster(pytestconfig: pytest.Config) -> Iterator[TestbedCluster]:
         # A cold build takes minutes; show its progress instead of a silent pause.
         capture = pytestconfig.pluginmanager.getplugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            tb_build.build(with_images=False)
+            tb_build.build(with_images=False, tools=False)
     running = tb_cluster.start(allow_build=False)
     try:
         api = kube.api_client(running.kubeconfig)
@@ -279,7 +297,7 @@ def real_node(
     if tb_build.missing_binaries() or tb_build.missing_images():
         capture = pytestconfig.pluginmanager.getplugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            tb_build.build()
+            tb_build.build(tools=False)
     node = tb_realnode.RealNode.start(testbed_cluster.cluster)
     try:
         yield node

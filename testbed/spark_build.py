@@ -105,7 +105,7 @@ def _compile_operator(builder: build.Builder) -> None:
     builder.go(
         "build",
         "-mod=mod",
-        "-trimpath",
+        *build.COMPILE_FLAGS,
         f"-ldflags={ldflags}",
         "-o",
         str(builder.out / "spark-operator"),

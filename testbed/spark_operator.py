@@ -45,6 +45,7 @@ class Operator(controllers.Controller):
 
 def install_crds(tb: TestbedCluster | client.ApiClient, timeout: float = 60) -> None:
     """The operator's own CRDs, replacing any older copy, each awaited until served."""
+    spark_build.build_operator()  # the CRDs are copied out of the module by the operator's build
     api = tb if isinstance(tb, client.ApiClient) else tb.api
     extensions = client.ApiextensionsV1Api(api)
     names = []
@@ -128,9 +129,8 @@ def running(tb: TestbedCluster, tag: str, namespace: str | None = None) -> Itera
     """The CRDs installed and the controller running for the block, watching ``namespace``
     (the tests' by default); its log is ``<run dir>/logs/spark-operator-<tag>.log``."""
     namespace = namespace or tb.namespace
-    binary = spark_build.operator_binary()
-    if not os.access(binary, os.X_OK):
-        raise AssertionError(f"no spark operator at {binary}: run `python -m testbed build`")
+    # built if missing, or waited for while another process builds it (CI, beside the tests)
+    binary = spark_build.build_operator()
     install_crds(tb)
     allow_drivers(tb.api, namespace)
     work = tb.run_dir / f"spark-operator-{tag}"

@@ -35,6 +35,8 @@ CHART = ROOT / "deploy" / "helm" / "runplane"
 INSTALL_DOC = ROOT / "docs" / "install.md"
 EXTERNAL_URL = "postgresql+psycopg://runplane:not-a-real-password@db.example:5432/runplane"
 
+pytestmark = pytest.mark.testbed_tool("helm")
+
 #: Value combinations (helm --set arguments) the chart must render to valid objects.
 COMBINATIONS: dict[str, list[str]] = {
     "default": [],

@@ -35,7 +35,7 @@ from testbed import build
 from testbed.pytest_plugin import TestbedCluster
 from testbed.realnode import RealNode
 
-pytestmark = [pytest.mark.testbed, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.testbed, pytest.mark.timeout(900), pytest.mark.testbed_tool("helm")]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "runplane"

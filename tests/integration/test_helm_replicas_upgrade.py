@@ -51,7 +51,7 @@ from testbed.pytest_plugin import TestbedCluster
 from testbed.realnode import RealNode
 from tests.integration.test_helm_install import helm as run_helm
 
-pytestmark = [pytest.mark.testbed, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.testbed, pytest.mark.timeout(1200), pytest.mark.testbed_tool("helm")]
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "runplane"

@@ -37,7 +37,11 @@ from testbed import kueue as tb_kueue
 from testbed.pytest_plugin import TestbedCluster
 from tests.integration.test_kubernetes_runtime import Recorder
 
-pytestmark = pytest.mark.testbed
+pytestmark = [
+    pytest.mark.testbed,
+    pytest.mark.testbed_tool("kueue"),
+    pytest.mark.testbed_tool("mpi-operator"),
+]
 
 INSTANCE = f"kq-{uuid.uuid4().hex[:8]}"
 Predicate = Callable[[RunEvent], bool]

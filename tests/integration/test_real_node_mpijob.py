@@ -28,7 +28,7 @@ from testbed.pytest_plugin import TestbedCluster
 from testbed.realnode import RealNode
 from tests.integration.test_real_node_runs import Service, pods_of, real_node_service
 
-pytestmark = pytest.mark.testbed
+pytestmark = [pytest.mark.testbed, pytest.mark.testbed_tool("mpi-operator")]
 
 TEST = f"mpi-{uuid.uuid4().hex[:6]}"
 

@@ -29,7 +29,7 @@ from testbed.pytest_plugin import TestbedCluster
 from testbed.realnode import RealNode
 from tests.integration.test_real_node_runs import TOKEN_VALUE, Service, real_node_service
 
-pytestmark = pytest.mark.testbed
+pytestmark = [pytest.mark.testbed, pytest.mark.testbed_tool("metrics-server")]
 
 #: Echoes, or burns CPU for the milliseconds asked (hashing: pure CPU, no sleep), so the
 #: replicas' CPU rises above the autoscaler's target while clients call ``/burn``.

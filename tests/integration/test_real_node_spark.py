@@ -31,7 +31,7 @@ from testbed.pytest_plugin import TestbedCluster
 from testbed.realnode import RealNode
 from tests.integration.test_real_node_runs import Service, real_node_service
 
-pytestmark = pytest.mark.testbed
+pytestmark = [pytest.mark.testbed, pytest.mark.testbed_tool("spark-operator")]
 
 TEST = f"rspark-{uuid.uuid4().hex[:6]}"
 GROUP, VERSION, PLURAL = spark_operator.GROUP, spark_operator.VERSION, spark_operator.PLURAL

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
+from pathlib import Path
+from typing import Any
 
 import dns.message
 import dns.query
 import dns.rcode
+import pytest
 import yaml
 from kubernetes import client
 
 from testbed import build, cluster, images, podns
+
+ROOT = Path(__file__).resolve().parents[2]
 
 GO_MOD = """module k8s.io/kubernetes
 
@@ -82,3 +90,64 @@ def test_the_dask_image_is_part_of_the_images_key() -> None:
     assert images.DASK_IMAGE in images.ARCHIVES
     assert set(images.NODE_IMAGES) < set(images.ARCHIVES)
     assert build.image_archives()[images.DASK_IMAGE].parent == build.images_dir()
+
+
+def test_the_tests_that_need_a_tool_run_last_in_the_order_the_tools_are_built() -> None:
+    """CI starts the cluster's tests while the tools build (scripts/test.sh): a module that
+    uses a tool must say so, and the collected order must put it after every one that does not."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=ROOT / "tests" / "integration",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    modules = list(
+        dict.fromkeys(line.split("::")[0] for line in listed.splitlines() if "::" in line)
+    )
+    names = list(build.TOOLS)
+    needs: dict[str, int] = {}
+    for module in modules:
+        if Path(module).name == Path(__file__).name:  # names the calls, makes none
+            needs[module] = 0
+            continue
+        source = (ROOT / "tests" / "integration" / Path(module).name).read_text()
+        marked = re.findall(r'testbed_tool\("([^"]+)"\)', source)
+        used = {name for name, call in TOOL_CALLS.items() if re.search(call, source)}
+        assert used <= set(marked), f"{module} uses {sorted(used - set(marked))} unmarked"
+        needs[module] = max((names.index(name) + 1 for name in marked), default=0)
+    order = [needs[module] for module in modules]
+    assert order == sorted(order), list(zip(modules, order, strict=True))
+    assert order[0] == 0
+    assert order[-1] == len(names)
+
+
+#: How a test module reaches each tool (its build, or the testbed's helper that starts it).
+TOOL_CALLS = {
+    "helm": r"build_helm\(|helm_env",
+    "spark-operator": r"spark_operator\.(running|install_crds)",
+    "mpi-operator": r"mpi_operator\.(running|install_crd)|build_mpi_operator\(",
+    "metrics-server": r"metrics_server\.start",
+    "kueue": r"tb_kueue\.(running|start)",
+}
+
+
+def test_a_step_records_the_cpu_its_go_commands_took(tmp_path: Path) -> None:
+    timings: dict[str, float] = {}
+    builder = build.Builder(workdir=tmp_path, out=tmp_path, timings=timings)
+
+    def list_std() -> None:
+        assert "fmt" in builder.go("list", "std").split()
+
+    builder.step("list std", list_std)
+    assert timings["list std"] > 0
+    assert 0 < builder.cpu["list std"] < 600
+    builder.go("env", "GOVERSION")  # outside a step: counted nowhere
+    assert list(builder.cpu) == ["list std"]
+
+
+def test_a_failing_go_command_says_which_and_why(tmp_path: Path, capsys: Any) -> None:
+    builder = build.Builder(workdir=tmp_path, out=tmp_path, timings={})
+    with pytest.raises(RuntimeError, match="command failed"):
+        builder.go("list", "runplane.invalid/no/such/package")
+    assert "runplane.invalid/no/such/package" in capsys.readouterr().err
