@@ -247,6 +247,24 @@ def tool_order(item: pytest.Item) -> int:
     return max((names.index(name) + 1 for name in needed), default=0)
 
 
+_TOOLS_READY: set[str] = set()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """The tools a test needs are built, or waited for while CI builds them beside the tests,
+    before its time limit starts (pytest-timeout's timer is set inside this wrapper): a wait
+    for a build is not the test's slowness. Once per tool and session."""
+    for mark in item.iter_markers("testbed_tool"):
+        name = mark.args[0]
+        if name not in _TOOLS_READY and name in tb_build.TOOLS and not skip_requested():
+            capture = item.config.pluginmanager.getplugin("capturemanager")
+            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+                tb_build.TOOLS[name](False)
+            _TOOLS_READY.add(name)
+    return (yield)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A stable sort: the order within each group (and a module's tests together) is kept.
     items.sort(key=tool_order)
