@@ -42,8 +42,8 @@ class Operator(controllers.Controller):
 
 def install_crd(api: client.ApiClient, timeout: float = 60) -> None:
     """The operator module's MPIJob CRD, created, or put in place of another version's; waits
-    until it is served."""
-    build.build_mpi_operator()  # the CRD is copied out of the module by the operator's build
+    until it is served. The CRD comes with the operator's build: callers build it first
+    (``running``, ``start``, or a test's ``testbed_tool`` mark)."""
     extensions = client.ApiextensionsV1Api(api)
     crd = yaml.safe_load(build.mpi_operator_crd().read_text())
     try:

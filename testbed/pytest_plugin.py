@@ -257,7 +257,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object
     for a build is not the test's slowness. Once per tool and session."""
     for mark in item.iter_markers("testbed_tool"):
         name = mark.args[0]
-        if name not in _TOOLS_READY and name in tb_build.TOOLS and not skip_requested():
+        if name not in _TOOLS_READY and not skip_requested():
             capture = item.config.pluginmanager.getplugin("capturemanager")
             with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
                 tb_build.TOOLS[name](False)

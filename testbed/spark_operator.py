@@ -44,8 +44,9 @@ class Operator(controllers.Controller):
 
 
 def install_crds(tb: TestbedCluster | client.ApiClient, timeout: float = 60) -> None:
-    """The operator's own CRDs, replacing any older copy, each awaited until served."""
-    spark_build.build_operator()  # the CRDs are copied out of the module by the operator's build
+    """The operator's own CRDs, replacing any older copy, each awaited until served. They come
+    with the operator's build: callers build it first (``running``, ``start``, or a test's
+    ``testbed_tool`` mark)."""
     api = tb if isinstance(tb, client.ApiClient) else tb.api
     extensions = client.ApiextensionsV1Api(api)
     names = []
