@@ -103,6 +103,11 @@ def node_manifest(group: NodeGroup, name: str, index: int = 0) -> dict[str, Any]
         "kubernetes.io/hostname": name,
         "kubernetes.io/os": "linux",
         "kubernetes.io/arch": "amd64",
+        # A kubelet registers its node with the beta labels too, and the node lifecycle
+        # controller adds them to a node that lacks them, a moment after it is created: a node
+        # made without them would change under a test that reads its labels.
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": "amd64",
         "node.kubernetes.io/instance-type": group.instance_type,
         "topology.kubernetes.io/zone": ZONES[index % len(ZONES)],
         GROUP_LABEL: group.name,
