@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
+from runplane.service.api import create_app
+from runplane.service.guard import Gate
 from runplane.service.schedules import fire_uid
 
 from .conftest import ADMIN, OTHER_USER, USER, wait_state
@@ -221,6 +224,39 @@ def test_bad_input_is_4xx_with_a_message(client, function_dict):
     assert client.post("/api/v1/runs", headers=USER, content=b"{not json").status_code == 422
     assert client.get("/api/v1/runs/zz", headers=USER).status_code == 422
     assert client.get("/api/v1/runs/0123456789abcdef", headers=USER).status_code == 404
+
+
+def test_a_submission_at_the_gate_answers_as_the_route_would(server, client, function_dict):
+    # POST /runs is answered at the gate (a lane) when its body is JSON; the same app without
+    # the lane sends it through FastAPI's route. Each refusal, and a run, come back alike.
+    route_app = create_app(server)
+    (gate,) = [m for m in route_app.user_middleware if m.cls is Gate]
+    gate.kwargs["lanes"] = {}
+    route = TestClient(route_app)
+    bodies = [
+        {"function": {"kind": "job"}},
+        {"function": function_dict(), "params": {"x": "many"}},
+        {"function": function_dict(), "params": "not a dict"},
+        {"function": function_dict(), "version": "v" * 65},
+        {"project": "default", "name": "never-stored"},
+        {"function": function_dict(), "secrets": 3},
+        [{"function": function_dict()}],
+        {},
+    ]
+    for body in bodies:
+        at_gate = client.post("/api/v1/runs", headers=USER, json=body)
+        through = route.post("/api/v1/runs", headers=USER, json=body)
+        assert at_gate.status_code == through.status_code, (body, at_gate.text, through.text)
+        assert at_gate.json() == through.json(), body
+        assert at_gate.headers["content-type"] == through.headers["content-type"]
+    assert client.get("/api/v1/runs", headers=USER).json() == []
+    made = [
+        c.post("/api/v1/runs", headers=USER, json={"function": function_dict()})
+        for c in (client, route)
+    ]
+    assert [m.status_code for m in made] == [201, 201]
+    assert made[0].json().keys() == made[1].json().keys()
+    assert made[0].json()["owner"] == made[1].json()["owner"] == "bob"
 
 
 def test_schedules_fire_once_per_due_time(client, server, function_dict):

@@ -536,6 +536,28 @@ def test_numbers_no_field_may_hold(number, said):
     assert load_json('{"x": ' + "9" * 4300 + "}")["x"] > 0  # as many digits as Python shows
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"params": {"epochs": 3, "rate": 0.001, "on": true, "none": null, "s": "caf\\u00e9"}}',
+        b'{"big": 123456789012345678901234567890, "neg": -9223372036854775809}',
+        b'{"u64": 18446744073709551615, "i64": -9223372036854775808, "x": 1234567890123456789}',
+        b'{"float": 0.1234567890123456789012, "e": 1.5E2, "tiny": 5e-324, "max": 1.7e308}',
+        b'{"a": 1, "a": 2, "pair": "\\ud83d\\ude00", "raw": "\xf0\x9f\x98\x80", "nul": "\\u0000"}',
+        b'\xef\xbb\xbf{"bom": 1}',
+        '{"utf16": 1}'.encode("utf-16"),
+        b' \t\r\n [1, [2, [3, {"k": []}]]] \n',
+    ],
+)
+def test_a_body_reads_as_the_standard_librarys_json_reads_it(raw):
+    # orjson reads most bodies; what it would read otherwise (an integer beyond 64 bits as a
+    # float) or not at all is read by the standard library, so every body comes out the same.
+    read = load_json(raw)
+    expected = json.loads(raw)
+    assert read == expected
+    assert json.dumps(read) == json.dumps(expected)  # the same types: 1 is not 1.0
+
+
 def test_bodies_that_are_no_json():
     for raw, said in ((b"\xff\xfe\x00", "JSON in UTF-8"), (b"{", "JSON is expected \\(Expecting")):
         with pytest.raises(InvalidValueError, match=said):

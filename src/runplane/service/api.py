@@ -77,7 +77,12 @@ def create_app(server: Server, shutdown_grace: float | None = None) -> FastAPI:
     app.state.throttle = FailureThrottle(
         configured.auth_failures_per_second, configured.auth_failure_burst
     )
-    app.add_middleware(Gate, doors=app.state.doors, throttle=app.state.throttle)
+    app.add_middleware(
+        Gate,
+        doors=app.state.doors,
+        throttle=app.state.throttle,
+        lanes={("POST", f"{API}/runs"): runs.submission_lane(server)},
+    )
     trust_proxies(app, configured.trusted_proxies)  # outermost: the gate sees the caller
     answer_errors(app)
     if configured.api_docs:

@@ -16,6 +16,12 @@ the web UI's pages, and everything else), which says who may send a body there a
 4. **Shape**: a JSON body is parsed once here with bounds (:func:`~runplane.spec.bounds.
    load_json`: nesting, huge integers, non-finite numbers), refused with 422 naming where, so
    no route ever meets what would break it.
+5. **Lanes**: a route every run passes (``POST /runs``) may be a :data:`Lane`, taken here with
+   the body as parsed and the caller as found, instead of through the framework's middleware,
+   routing and dependencies: those cost more of the event loop than the rest of a
+   submission's answer does (docs/benchmarks.md). A lane answers as the route would, in the
+   same error shape (:func:`runplane.service.routes.errors.refusal`), or declines before it
+   sends anything (a body of another shape), and the route answers.
 
 Every refusal has the API's one error shape, ``{"error", "message", "field"}``.
 """
@@ -45,6 +51,10 @@ Headers = Mapping[bytes, bytes]
 PRINCIPAL = "runplane.principal"
 #: Methods whose body the API reads.
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+#: A route answered at the gate: called with the request's scope (the caller in it, at
+#: :data:`PRINCIPAL`), its JSON body as parsed, and ``send``; ``True`` once it has answered,
+#: ``False`` (having sent nothing) to leave the request to the app.
+Lane = Callable[[Scope, Any, Send], Awaitable[bool]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +114,18 @@ _NOWHERE = Door("/", 0)
 class Gate:
     """ASGI middleware: the checks above, in that order, for every HTTP request."""
 
-    def __init__(self, app: App, doors: Doors, throttle: FailureThrottle) -> None:
+    def __init__(
+        self,
+        app: App,
+        doors: Doors,
+        throttle: FailureThrottle,
+        lanes: Mapping[tuple[str, str], Lane] | None = None,
+    ) -> None:
         self.app = app
         self.doors = doors
         self.throttle = throttle
+        #: By method and path; only for a caller found at a door, with a JSON body.
+        self.lanes = dict(lanes or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -156,11 +174,14 @@ class Gate:
             return
         if body and scope["method"] in _WITH_BODY and _is_json(headers.get(b"content-type")):
             try:
-                load_json(body)
+                parsed = load_json(body)
             except InvalidValueError as error:
                 await _refuse(
                     send, 422, "InvalidValueError", str(error), field=error.field, close=False
                 )
+                return
+            lane = self.lanes.get((scope["method"], scope["path"]))
+            if lane is not None and PRINCIPAL in scope and await lane(scope, parsed, send):
                 return
         replayed = False
 

@@ -5,6 +5,7 @@ the reason and a ``Retry-After``, never a ``500``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pydantic
@@ -62,34 +63,55 @@ def described(error: RequestValidationError) -> tuple[str | None, str]:
     return field, f"{field}: {shown(value)} is not valid; {first.get('msg', 'invalid')}"
 
 
+def _runplane_error(error: RunplaneError) -> JSONResponse:
+    return _error(
+        type(error).__name__, str(error), error.http_status, getattr(error, "field", None)
+    )
+
+
+def _http_error(error: StarletteHTTPException) -> JSONResponse:
+    response = _error("HTTPError", str(error.detail), error.status_code)
+    response.headers.update(error.headers or {})
+    return response
+
+
+def _invalid_request(error: RequestValidationError) -> JSONResponse:
+    field, message = described(error)
+    return _error("InvalidValueError", message, 422, field)
+
+
+def _too_deep(_: RecursionError) -> JSONResponse:
+    return _error("InvalidValueError", f"the body nests deeper than {MAX_DEPTH} levels", 422)
+
+
+#: What answers each kind of error; the most specific kind an error is of (its class's
+#: method resolution order) decides, as for the app's exception handlers.
+_ANSWERS: dict[type[Exception], Callable[[Any], JSONResponse]] = {
+    RunplaneError: _runplane_error,
+    StarletteHTTPException: _http_error,
+    RequestValidationError: _invalid_request,
+    DBAPIError: unavailable,
+    OSError: unavailable,
+    RecursionError: _too_deep,
+}
+
+
+def refusal(error: Exception) -> JSONResponse:
+    """The answer to ``error`` in the one shape, as the app's exception handlers give it, for
+    a route answered before the app (:mod:`runplane.service.guard`'s lanes). An error no
+    answer is for is raised again: the ``500`` of an error no one expected."""
+    for kind in type(error).__mro__:
+        answer = _ANSWERS.get(kind)
+        if answer is not None:
+            return answer(error)
+    raise error
+
+
 def answer_errors(app: FastAPI) -> None:
     """Make ``app`` answer every refusal in the one shape."""
 
-    @app.exception_handler(RunplaneError)
-    async def runplane_error(_: Request, error: RunplaneError) -> JSONResponse:
-        return _error(
-            type(error).__name__, str(error), error.http_status, getattr(error, "field", None)
-        )
+    async def answered(_: Request, error: Exception) -> JSONResponse:
+        return refusal(error)
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
-        response = _error("HTTPError", str(error.detail), error.status_code)
-        response.headers.update(error.headers or {})
-        return response
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, error: RequestValidationError) -> JSONResponse:
-        field, message = described(error)
-        return _error("InvalidValueError", message, 422, field)
-
-    @app.exception_handler(DBAPIError)
-    async def database_error(_: Request, error: DBAPIError) -> JSONResponse:
-        return unavailable(error)
-
-    @app.exception_handler(OSError)
-    async def os_error(_: Request, error: OSError) -> JSONResponse:
-        return unavailable(error)
-
-    @app.exception_handler(RecursionError)
-    async def too_deep(_: Request, error: RecursionError) -> JSONResponse:
-        return _error("InvalidValueError", f"the body nests deeper than {MAX_DEPTH} levels", 422)
+    for kind in _ANSWERS:
+        app.add_exception_handler(kind, answered)
