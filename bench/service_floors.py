@@ -6,8 +6,10 @@ could be replaced by, on this machine, in one command:
 
 * **the HTTP framework**: a run's submission (the body ``bench/service_runs.py`` sends) POSTed
   to FastAPI's route with the API's body model, to a plain Starlette route validating the same
-  model, and to a bare ASGI app, each served by uvicorn (httptools, uvloop) in a process of
-  its own: that process's CPU per request;
+  model, to a bare ASGI app, and to runplane's own API with its submission answered at once
+  (:func:`service_app`: the gate, its lane for ``POST /runs``, the hand-off to a thread, the
+  record's answer), each served by uvicorn (httptools, uvloop) in a process of its own: that
+  process's CPU per request;
 * **the pod's POST over TLS**: the run's rendered pod sent to a loopback TLS server (an EC
   P-256 certificate, as the testbed's API server has) answering 201 with a created pod's size,
   through urllib3's connection pool (what runplane's Kubernetes client sends it on) and through
@@ -105,29 +107,69 @@ async def bare_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": CREATED_ANSWER})
 
 
-def framework(body: bytes, requests: int) -> dict[str, float]:
+SERVICE_TOKEN = "floors-token-0123456789"
+
+
+def service_app() -> Any:
+    """runplane's own API (``create_app`` on a real server, its home and database of their
+    own, from the environment :func:`framework` gives it) whose ``submit`` answers the record
+    of one run made at the first call: what the service's HTTP path costs a submission beside
+    the submission's own work (validating the body, the hand-off to a thread, the answer)."""
+    from runplane.config import current
+    from runplane.service.api import create_app, prepare_routes
+    from runplane.service.server import Server
+
+    server = Server(current())
+    made: list[Any] = []
+    submit = server.submit
+
+    def once(fn: Any, who: Any, options: Any = None) -> Any:
+        if not made:
+            made.append(submit(fn, who, options))
+        return made[0]
+
+    server.submit = once  # type: ignore[method-assign]
+    app = create_app(server)
+    prepare_routes(app)
+    return app
+
+
+def framework(body: bytes, requests: int, work: Path) -> dict[str, float]:
     """The server process's CPU per POST, by app (warmed up first)."""
     spent = {}
-    for app in ("fastapi_app", "starlette_app", "bare_app"):
+    service_env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
+        "RUNPLANE_CONFIG": os.devnull,
+        "RUNPLANE_LOCAL__HOME": str(work / "service"),
+        "RUNPLANE_SERVICE__TOKENS": orjson.dumps(
+            [{"token": SERVICE_TOKEN, "user": "bench", "role": "admin"}]
+        ).decode(),
+    }
+    for app in ("fastapi_app", "starlette_app", "bare_app", "service_app"):
         port = free_port()
+        ours = app == "service_app"
         server = subprocess.Popen(
             [
                 *(sys.executable, "-m", "uvicorn", f"bench.service_floors:{app}"),
+                *(["--factory"] if ours else []),
                 *("--port", str(port), "--loop", "uvloop", "--http", "httptools"),
                 *("--log-level", "warning", "--no-access-log"),
             ],
             cwd=ROOT,
+            env=service_env if ours else None,
         )
+        path = "/api/v1/runs" if ours else "/runs"
+        headers = {"content-type": "application/json"}
+        if ours:
+            headers["authorization"] = f"Bearer {SERVICE_TOKEN}"
         try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
                 _await_up(client, server)
-                headers = {"content-type": "application/json"}
                 for _ in range(max(requests // 10, 20)):
-                    client.post("/runs", content=body, headers=headers).raise_for_status()
+                    client.post(path, content=body, headers=headers).raise_for_status()
                 process = psutil.Process(server.pid)
                 before = sum(process.cpu_times()[:2])
                 for _ in range(requests):
-                    client.post("/runs", content=body, headers=headers)
+                    client.post(path, content=body, headers=headers)
                 spent[app] = (sum(process.cpu_times()[:2]) - before) / requests
         finally:
             server.send_signal(signal.SIGINT)
@@ -374,7 +416,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="runplane-floors-"))
     try:
         body = submission(work)
-        served = framework(body, args.requests)
+        served = framework(body, args.requests, work)
         fastapi_ms = served["fastapi_app"] * 1000
         print(f"\nthe HTTP framework: a run's submission ({len(body)} bytes), server CPU per POST")
         for app, seconds in served.items():

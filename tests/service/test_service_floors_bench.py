@@ -1,7 +1,7 @@
 """bench/service_floors.py, scaled down: each of the three layers it measures answers (the
-framework's three apps take the run's submission, both clients POST the pod over TLS, the
-record is written one and several to a transaction) and a number comes back for each (a smoke
-check of the benchmark, not a timing)."""
+framework's three apps and runplane's own API take the run's submission, both clients POST the
+pod over TLS, the record is written one and several to a transaction) and a number comes back
+for each (a smoke check of the benchmark, not a timing)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def test_the_benchmark_measures_each_layer_and_its_alternatives() -> None:
     assert done.returncode == 0, done.stderr
     line = re.compile(r"^  (\S+(?: per transaction)?)\s+([\d.]+) ms", re.M)
     measured = {name: float(ms) for name, ms in line.findall(done.stdout)}
-    expected = {"fastapi_app", "starlette_app", "bare_app", "urllib3", "http.client"}
+    expected = {"fastapi_app", "starlette_app", "bare_app", "service_app", "urllib3", "http.client"}
     expected |= {f"{runs} per transaction" for runs in (1, 4, 8)}
     assert set(measured) == expected, done.stdout
     # 300 requests: enough of the server's CPU for the system's 10 ms ticks to count some

@@ -133,13 +133,19 @@ def _read_fast(raw: bytes | str) -> Any:
     own limit, all of which the careful reading refuses with words that say where, or reads
     (UTF-16, a byte order mark); it reads an integer beyond 64 bits as a float, so a text
     with a long run of digits anywhere is read carefully too."""
-    long = _LONG_DIGITS_BYTES.search(raw) if isinstance(raw, bytes) else _LONG_DIGITS.search(raw)
-    if long is not None:
+    if may_hold_long_integer(raw):
         return _CAREFUL
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return _CAREFUL
+
+
+def may_hold_long_integer(raw: bytes | str) -> bool:
+    """Whether JSON text may hold an integer beyond 64 bits (it has a run of 19 digits), which
+    orjson reads as a float: such text is read by the standard library, exactly."""
+    found = _LONG_DIGITS_BYTES.search(raw) if isinstance(raw, bytes) else _LONG_DIGITS.search(raw)
+    return found is not None
 
 
 def _read_carefully(raw: bytes | str) -> Any:
