@@ -85,6 +85,18 @@ def test_submit_run_wait_and_read_back(client, function_dict):
     }
 
 
+def test_an_integer_beyond_64_bits_stays_that_integer_in_the_record(client, function_dict):
+    big = 10**30 + 7
+    created = client.post(
+        "/api/v1/runs", headers=USER, json={"function": function_dict(), "params": {"x": big}}
+    )
+    assert created.status_code == 201, created.text
+    run = wait_state(client, created.json()["uid"], {"completed", "error"})
+    assert run["state"] == "completed"
+    assert run["params"] == {"x": big}  # read back from the database, not as a float
+    assert run["results"]["double"] == 2 * big  # what the handler took and returned
+
+
 def test_logs_are_read_from_an_offset(client, function_dict):
     printer = function_dict(
         "def handler(context):\n    print('first line')\n    print('second line')\n",
