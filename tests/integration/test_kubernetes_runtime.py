@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client
 
 import runplane
-from runplane import names
+from runplane import meters, names
 from runplane.bootstrap import Invocation
 from runplane.config import Settings
 from runplane.errors import ConflictError
@@ -347,6 +347,35 @@ def test_abort_deletes_the_pod_and_reports_aborted(
     assert not any(e.state is RunState.ERROR for e in recorder.of(uid))
     wait_gone(testbed_cluster, uid)
     assert not runtime.abort(uid, "Aborted", ""), "nothing left to abort"
+
+
+def requests_sent() -> dict[tuple[str, meters.Labels], int]:
+    return {key: n for key, n in meters.counts().items() if key[0] == "kube_requests"}
+
+
+def test_an_abort_decided_is_reported_before_any_request_carries_it_out(
+    testbed_cluster: TestbedCluster,
+    runtime: KubernetesRuntime,
+    recorder: Recorder,
+    settings: Settings,
+) -> None:
+    # The monitor reports a breach aborting as it decides it (from the synced watch, asking
+    # nothing), then an abort thread carries it out: the report comes once.
+    uid = new_uid()
+    runtime.launch(request(job("never-fits", cpu=1000), settings, uid))
+    recorder.wait(uid, lambda e: e.reason == "Unschedulable", what="Unschedulable")
+    before = requests_sent()
+    runtime.aborting(uid, "ThresholdExceeded", "pending for too long")
+    aborting = recorder.wait(uid, state(RunState.ABORTING), timeout=5, what="aborting")
+    assert (aborting.reason, aborting.message) == ("ThresholdExceeded", "pending for too long")
+    assert requests_sent() == before  # no request: the pod as the watch knows it
+    assert pod_names(testbed_cluster, uid), "reported, not yet carried out"
+    assert runtime.abort(uid, "ThresholdExceeded", "pending for too long")
+    recorder.wait(uid, state(RunState.ABORTED), what="aborted")
+    assert [e.state for e in recorder.of(uid)].count(RunState.ABORTING) == 1
+    wait_gone(testbed_cluster, uid)
+    runtime.aborting(uid, "ThresholdExceeded", "again")  # nothing left: nothing reported
+    assert [e.state for e in recorder.of(uid)].count(RunState.ABORTING) == 1
 
 
 def test_abort_of_a_pending_run(

@@ -59,6 +59,9 @@ class Cluster:
         self._events.publish(RunEvent(uid, RunState.ABORTED, reason=reason, message=message))
         return True
 
+    def aborting(self, uid: str, reason: str, message: str) -> None:
+        pass  # its abort reports at once
+
     def events(self) -> AsyncIterator[RunEvent]:
         return self._events.read()
 

@@ -135,6 +135,13 @@ class Runtime(Protocol):
     def abort(self, uid: str, reason: str, message: str) -> bool:
         """Stop a run; ``False`` if this runtime has nothing of it left to stop."""
 
+    def aborting(self, uid: str, reason: str, message: str) -> None:
+        """Report the run ``aborting`` now, from what the runtime knows of it without asking
+        anyone, when :meth:`abort` follows on another thread: the service's monitor calls it
+        as it decides to abort (a threshold breached), so that a burst of aborts, each waiting
+        on requests to a cluster, reports each run when it was decided, not as its turn to be
+        carried out comes. A runtime whose abort reports at once does nothing here."""
+
     def resize(
         self, uid: str, memory: int | None, cpu: int | None, by: str, why: str
     ) -> ResizeRecord:

@@ -113,18 +113,12 @@ class Monitor:
                     if (deadline := live.next_deadline()) is not None:
                         timeout = min(timeout, max(deadline - now, 0.0))
                     live.lock.wait(timeout)
-            # Aborts on a cluster are API calls; breaches due together are aborted together.
-            for breach in breaches:
-                self.shared.aborts.submit(
-                    self.shared.runtime.abort, breach.uid, Reason.THRESHOLD, breach.text
-                )
-            for wait in spot_waits:
-                self.shared.aborts.submit(
-                    self.shared.runtime.abort,
-                    wait.uid,
-                    Reason.SPOT_UNAVAILABLE,
-                    _SPOT_FALLBACK_TEXT,
-                )
+            # Aborts on a cluster are API calls; breaches due together are aborted together,
+            # each reported aborting as it is decided (not as an abort thread comes free).
+            ends = [(b.uid, Reason.THRESHOLD, b.text) for b in breaches]
+            ends += [(w.uid, Reason.SPOT_UNAVAILABLE, _SPOT_FALLBACK_TEXT) for w in spot_waits]
+            for uid, reason, text in ends:
+                self._decided_abort(uid, reason, text)
             for uid, attempt in due:
                 self._retries.submit(self.launcher.launch_retry, uid, attempt)
             if self._executor is not None and time.monotonic() >= next_poll:
@@ -144,6 +138,13 @@ class Monitor:
                     self._pick_up()
                 except Exception:  # the next read tries again
                     log.exception("reading what other replicas recorded failed")
+
+    def _decided_abort(self, uid: str, reason: str, text: str) -> None:
+        try:
+            self.shared.runtime.aborting(uid, reason, text)
+        except Exception:  # the abort below reports it as it begins
+            log.exception("run %s: reporting its abort failed", uid)
+        self.shared.aborts.submit(self.shared.runtime.abort, uid, reason, text)
 
     def _pick_up(self) -> None:
         """Carry out the aborts other replicas recorded, then launch the runs they recorded

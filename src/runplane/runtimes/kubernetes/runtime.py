@@ -629,12 +629,8 @@ class KubernetesRuntime:
         live = [pod for pod in pods if not _finished(pod)]
         if not live and not workloads:
             return False
-        self._tracker.abort(uid, reason, message)
+        self._announce(uid, reason, message, live)  # before the requests that carry it out
         notes = {names.ABORT_REASON: reason, names.ABORT_MESSAGE: message}
-        for pod in live:  # aborting from now: recorded before the requests that carry it out
-            meta = pod["metadata"]
-            annotated = {**meta, "annotations": {**(meta.get("annotations") or {}), **notes}}
-            self._tracker.deliver(meta["uid"], pod_to_event({**pod, "metadata": annotated}))
         for pod in live:
             meta = pod["metadata"]
             # The uid precondition: never touch a newer pod that took the same name.
@@ -660,6 +656,28 @@ class KubernetesRuntime:
                 f"workload-{uid}", RunEvent(uid, RunState.ABORTED, reason=reason, message=message)
             )
         return True
+
+    def aborting(self, uid: str, reason: str, message: str) -> None:
+        """Report the run ``aborting`` from its unfinished pods as the synced watch knows
+        them, asking nothing: :meth:`abort`, which follows on an abort thread, reports the
+        same (once) before its requests. A watch in trouble, or one that knows no unfinished
+        pod of the run, leaves the report to :meth:`abort`, which lists what it must."""
+        if self.watch.trouble() is not None:
+            return
+        live = [pod for pod in self.watch.known_by(uid) if not _finished(pod)]
+        if live:
+            self._announce(uid, reason, message, live)
+
+    def _announce(self, uid: str, reason: str, message: str, live: list[dict[str, Any]]) -> None:
+        """The run is aborting from now: its pods' later changes report the abort, and each
+        of ``live`` is reported ``aborting`` with the abort's reason (the tracker publishes
+        the same report of a pod once)."""
+        self._tracker.abort(uid, reason, message)
+        notes = {names.ABORT_REASON: reason, names.ABORT_MESSAGE: message}
+        for pod in live:
+            meta = pod["metadata"]
+            annotated = {**meta, "annotations": {**(meta.get("annotations") or {}), **notes}}
+            self._tracker.deliver(meta["uid"], pod_to_event({**pod, "metadata": annotated}))
 
     def _to_abort(self, uid: str) -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
         """The run's pods and operator workloads, to abort them: from the watch, with no

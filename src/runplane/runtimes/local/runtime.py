@@ -373,6 +373,10 @@ class LocalRuntime:
             self._emit(uid, RunState.ABORTING, reason, message)
         return True
 
+    def aborting(self, uid: str, reason: str, message: str) -> None:
+        """Nothing: :meth:`abort` reports the run ``aborting`` (or ``aborted``) as it is
+        called, and returns at once."""
+
     def close(self, grace: float = 0.0) -> None:
         """Start nothing more; give running runs ``grace`` seconds, then abort them (they die
         with this process), and let queued runs go unreported: the caller settles them."""
