@@ -8,8 +8,9 @@ could be replaced by, on this machine, in one command:
   to FastAPI's route with the API's body model, to a plain Starlette route validating the same
   model, to a bare ASGI app, and to runplane's own API with its submission answered at once
   (:func:`service_app`: the gate, its lane for ``POST /runs``, the hand-off to a thread, the
-  record's answer), each served by uvicorn (httptools, uvloop) in a process of its own: that
-  process's CPU per request;
+  record's answer; :func:`service_route_app`: the same through FastAPI's route, as before the
+  lane), each served by uvicorn (httptools, uvloop) in a process of its own: that process's
+  CPU per request;
 * **the pod's POST over TLS**: the run's rendered pod sent to a loopback TLS server (an EC
   P-256 certificate, as the testbed's API server has) answering 201 with a created pod's size,
   through urllib3's connection pool (what runplane's Kubernetes client sends it on) and through
@@ -115,8 +116,19 @@ def service_app() -> Any:
     own, from the environment :func:`framework` gives it) whose ``submit`` answers the record
     of one run made at the first call: what the service's HTTP path costs a submission beside
     the submission's own work (validating the body, the hand-off to a thread, the answer)."""
+    return _service(lane=True)
+
+
+def service_route_app() -> Any:
+    """:func:`service_app` with ``POST /runs`` taken by its FastAPI route, not by the gate's
+    lane (the app as it was before the lane)."""
+    return _service(lane=False)
+
+
+def _service(lane: bool) -> Any:
     from runplane.config import current
     from runplane.service.api import create_app, prepare_routes
+    from runplane.service.guard import Gate
     from runplane.service.server import Server
 
     server = Server(current())
@@ -130,6 +142,9 @@ def service_app() -> Any:
 
     server.submit = once  # type: ignore[method-assign]
     app = create_app(server)
+    if not lane:
+        (gate,) = [m for m in app.user_middleware if m.cls is Gate]
+        gate.kwargs["lanes"] = {}
     prepare_routes(app)
     return app
 
@@ -144,9 +159,10 @@ def framework(body: bytes, requests: int, work: Path) -> dict[str, float]:
             [{"token": SERVICE_TOKEN, "user": "bench", "role": "admin"}]
         ).decode(),
     }
-    for app in ("fastapi_app", "starlette_app", "bare_app", "service_app"):
+    apps = ("fastapi_app", "starlette_app", "bare_app", "service_route_app", "service_app")
+    for app in apps:
         port = free_port()
-        ours = app == "service_app"
+        ours = app.startswith("service_")
         server = subprocess.Popen(
             [
                 *(sys.executable, "-m", "uvicorn", f"bench.service_floors:{app}"),
@@ -421,7 +437,7 @@ def main() -> None:
         print(f"\nthe HTTP framework: a run's submission ({len(body)} bytes), server CPU per POST")
         for app, seconds in served.items():
             ratio = seconds * 1000 / fastapi_ms
-            print(f"  {app:14s} {seconds * 1000:6.3f} ms ({ratio:.2f} of FastAPI's)")
+            print(f"  {app:17s} {seconds * 1000:6.3f} ms ({ratio:.2f} of FastAPI's)")
         posts = pod_posts(work, body, args.requests)
         size = int(posts.pop("pod_bytes"))
         print(
