@@ -63,7 +63,8 @@ def test_a_warm_no_op_is_charged_what_a_fresh_interpreter_is(
     # alone, the two agree within 2 MiB; inside the whole suite a fresh run has read up to
     # 5 MiB more (15.3 against 10.5 MiB, both fresh runs alike), and with coverage in every
     # process on a busy machine a forked no-op has been charged 5.7 MiB of its own, against
-    # 2.7-2.8 on a quiet one (warm 17.6 against fresh 15.4 MiB): neither explained yet
+    # 2.7-2.8 on a quiet one (warm 17.6 against fresh 15.4 MiB); without coverage, 1.5-1.8 busy
+    # or quiet, so that spread is coverage's in the forked run. Neither is explained yet
     # (docs/local.md, "How memory is counted"), so the bounds are those. A footprint left out
     # (the warm run charged its own 1-2 MiB) or counted twice (6 MiB or more above fresh)
     # still fails.
