@@ -4,6 +4,7 @@ function with one limit ends here as it does in a pod."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -61,17 +62,18 @@ def test_a_warm_no_op_is_charged_what_a_fresh_interpreter_is(
     assert fresh > 6 * MiB, f"a fresh interpreter's peak is {fresh / MiB:.1f} MiB"
     # Without counting what it inherits, a forked run is charged only ~1-2 MiB of its own. Run
     # alone, the two agree within 2 MiB; inside the whole suite a fresh run has read up to
-    # 5 MiB more (15.3 against 10.5 MiB, both fresh runs alike), and with coverage in every
-    # process on a busy machine a forked no-op has been charged 5.7 MiB of its own, against
-    # 2.7-2.8 on a quiet one (warm 17.6 against fresh 15.4 MiB); without coverage, 1.5-1.8 busy
-    # or quiet, so that spread is coverage's in the forked run. Neither is explained yet
-    # (docs/local.md, "How memory is counted"), so the bounds are those. A footprint left out
+    # 5 MiB more (15.3 against 10.5 MiB, both fresh runs alike): not yet explained (docs/local.md,
+    # "How memory is counted"), so the bound below is that. Coverage in the runs' processes
+    # (pytest-cov hands them COVERAGE_PROCESS_CONFIG) charges a forked no-op 2.7-2.8 MiB of its
+    # own on a quiet machine and up to 5.7 on a busy one (warm 17.6 against fresh 15.4 MiB),
+    # where without it 1.5-1.8, busy or quiet: 2 MiB more room above then. A footprint left out
     # (the warm run charged its own 1-2 MiB) or counted twice (6 MiB or more above fresh)
-    # still fails.
+    # fails either way.
     footprints = json.loads(cached.read_text()) if cached.is_file() else {}
     measured = ", ".join(f"{value / MiB:.1f}" for value in footprints.values())
     said = f"warm {warm / MiB:.1f} MiB (footprint {measured} MiB), fresh {fresh / MiB:.1f} MiB"
-    assert fresh - 6 * MiB < warm < fresh + 4 * MiB, said
+    above = (4 if "COVERAGE_PROCESS_CONFIG" in os.environ else 2) * MiB
+    assert fresh - 6 * MiB < warm < fresh + above, said
     assert cached.is_file()  # measured once, kept for the next start
 
 
