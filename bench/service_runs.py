@@ -14,6 +14,12 @@ group, and ``runplane serve`` on the Kubernetes runtime as a separate process, t
 
     python bench/service_runs.py [--nodes 200] [--runs 2000] [--clients 8] [--breaches 100]
                                  [--run-seconds 3600] [--restart] [--profile FILE]
+                                 [--database postgresql+psycopg://USER@HOST:PORT/DB]
+
+With ``--database``, the service records runs in a database of its own created on that
+PostgreSQL server (dropped after) instead of SQLite, and the server's CPU per run is reported
+beside the service's: the database's work is then a process of its own, as the control plane's
+is.
 
 ``measure`` runs the same on a cluster already up (CI's short form:
 ``tests/integration/test_service_bench.py``).
@@ -70,14 +76,23 @@ class Load:
     run_seconds: int = 3600
     restart: bool = False
     profile: Path | None = None
+    #: A PostgreSQL server's URL (its maintenance database), where the benchmark's database is
+    #: made; ``None``: SQLite, a file of the service's.
+    database: str | None = None
 
 
 class Bench:
     """One benchmark's service, its nodes and its records, on a cluster that is up."""
 
-    def __init__(self, work: Path, kubeconfig: Path, namespace: str, tag: str) -> None:
+    def __init__(
+        self, work: Path, kubeconfig: Path, namespace: str, tag: str, database: str | None = None
+    ) -> None:
         self.work, self.kubeconfig, self.namespace, self.tag = work, kubeconfig, namespace, tag
         self.group = f"bench-{tag}"
+        self.database_url = f"sqlite:///{work / 'service.db'}"
+        self._server: str | None = database
+        if database is not None:
+            self.database_url = created_database(database, f"runplane_bench_{tag}")
 
     def function(self, name: str, annotations: dict[str, str], cpu: str) -> dict[str, Any]:
         import runplane
@@ -102,7 +117,7 @@ class Bench:
             "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
             "RUNPLANE_SERVICE__KUBECONFIG": str(self.kubeconfig),
             "RUNPLANE_SERVICE__INSTANCE": self.group,
-            "RUNPLANE_SERVICE__DATABASE_URL": f"sqlite:///{work / 'service.db'}",
+            "RUNPLANE_SERVICE__DATABASE_URL": self.database_url,
             "RUNPLANE_SERVICE__TOKENS": json.dumps(
                 [{"token": TOKEN, "user": "bench", "role": "admin"}]
             ),
@@ -114,6 +129,16 @@ class Bench:
     def states(self) -> dict[str, tuple[str, bool]]:
         """Each run's state and whether it has started, by uid: the light query the waits
         poll (loading every record each time would be this process's largest cost)."""
+        if self._server is not None:
+            from sqlalchemy import create_engine
+
+            engine = create_engine(self.database_url)
+            try:
+                with engine.connect() as connection:
+                    rows = connection.exec_driver_sql("SELECT uid, state, started_at FROM runs")
+                    return {uid: (state, started is not None) for uid, state, started in rows}
+            finally:
+                engine.dispose()
         database = f"file:{self.work / 'service.db'}?mode=ro"
         with sqlite3.connect(database, uri=True, timeout=30) as connection:
             rows = connection.execute("SELECT uid, state, started_at FROM runs")
@@ -125,11 +150,57 @@ class Bench:
         from runplane.service.db import connect
         from runplane.service.records import RunStore
 
-        store = RunStore(connect(f"sqlite:///{self.work / 'service.db'}"))
+        store = RunStore(connect(self.database_url))
         try:
             return store.list_runs(limit=1_000_000)
         finally:
             store.close()
+
+    def drop_database(self) -> None:
+        if self._server is not None:
+            dropped_database(self._server, self.database_url)
+
+
+def created_database(server: str, name: str) -> str:
+    """The URL of a new, empty database ``name`` on the PostgreSQL server ``server`` names."""
+    from sqlalchemy import create_engine, make_url
+
+    engine = create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    finally:
+        engine.dispose()
+    return make_url(server).set(database=name).render_as_string(hide_password=False)
+
+
+def dropped_database(server: str, url: str) -> None:
+    from sqlalchemy import create_engine, make_url
+
+    engine = create_engine(server, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            name = make_url(url).database
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        engine.dispose()
+
+
+def database_processes(server: str | None) -> list[psutil.Process]:
+    """The PostgreSQL server's processes (the postmaster and its backends), by the port its
+    URL names: what the database does for the service is counted apart from the service."""
+    if server is None:
+        return []
+    from sqlalchemy import make_url
+
+    port = make_url(server).port or 5432
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "postgres" and f"-p {port}" in " ".join(
+            process.info["cmdline"] or []
+        ):
+            found.append(process)
+    return [*found, *(c for p in found for c in p.children(recursive=True))]
 
 
 def started(record: Any) -> float:
@@ -223,7 +294,7 @@ def measure(
     """The benchmark on the cluster ``api`` reaches, on nodes of its own (deleted after);
     prints as it goes and returns the summary. ``plane``: the control plane's processes,
     whose share of the CPU is reported."""
-    bench = Bench(work, kubeconfig, namespace, uuid.uuid4().hex[:6])
+    bench = Bench(work, kubeconfig, namespace, uuid.uuid4().hex[:6], load.database)
     group = topology.NodeGroup(bench.group, load.nodes, 32, 128, "m5.8xlarge", max_pods=250)
     nodes = group.node_names()
     topology.create_nodes(api, (topology.node_manifest(group, n, i) for i, n in enumerate(nodes)))
@@ -241,6 +312,7 @@ def measure(
         core = client.CoreV1Api(api)
         for node in nodes:
             core.delete_node(node)
+        bench.drop_database()
 
 
 def _measure(
@@ -282,6 +354,8 @@ def _measure(
     system_before = served.cpu_times().system
     plane_before = {p.pid: sum(p.cpu_times()[:2]) for p in plane}
     machine_before = sum(psutil.cpu_times()[:3])
+    database = {p.pid: p for p in database_processes(load.database)}
+    database_before = {pid: _cpu(p) for pid, p in database.items()}
     start = time.monotonic()
     with ThreadPoolExecutor(load.clients) as pool:
         uids = list(pool.map(submit, [{"function": steady}] * load.runs))
@@ -294,6 +368,10 @@ def _measure(
     service_system = served.cpu_times().system - system_before
     plane_cpu = sum(sum(p.cpu_times()[:2]) - plane_before[p.pid] for p in plane)
     machine_cpu = sum(psutil.cpu_times()[:3]) - machine_before
+    database |= {p.pid: p for p in database_processes(load.database)}  # backends opened since
+    database_cpu = sum(
+        max(0.0, _cpu(p) - database_before.get(pid, 0.0)) for pid, p in database.items()
+    )
     print(
         f"submitted {len(uids)} runs in {submit_s:.1f} s: "
         f"{len(uids) / submit_s:.1f} runs/s from {load.clients} clients"
@@ -304,6 +382,12 @@ def _measure(
         f"in the kernel) -> one core of the service alone would accept "
         f"{len(uids) / service_cpu:.0f} runs/s"
     )
+    if load.database is not None:
+        print(
+            f"PostgreSQL's CPU while submitting: {database_cpu:.1f} s, "
+            f"{database_cpu / len(uids) * 1000:.1f} ms per run, "
+            f"{database_cpu / machine_cpu:.0%} of the machine's"
+        )
     print(
         f"CPU while submitting, of {machine_cpu:.1f} s used on the machine: service "
         f"{service_cpu / machine_cpu:.0%}, control plane and kwok {plane_cpu / machine_cpu:.0%}"
@@ -393,6 +477,14 @@ def _measure(
         "service_cpu_ms_per_run": round(service_cpu / len(uids) * 1000, 1),
         "service_cpu_share": round(service_cpu / machine_cpu, 2),
         "control_plane_cpu_share": round(plane_cpu / machine_cpu, 2),
+        **(
+            {
+                "database_cpu_ms_per_run": round(database_cpu / len(uids) * 1000, 1),
+                "database_cpu_share": round(database_cpu / machine_cpu, 2),
+            }
+            if load.database is not None
+            else {}
+        ),
         "reached_running": len(done),
         "running_p50_s": round(statistics.median(latencies), 2),
         "running_p99_s": round(percentile(latencies, 0.99), 2),
@@ -404,6 +496,14 @@ def _measure(
         **restart,
         "per_run": spent,
     }
+
+
+def _cpu(process: psutil.Process) -> float:
+    """A process's CPU seconds so far; what it spent before it ended is not known here."""
+    try:
+        return float(sum(process.cpu_times()[:2]))
+    except psutil.NoSuchProcess:
+        return 0.0
 
 
 def main() -> int:
@@ -432,6 +532,12 @@ def main() -> int:
         help="sample the service with py-spy (the thread holding the GIL, named) until every "
         "run is Running; writes collapsed stacks to this file, and prints the service's CPU "
         "per run by thread while the runs were submitted",
+    )
+    parser.add_argument(
+        "--database",
+        help="a PostgreSQL server's URL (postgresql+psycopg://USER@HOST:PORT/postgres): the "
+        "service records runs in a database made there for the benchmark (dropped after), "
+        "and the server's CPU per run is reported beside the service's; default: SQLite",
     )
     args = parser.parse_args()
     print(f"command: {shlex.join([Path(sys.executable).name, *sys.argv])}")

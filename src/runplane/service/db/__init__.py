@@ -11,6 +11,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from sqlalchemy import Engine, create_engine, event, inspect, make_url, text
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
+    DisconnectionError,
     NoSuchModuleError,
     OperationalError,
     SQLAlchemyError,
@@ -145,6 +147,7 @@ def connect(url: str) -> Engine:
                 connect_args={"check_same_thread": False, "timeout": 30},
                 json_serializer=stored_text,
                 json_deserializer=stored_json,
+                **_POOL,
             )
             event.listen(engine, "connect", _sqlite_pragmas)
             writers = _Writers()
@@ -154,10 +157,12 @@ def connect(url: str) -> Engine:
         else:
             engine = create_engine(
                 url,
-                pool_pre_ping=True,
                 json_serializer=stored_text,
                 json_deserializer=stored_json,
+                **_POOL,
             )
+            event.listen(engine, "checkout", _ping_if_idle)
+            event.listen(engine, "checkin", _note_checkin)
         event.listen(engine, "before_cursor_execute", _count_statement)
         # On SQLite the first connection is made under the lock too: its switch to WAL takes
         # the file's exclusive lock, which SQLite refuses at once ("database is locked"),
@@ -176,6 +181,42 @@ def connect(url: str) -> Engine:
         reason = " ".join(str(error.orig).split())
         raise ConfigError(f"service.database_url: cannot open {_hidden(url)}: {reason}") from None
     return engine
+
+
+#: Connections kept open: as many as the service's threads use at once (its 16 submission
+#: threads, the recorder, the monitor and its loops), and as many again beyond those for a
+#: burst of requests (closed when returned). With SQLAlchemy's default of 5 kept, every burst of
+#: submissions opened connections and closed them again: on PostgreSQL a server process started
+#: and ended per connection, on the path of the run (docs/benchmarks.md, "Scale").
+_POOL: dict[str, Any] = {"pool_size": 20, "max_overflow": 20}
+#: A pooled PostgreSQL connection unused this long is checked (a round trip) before it is
+#: handed out: the server may have closed it (restarted, idle timeout) meanwhile.
+IDLE_PING_SECONDS = 10.0
+_CHECKED_IN = "runplane_checked_in"
+
+
+def _note_checkin(_connection: object, record: Any) -> None:
+    record.info[_CHECKED_IN] = time.monotonic()
+
+
+def _ping_if_idle(connection: Any, record: Any, _proxy: object) -> None:
+    """Check a connection that sat idle in the pool before it is used, as SQLAlchemy's
+    ``pool_pre_ping`` does on every checkout: a round trip to the server on every transaction,
+    every run's record and every burst of its events, for a connection returned a moment ago.
+    One found closed is replaced (``DisconnectionError`` makes the pool connect anew)."""
+    returned = record.info.get(_CHECKED_IN)
+    if returned is None or time.monotonic() - returned < IDLE_PING_SECONDS:
+        return
+    try:
+        cursor = connection.cursor()
+        try:
+            cursor.execute("SELECT 1")
+        finally:
+            cursor.close()
+        if not connection.autocommit:
+            connection.rollback()  # the check's own transaction, ended before the caller's
+    except Exception as error:  # the driver's error, whatever the connection's failure
+        raise DisconnectionError(f"a pooled connection did not answer: {error}") from error
 
 
 def unreachable(engine: Engine) -> str | None:

@@ -1,0 +1,96 @@
+"""The service's connection pool: connections kept for its threads, and a PostgreSQL connection
+the server closed while it sat idle in the pool replaced before a transaction meets it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from threading import Barrier
+
+import pytest
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import DBAPIError
+
+from runplane.service import db
+from runplane.service.outage import outage
+from tests.databases import drop_postgres_database, fresh_postgres_database
+from tests.service.conftest import postgres_url
+
+
+@pytest.fixture
+def postgres(migrated_postgres: str) -> Iterator[Engine]:
+    """The service's engine on a PostgreSQL database of its own (the idle check is for a
+    server that may close a connection; a SQLite file has none)."""
+    url = fresh_postgres_database(postgres_url(), migrated_postgres)
+    engine = db.connect(url)
+    yield engine
+    engine.dispose()
+    drop_postgres_database(url)
+
+
+def backend_pid(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+def terminate(pid: int) -> None:
+    """Close a backend from the server's side, as a restart or an idle timeout would."""
+    admin = create_engine(postgres_url(), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            assert connection.execute(text(f"SELECT pg_terminate_backend({pid})")).scalar_one()
+            # Gone once the server no longer lists it (terminate only signals the backend).
+            connection.execute(
+                text(
+                    "DO $$ BEGIN WHILE EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = "
+                    f"{pid}) LOOP PERFORM pg_sleep(0.01); END LOOP; END $$"
+                )
+            )
+    finally:
+        admin.dispose()
+
+
+def test_a_connection_closed_while_idle_is_replaced_before_it_is_used(
+    postgres: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(db, "IDLE_PING_SECONDS", 0.0)  # every connection returned counts as idle
+    first = backend_pid(postgres)
+    terminate(first)
+    assert backend_pid(postgres) != first  # answered, on a new connection
+
+
+def test_a_connection_used_a_moment_ago_is_not_checked_again(postgres: Engine) -> None:
+    sent: list[str] = []
+    backend_pid(postgres)  # a pooled connection, returned just now
+    pid = backend_pid(postgres)
+
+    @event.listens_for(postgres, "before_cursor_execute")
+    def count(*args: object) -> None:
+        sent.append(str(args[2]))
+
+    terminate(pid)
+    # Within IDLE_PING_SECONDS it is handed out unchecked: the transaction meets the closed
+    # connection (what a check on every checkout would cost is a round trip per transaction).
+    with pytest.raises(DBAPIError) as failed:
+        backend_pid(postgres)
+    assert sent == ["SELECT pg_backend_pid()"]
+    # An outage, as the API and the recorder take one: 503 with Retry-After, written again.
+    assert outage(failed.value) is not None
+    assert backend_pid(postgres) != pid  # the pool replaced it after the failure
+
+
+def test_the_pool_keeps_a_connection_for_each_submission_thread(postgres: Engine) -> None:
+    """Sixteen transactions at once (the submission threads) and again: the same sixteen
+    server processes, none opened for the second round."""
+    together = Barrier(16)
+
+    def held() -> int:
+        with postgres.connect() as connection:
+            together.wait(timeout=30)
+            return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+    with ThreadPoolExecutor(16) as pool:
+        first = set(pool.map(lambda _: held(), range(16)))
+        second = set(pool.map(lambda _: held(), range(16)))
+    assert len(first) == 16
+    assert second == first
