@@ -200,10 +200,11 @@ def _note_checkin(_connection: object, record: Any) -> None:
 
 
 def _ping_if_idle(connection: Any, record: Any, _proxy: object) -> None:
-    """Check a connection that sat idle in the pool before it is used, as SQLAlchemy's
-    ``pool_pre_ping`` does on every checkout: a round trip to the server on every transaction,
-    every run's record and every burst of its events, for a connection returned a moment ago.
-    One found closed is replaced (``DisconnectionError`` makes the pool connect anew)."""
+    """Check a connection before it is used when it sat in the pool :data:`IDLE_PING_SECONDS`
+    or more. SQLAlchemy's ``pool_pre_ping`` checks at every checkout: a round trip to the
+    server for every run's record and every burst of its events, even on a connection returned
+    a moment ago. One found closed is replaced (``DisconnectionError`` makes the pool connect
+    anew)."""
     returned = record.info.get(_CHECKED_IN)
     if returned is None or time.monotonic() - returned < IDLE_PING_SECONDS:
         return
