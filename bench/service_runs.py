@@ -163,25 +163,26 @@ class Bench:
 
 def created_database(server: str, name: str) -> str:
     """The URL of a new, empty database ``name`` on the PostgreSQL server ``server`` names."""
-    from sqlalchemy import create_engine, make_url
+    from sqlalchemy import make_url
 
-    engine = create_engine(server, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    finally:
-        engine.dispose()
+    _on_server(server, f'CREATE DATABASE "{name}"')
     return make_url(server).set(database=name).render_as_string(hide_password=False)
 
 
 def dropped_database(server: str, url: str) -> None:
-    from sqlalchemy import create_engine, make_url
+    from sqlalchemy import make_url
+
+    _on_server(server, f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+
+
+def _on_server(server: str, statement: str) -> None:
+    """``statement`` run on the server outside a transaction (as databases are made)."""
+    from sqlalchemy import create_engine
 
     engine = create_engine(server, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as connection:
-            name = make_url(url).database
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            connection.exec_driver_sql(statement)
     finally:
         engine.dispose()
 
