@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 
 @dataclass
@@ -40,17 +41,46 @@ class Controller:
 def await_established(
     extensions: client.ApiextensionsV1Api, names: Iterable[str], timeout: float
 ) -> None:
-    """Wait until every named CRD is served: a custom resource made before that is refused."""
+    """Wait until every named CRD is served: a custom resource made before that is refused.
+
+    Served means established and in API discovery too: the API server lists a new resource in
+    its group's discovery a moment after the CRD is established, and the service asks discovery
+    whether an operator's kind exists (on a busy machine that moment was long enough for a
+    submission to be refused as if no operator were installed)."""
     deadline = time.monotonic() + timeout
     for name in names:
         while True:
-            status = extensions.read_custom_resource_definition(name).status
+            crd = extensions.read_custom_resource_definition(name)
+            status = crd.status
             conditions = {c.type: c.status for c in (status.conditions or [])} if status else {}
-            if conditions.get("Established") == "True":
+            if conditions.get("Established") == "True" and _discovered(extensions, crd):
                 break
             if time.monotonic() > deadline:
-                raise AssertionError(f"CRD {name} not established after {timeout:.0f}s")
+                raise AssertionError(f"CRD {name} not served after {timeout:.0f}s")
             time.sleep(0.2)
+
+
+def _discovered(
+    extensions: client.ApiextensionsV1Api, crd: client.V1CustomResourceDefinition
+) -> bool:
+    """Whether API discovery lists ``crd``'s resource in every version it serves."""
+    for version in (v.name for v in crd.spec.versions if v.served):
+        try:
+            found = extensions.api_client.call_api(
+                f"/apis/{crd.spec.group}/{version}",
+                "GET",
+                auth_settings=["BearerToken"],
+                response_type="object",
+                _return_http_data_only=True,
+            )
+        except ApiException as error:
+            if error.status == 404:  # the group's version is not in discovery yet
+                return False
+            raise
+        listed = {str(r.get("name")) for r in (found or {}).get("resources") or []}
+        if crd.spec.names.plural not in listed:
+            return False
+    return True
 
 
 @contextmanager
