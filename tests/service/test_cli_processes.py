@@ -170,13 +170,20 @@ def test_completion_of_commands_options_uids_and_function_names(
     (tmp_path / "slow.py").write_text(SLOW.replace("1.5", "0"))
     ran = runplane(env, "run", str(tmp_path / "slow.py"), "--handler", "handler", "--name", "tab")
     assert ran.returncode == 0, ran.stderr
-    uid = json.loads(runplane(env, "runs", "-o", "json").stdout)[0]["uid"]
+    listed = json.loads(runplane(env, "runs", "-o", "json").stdout)
+    uid = listed[0]["uid"]
+    # A prefix no run of this service has (earlier tests' runs included).
+    unused = next(
+        prefix
+        for prefix in (f"{a}{b}" for a in "0123456789abcdef" for b in "0123456789abcdef")
+        if not any(run["uid"].startswith(prefix) for run in listed)
+    )
     assert completions(env, "ge") == ["get"]
     assert {"nodes", "node", "run", "functions"} <= set(completions(env, "get", ""))
     assert completions(env, "runs", "--wa") == ["--watch"]
     assert completions(env, "runs", "-o", "") == ["table", "wide", "json", "yaml"]
     assert completions(env, "get", "run", uid[:4]) == [uid]
-    assert completions(env, "logs", "0" if uid[0] != "0" else "1") == []
+    assert completions(env, "logs", unused) == []
     assert completions(env, "get", "function", "t") == ["tab"]
     assert completions(env, "runs", "--name", "ta") == ["tab"]
     # A service that cannot be reached offers nothing, quickly, and says nothing.
