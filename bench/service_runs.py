@@ -45,7 +45,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -54,6 +54,9 @@ import psutil
 from kubernetes import client
 
 from testbed import cluster, kube, meters, serve, topology
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 TOKEN = "bench-token-0123456789"
 CODE = "def handler(context):\n    return 1\n"
@@ -91,6 +94,7 @@ class Bench:
         self.group = f"bench-{tag}"
         self.database_url = f"sqlite:///{work / 'service.db'}"
         self._server: str | None = database
+        self._engine: Engine | None = None
         if database is not None:
             self.database_url = created_database(database, f"runplane_bench_{tag}")
 
@@ -130,15 +134,13 @@ class Bench:
         """Each run's state and whether it has started, by uid: the light query the waits
         poll (loading every record each time would be this process's largest cost)."""
         if self._server is not None:
-            from sqlalchemy import create_engine
+            if self._engine is None:  # one connection for the benchmark: a poll opens none
+                from sqlalchemy import create_engine
 
-            engine = create_engine(self.database_url)
-            try:
-                with engine.connect() as connection:
-                    rows = connection.exec_driver_sql("SELECT uid, state, started_at FROM runs")
-                    return {uid: (state, started is not None) for uid, state, started in rows}
-            finally:
-                engine.dispose()
+                self._engine = create_engine(self.database_url, pool_size=1)
+            with self._engine.connect() as connection:
+                rows = connection.exec_driver_sql("SELECT uid, state, started_at FROM runs")
+                return {uid: (state, started is not None) for uid, state, started in rows}
         database = f"file:{self.work / 'service.db'}?mode=ro"
         with sqlite3.connect(database, uri=True, timeout=30) as connection:
             rows = connection.execute("SELECT uid, state, started_at FROM runs")
@@ -157,6 +159,9 @@ class Bench:
             store.close()
 
     def drop_database(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
         if self._server is not None:
             dropped_database(self._server, self.database_url)
 
