@@ -1,8 +1,10 @@
-"""The service's connection pool: connections kept for its threads, and a PostgreSQL connection
-the server closed while it sat idle in the pool replaced before a transaction meets it."""
+"""The service's connection pool: connections kept for its threads, a PostgreSQL connection
+the server closed while it sat idle in the pool replaced before a transaction meets it, and one
+closed under a statement sent to the driver itself invalidated as SQLAlchemy's own would be."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
@@ -11,7 +13,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import DBAPIError
 
-from runplane.service import db
+from runplane.service import db, run_counts
 from runplane.service.outage import outage
 from tests.databases import drop_postgres_database, fresh_postgres_database
 from tests.service.conftest import postgres_url
@@ -48,6 +50,19 @@ def terminate(pid: int) -> None:
             )
     finally:
         admin.dispose()
+
+
+def two_at_once(engine: Engine) -> set[int]:
+    """The server processes of two connections held at once."""
+    together = Barrier(2)
+
+    def held() -> int:
+        with engine.connect() as connection:
+            together.wait(timeout=30)
+            return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+    with ThreadPoolExecutor(2) as pool:
+        return set(pool.map(lambda _: held(), range(2)))
 
 
 def test_a_connection_closed_while_idle_is_replaced_before_it_is_used(
@@ -94,3 +109,35 @@ def test_the_pool_keeps_a_connection_for_each_submission_thread(postgres: Engine
         second = set(pool.map(lambda _: held(), range(16)))
     assert len(first) == 16
     assert second == first
+
+
+def test_a_statement_sent_to_the_driver_meets_a_closed_connection_as_sqlalchemy_would(
+    postgres: Engine,
+) -> None:
+    """A run's statements go to psycopg as compiled once (``db.prepared``), past SQLAlchemy's
+    execution: the connection the server closed under one is still invalidated, the error is
+    an outage, and the next transaction has a new connection."""
+    sent: list[str] = []
+    pooled = two_at_once(postgres)  # two connections in the pool, both used a moment ago
+
+    @event.listens_for(postgres, "before_cursor_execute")
+    def count(*args: object) -> None:
+        sent.append(str(args[2]))
+
+    for pid in pooled:  # the server restarted, say
+        terminate(pid)
+    with pytest.raises(DBAPIError) as failed, postgres.begin() as connection:
+        run_counts.add(connection, Counter({("p", "ann", "completed"): 1}))
+    assert sent == []  # not executed by SQLAlchemy
+    # The statement's own error, its connection invalidated: the transaction's end did not
+    # try a rollback on the closed connection (which would fail, and hide it).
+    assert "INSERT INTO run_counts" in str(failed.value.statement), failed.value
+    assert failed.value.connection_invalidated
+    assert outage(failed.value) is not None
+    sent.clear()
+    # The other closed connection is replaced too: no second transaction meets one.
+    assert not two_at_once(postgres) & pooled
+    with postgres.begin() as connection:  # and the statement itself goes through on it
+        run_counts.add(connection, Counter({("p", "ann", "completed"): 1}))
+    with postgres.connect() as connection:
+        assert run_counts.by_state(connection, project="p") == {"completed": 1}

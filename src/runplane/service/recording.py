@@ -68,7 +68,7 @@ _SELECT_RUNS = (
 )
 #: Each statement built once: a statement object keeps its compiled form's cache key.
 _STATEMENTS: dict[tuple[str, tuple[str, ...]], Insert | Update] = {}
-#: On SQLite, each of them for each shape of row, sent to the driver as compiled once
+#: Each of them for each shape of row, sent to the driver as compiled once
 #: (:mod:`runplane.service.db.prepared`).
 _PREPARED: dict[tuple[tuple[str, tuple[str, ...]], tuple[str, ...]], Prepared] = {}
 
@@ -321,11 +321,7 @@ def _execute(
             if where
             else insert(table)
         )
-    sqlite = connection.dialect.name == "sqlite"
     for shape, group in shapes.items():
-        if not sqlite:
-            connection.execute(statement, group)
-            continue
         prepared = _PREPARED.get((key, shape))
         if prepared is None:
             keys = {k: c for c, k in (where or {}).items()}

@@ -61,9 +61,12 @@ def _upsert(dialect: str) -> Any:
     return statement
 
 
-#: SQLite's upsert, sent to its driver (every run's record and each burst of events change a
-#: count).
-_SQLITE_UPSERT = Prepared(_upsert("sqlite"), COUNTS, ("project", "owner", "state", "runs"))
+#: Each dialect's upsert, sent to its driver (every run's record and each burst of events
+#: change a count).
+_PREPARED_UPSERT = {
+    dialect: Prepared(_upsert(dialect), COUNTS, ("project", "owner", "state", "runs"))
+    for dialect in ("sqlite", "postgresql")
+}
 
 
 def add(connection: Connection, changes: Counter[Key]) -> None:
@@ -76,10 +79,7 @@ def add(connection: Connection, changes: Counter[Key]) -> None:
     ]
     if not rows:
         return
-    if connection.dialect.name == "sqlite":
-        _SQLITE_UPSERT.execute(connection, rows)
-    else:
-        connection.execute(_upsert(connection.dialect.name), rows)
+    _PREPARED_UPSERT[connection.dialect.name].execute(connection, rows)
 
 
 def delete_runs(connection: Connection, uids: Collection[str]) -> int:

@@ -1,22 +1,23 @@
-"""Statements of every run's path sent to SQLite's driver as compiled once.
+"""Statements of every run's path sent to the database's driver as compiled once.
 
 Recording a run executes a handful of single-row statements (its row, first transition and
 attempt, its count), and SQLAlchemy's execution of each (an execution context, the compiled
 form's parameters processed by name, events) costs more CPU than SQLite's own work: about
-0.23 ms of a run's 0.61 ms record, and as much of a read's 0.42 ms. On SQLite a
-:class:`Prepared` statement is compiled once with SQLAlchemy, its parameters are processed by
-the columns' own types (so a value is stored exactly as SQLAlchemy stores it: JSON by the
-engine's serializer), and it is executed on the driver's cursor, counted as any statement
-(:mod:`runplane.meters`); :class:`PreparedRead` reads rows so. Elsewhere (PostgreSQL) each is
-executed by SQLAlchemy, as it was written.
+0.23 ms of a run's 0.61 ms record, and as much of a read's 0.42 ms. On PostgreSQL it was as
+much CPU as psycopg's own work (a record 0.86 ms, 0.55 sent so; the server's round trip is
+wall time). A :class:`Prepared` statement is compiled
+once per dialect with SQLAlchemy, its parameters are processed by the columns' own types (so a
+value is stored exactly as SQLAlchemy stores it: JSON by the engine's serializer), and it is
+executed on the driver's cursor (SQLite's ``sqlite3``, PostgreSQL's psycopg), counted as any
+statement (:mod:`runplane.meters`); :class:`PreparedRead` reads rows so.
 
 A driver's error (a uid already recorded), or a value its column's type cannot store, is raised
-as SQLAlchemy would raise it.
+as SQLAlchemy would raise it; a connection the server closed is invalidated as SQLAlchemy
+invalidates it, so the pool replaces it and the error is an outage (:mod:`..outage`).
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
@@ -29,9 +30,58 @@ from sqlalchemy.sql.dml import Insert, Update
 
 from runplane import meters
 
-_Compiled = tuple[str, tuple[str, ...], tuple[Callable[[Any], Any] | None, ...]]
+#: The parameters of a compiled statement: positional (SQLite's ``?``), in this order, or by
+#: name (psycopg's ``%(name)s``).
+_Compiled = tuple[str, bool, tuple[str, ...], tuple[Callable[[Any], Any] | None, ...]]
 #: What a statement SQLAlchemy must execute is compiled to (see :meth:`Prepared._compile`).
-_BY_SQLALCHEMY: _Compiled = ("", (), ())
+_BY_SQLALCHEMY: _Compiled = ("", False, (), ())
+
+
+def _parameters(compiled: Any) -> tuple[bool, tuple[str, ...]] | None:
+    """Whether the compiled statement's parameters are positional, and their names in order;
+    ``None`` for a form this module does not send itself (escaped names, or a paramstyle
+    other than SQLite's and psycopg's)."""
+    if compiled.positiontup is not None:
+        return True, tuple(compiled.positiontup)
+    if compiled.escaped_bind_names or compiled.dialect.paramstyle != "pyformat":
+        return None
+    return False, tuple(compiled.binds)
+
+
+def _send(connection: Connection, sql: str, values: list[Any], many: bool) -> Any:
+    """``sql`` executed on the driver's own cursor of ``connection`` with ``values`` (one
+    set, or each of several when ``many``); the cursor, its rows not read yet. The caller
+    closes it."""
+    dbapi = connection.connection.driver_connection
+    cursor = dbapi.cursor()  # type: ignore[union-attr]
+    try:
+        if many:
+            cursor.executemany(sql, values)
+        else:
+            cursor.execute(sql, values[0])
+    except connection.dialect.loaded_dbapi.Error as error:
+        cursor.close()
+        raise _driver_error(connection, sql, values, error, dbapi) from error
+    return cursor
+
+
+def _driver_error(
+    connection: Connection, sql: str, values: Any, error: Any, dbapi: Any
+) -> StatementError:
+    """``error`` as SQLAlchemy raises a driver's: wrapped, and, where it says the connection
+    is gone, with the connection invalidated and every connection the pool opened before it
+    too, as SQLAlchemy's own execution does (a server that restarted closed them all: each
+    would fail a transaction of its own otherwise). The pool's ``_invalidate`` is the one
+    SQLAlchemy calls there; it has no public name."""
+    dialect = connection.dialect
+    gone = dialect.is_disconnect(error, dbapi, None)
+    if gone and not connection.invalidated:
+        connection.engine.pool._invalidate(connection.connection, error)
+        connection.invalidate(error)
+    wrapped: StatementError = DBAPIError.instance(
+        sql, values, error, dialect.loaded_dbapi.Error, connection_invalidated=gone, dialect=dialect
+    )
+    return wrapped
 
 
 class Prepared:
@@ -51,90 +101,106 @@ class Prepared:
         self._columns = list(columns)
         self._keys = dict(keys or {})
         self._kind = (("kind", "UPDATE" if isinstance(statement, Update) else "INSERT"),)
-        self._sqlite: _Compiled | None = None
+        self._compiled: dict[str, _Compiled] = {}
         self._lock = threading.Lock()
 
     def execute(self, connection: Connection, rows: list[dict[str, Any]]) -> None:
         """Execute it with ``rows`` (one or several, each naming exactly its columns) in the
         caller's transaction."""
-        compiled = (
-            (self._sqlite or self._compile(connection.dialect))
-            if connection.dialect.name == "sqlite"
-            else _BY_SQLALCHEMY
-        )
+        dialect = connection.dialect
+        compiled = self._compiled.get(dialect.name) or self._compile(dialect)
         if compiled is _BY_SQLALCHEMY:
             connection.execute(self._statement, rows if len(rows) > 1 else rows[0])
             return
-        sql, names, processors = compiled
+        sql, positional, names, processors = compiled
         try:
-            values = [
-                tuple(
-                    row[name] if process is None else process(row[name])
-                    for name, process in zip(names, processors, strict=True)
-                )
-                for row in rows
-            ]
+            if positional:
+                values: list[Any] = [
+                    tuple(
+                        row[name] if process is None else process(row[name])
+                        for name, process in zip(names, processors, strict=True)
+                    )
+                    for row in rows
+                ]
+            else:
+                values = [
+                    {
+                        name: row[name] if process is None else process(row[name])
+                        for name, process in zip(names, processors, strict=True)
+                    }
+                    for row in rows
+                ]
         except (TypeError, ValueError) as error:  # a value its column's type cannot store
             raise StatementError(str(error), sql, rows, error) from error
-        cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        try:
-            if len(values) == 1:
-                cursor.execute(sql, values[0])
-            else:
-                cursor.executemany(sql, values)
-        except sqlite3.Error as error:
-            raise DBAPIError.instance(sql, values, error, sqlite3.Error) from error
-        finally:
-            cursor.close()
+        _send(connection, sql, values, many=len(values) > 1).close()
         meters.count("sql_statements", self._kind)
 
     def _compile(self, dialect: Dialect) -> _Compiled:
         with self._lock:
-            if self._sqlite is None:
-                compiled = self._statement.compile(dialect=dialect, column_keys=self._columns)
-                names = tuple(compiled.positiontup or ())
-                if set(names) != set(self._columns):
-                    # Parameters beyond the row's: defaults of the columns it leaves out,
-                    # which SQLAlchemy fills in. It executes the statement, then.
-                    self._sqlite = _BY_SQLALCHEMY
-                    return self._sqlite
-                processors = tuple(
-                    self._table.c[self._keys.get(name, name)]
-                    .type.dialect_impl(dialect)
-                    .bind_processor(dialect)
-                    for name in names
-                )
-                self._sqlite = (str(compiled), names, processors)
-            return self._sqlite
+            known = self._compiled.get(dialect.name)
+            if known is not None:
+                return known
+            compiled = self._statement.compile(dialect=dialect, column_keys=self._columns)
+            parameters = _parameters(compiled)
+            if parameters is None or set(parameters[1]) != set(self._columns):
+                # Parameters beyond the row's (defaults of the columns it leaves out, which
+                # SQLAlchemy fills in), or a form not sent here: SQLAlchemy executes it.
+                self._compiled[dialect.name] = _BY_SQLALCHEMY
+                return _BY_SQLALCHEMY
+            positional, names = parameters
+            processors = tuple(
+                self._table.c[self._keys.get(name, name)]
+                .type.dialect_impl(dialect)
+                .bind_processor(dialect)
+                for name in names
+            )
+            known = self._compiled[dialect.name] = (str(compiled), positional, names, processors)
+            return known
 
 
-_Read = tuple[str, tuple[str, ...], tuple[str, ...], tuple[Callable[[Any], Any] | None, ...]]
+#: A compiled read: its SQL, whether its parameters are positional, their names, and the
+#: columns it reads.
+_Read = tuple[str, bool, tuple[str, ...], tuple[str, ...]]
+_Processors = tuple[Callable[[Any], Any] | None, ...]
 _SELECT = (("kind", "SELECT"),)
 
 
 class PreparedRead:
     """``statement`` (a SELECT of whole rows of ``table``, with parameters of its columns'
-    types) compiled once for SQLite: rows as objects with the columns as attributes, each
-    value as SQLAlchemy reads it (JSON by the engine's reader, booleans as booleans).
-    Elsewhere (PostgreSQL) it is executed by SQLAlchemy."""
+    types) compiled once per dialect: rows as objects with the columns as attributes, each
+    value as SQLAlchemy reads it (JSON by the engine's reader, booleans as booleans)."""
 
     def __init__(self, statement: Select[Any], table: Table) -> None:
         self._statement = statement
         self._table = table
-        self._sqlite: _Read | None = None
+        self._compiled: dict[str, _Read] = {}
+        #: Each column's result processor, by dialect: known from the first read's cursor
+        #: (PostgreSQL's depends on the type the server answers, as SQLAlchemy's does).
+        self._processors: dict[str, _Processors] = {}
         self._lock = threading.Lock()
 
     def rows(self, connection: Connection, **values: Any) -> Iterable[Any]:
         """The rows it selects with these parameter values, in the caller's transaction."""
-        if connection.dialect.name != "sqlite":
-            return connection.execute(self._statement, values)
-        sql, names, columns, processors = self._sqlite or self._compile(connection.dialect)
-        cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+        dialect = connection.dialect
+        read = self._compiled.get(dialect.name) or self._compile(dialect)
+        sql, positional, names, columns = read
+        sent = tuple(values[name] for name in names) if positional else values
+        cursor = _send(connection, sql, [sent], many=False)
         try:
-            cursor.execute(sql, tuple(values[name] for name in names))
             found = cursor.fetchall()
-        except sqlite3.Error as error:
-            raise DBAPIError.instance(sql, values, error, sqlite3.Error) from error
+            processors = self._processors.get(dialect.name) or self._processors.setdefault(
+                dialect.name,
+                tuple(
+                    self._table.c[name]
+                    .type.dialect_impl(dialect)
+                    .result_processor(dialect, described[1])
+                    for name, described in zip(columns, cursor.description, strict=True)
+                ),
+            )
+        except connection.dialect.loaded_dbapi.Error as error:
+            raise _driver_error(
+                connection, sql, values, error, connection.connection.driver_connection
+            ) from error
         finally:
             cursor.close()
         meters.count("sql_statements", _SELECT)
@@ -150,17 +216,16 @@ class PreparedRead:
 
     def _compile(self, dialect: Dialect) -> _Read:
         with self._lock:
-            if self._sqlite is None:
-                compiled = self._statement.compile(dialect=dialect)
-                columns = tuple(str(column.key) for column in self._statement.selected_columns)
-                if set(columns) != set(self._table.c.keys()):  # not whole rows of the table
-                    raise ValueError(f"{self._table.name}: columns {columns}")
-                processors: tuple[Callable[[Any], Any] | None, ...] = tuple(
-                    self._table.c[name].type.dialect_impl(dialect).result_processor(dialect, None)
-                    for name in columns
-                )
-                names = tuple(compiled.positiontup or ())
-                read = self._sqlite = (str(compiled), names, columns, processors)
-            else:
-                read = self._sqlite
-            return read
+            known = self._compiled.get(dialect.name)
+            if known is not None:
+                return known
+            compiled = self._statement.compile(dialect=dialect)
+            columns = tuple(str(column.key) for column in self._statement.selected_columns)
+            if set(columns) != set(self._table.c.keys()):  # not whole rows of the table
+                raise ValueError(f"{self._table.name}: columns {columns}")
+            parameters = _parameters(compiled)
+            if parameters is None:
+                raise ValueError(f"{self._table.name}: parameters of {compiled}")
+            positional, names = parameters
+            known = self._compiled[dialect.name] = (str(compiled), positional, names, columns)
+            return known
