@@ -52,17 +52,17 @@ def terminate(pid: int) -> None:
         admin.dispose()
 
 
-def two_at_once(engine: Engine) -> set[int]:
-    """The server processes of two connections held at once."""
-    together = Barrier(2)
+def at_once(engine: Engine, count: int) -> set[int]:
+    """The server processes of ``count`` connections held at once."""
+    together = Barrier(count)
 
     def held() -> int:
         with engine.connect() as connection:
             together.wait(timeout=30)
             return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
 
-    with ThreadPoolExecutor(2) as pool:
-        return set(pool.map(lambda _: held(), range(2)))
+    with ThreadPoolExecutor(count) as pool:
+        return set(pool.map(lambda _: held(), range(count)))
 
 
 def test_a_connection_closed_while_idle_is_replaced_before_it_is_used(
@@ -97,16 +97,8 @@ def test_a_connection_used_a_moment_ago_is_not_checked_again(postgres: Engine) -
 def test_the_pool_keeps_a_connection_for_each_submission_thread(postgres: Engine) -> None:
     """Sixteen transactions at once (the submission threads) and again: the same sixteen
     server processes, none opened for the second round."""
-    together = Barrier(16)
-
-    def held() -> int:
-        with postgres.connect() as connection:
-            together.wait(timeout=30)
-            return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
-
-    with ThreadPoolExecutor(16) as pool:
-        first = set(pool.map(lambda _: held(), range(16)))
-        second = set(pool.map(lambda _: held(), range(16)))
+    first = at_once(postgres, 16)
+    second = at_once(postgres, 16)
     assert len(first) == 16
     assert second == first
 
@@ -118,7 +110,7 @@ def test_a_statement_sent_to_the_driver_meets_a_closed_connection_as_sqlalchemy_
     execution: the connection the server closed under one is still invalidated, the error is
     an outage, and the next transaction has a new connection."""
     sent: list[str] = []
-    pooled = two_at_once(postgres)  # two connections in the pool, both used a moment ago
+    pooled = at_once(postgres, 2)  # two connections in the pool, both used a moment ago
 
     @event.listens_for(postgres, "before_cursor_execute")
     def count(*args: object) -> None:
@@ -136,7 +128,7 @@ def test_a_statement_sent_to_the_driver_meets_a_closed_connection_as_sqlalchemy_
     assert outage(failed.value) is not None
     sent.clear()
     # The other closed connection is replaced too: no second transaction meets one.
-    assert not two_at_once(postgres) & pooled
+    assert not at_once(postgres, 2) & pooled
     with postgres.begin() as connection:  # and the statement itself goes through on it
         run_counts.add(connection, Counter({("p", "ann", "completed"): 1}))
     with postgres.connect() as connection:
