@@ -5,11 +5,11 @@ attempt, its count), and SQLAlchemy's execution of each (an execution context, t
 form's parameters processed by name, events) costs more CPU than SQLite's own work: about
 0.23 ms of a run's 0.61 ms record, and as much of a read's 0.42 ms. On PostgreSQL it was as
 much CPU as psycopg's own work (a record 0.86 ms, 0.55 sent so; the server's round trip is
-wall time). A :class:`Prepared` statement is compiled
-once per dialect with SQLAlchemy, its parameters are processed by the columns' own types (so a
-value is stored exactly as SQLAlchemy stores it: JSON by the engine's serializer), and it is
-executed on the driver's cursor (SQLite's ``sqlite3``, PostgreSQL's psycopg), counted as any
-statement (:mod:`runplane.meters`); :class:`PreparedRead` reads rows so.
+wall time). A :class:`Prepared` statement is compiled once per dialect with SQLAlchemy, its
+parameters are processed by the columns' own types (so a value is stored exactly as SQLAlchemy
+stores it: JSON by the engine's serializer), and it is executed on the driver's cursor
+(SQLite's ``sqlite3``, PostgreSQL's psycopg), counted as any statement
+(:mod:`runplane.meters`); :class:`PreparedRead` reads rows so.
 
 A driver's error (a uid already recorded), or a value its column's type cannot store, is raised
 as SQLAlchemy would raise it; a connection the server closed is invalidated as SQLAlchemy
@@ -30,8 +30,8 @@ from sqlalchemy.sql.dml import Insert, Update
 
 from runplane import meters
 
-#: The parameters of a compiled statement: positional (SQLite's ``?``), in this order, or by
-#: name (psycopg's ``%(name)s``).
+#: A compiled statement: its SQL, whether its parameters are positional (SQLite's ``?``) or
+#: by name (psycopg's ``%(name)s``), their names, and each one's processor.
 _Compiled = tuple[str, bool, tuple[str, ...], tuple[Callable[[Any], Any] | None, ...]]
 #: What a statement SQLAlchemy must execute is compiled to (see :meth:`Prepared._compile`).
 _BY_SQLALCHEMY: _Compiled = ("", False, (), ())
@@ -114,24 +114,16 @@ class Prepared:
             return
         sql, positional, names, processors = compiled
         try:
-            if positional:
-                values: list[Any] = [
-                    tuple(
-                        row[name] if process is None else process(row[name])
-                        for name, process in zip(names, processors, strict=True)
-                    )
-                    for row in rows
-                ]
-            else:
-                values = [
-                    {
-                        name: row[name] if process is None else process(row[name])
-                        for name, process in zip(names, processors, strict=True)
-                    }
-                    for row in rows
-                ]
+            processed = [
+                tuple(
+                    row[name] if process is None else process(row[name])
+                    for name, process in zip(names, processors, strict=True)
+                )
+                for row in rows
+            ]
         except (TypeError, ValueError) as error:  # a value its column's type cannot store
             raise StatementError(str(error), sql, rows, error) from error
+        values = processed if positional else [dict(zip(names, row, strict=True)) for row in processed]
         _send(connection, sql, values, many=len(values) > 1).close()
         meters.count("sql_statements", self._kind)
 
