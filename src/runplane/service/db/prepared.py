@@ -123,7 +123,7 @@ class Prepared:
             ]
         except (TypeError, ValueError) as error:  # a value its column's type cannot store
             raise StatementError(str(error), sql, rows, error) from error
-        values = processed if positional else [dict(zip(names, row, strict=True)) for row in processed]
+        values = processed if positional else [dict(zip(names, v, strict=True)) for v in processed]
         _send(connection, sql, values, many=len(values) > 1).close()
         meters.count("sql_statements", self._kind)
 
