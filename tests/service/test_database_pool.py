@@ -4,6 +4,7 @@ closed under a statement sent to the driver itself invalidated as SQLAlchemy's o
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -42,12 +43,13 @@ def terminate(pid: int) -> None:
         with admin.connect() as connection:
             assert connection.execute(text(f"SELECT pg_terminate_backend({pid})")).scalar_one()
             # Gone once the server no longer lists it (terminate only signals the backend).
-            connection.execute(
-                text(
-                    "DO $$ BEGIN WHILE EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = "
-                    f"{pid}) LOOP PERFORM pg_sleep(0.01); END LOOP; END $$"
-                )
-            )
+            # Each poll its own transaction: one reads the backends' list once, and a loop
+            # inside one would never see it change.
+            listed = text("SELECT count(*) FROM pg_stat_activity WHERE pid = :pid")
+            deadline = time.monotonic() + 30
+            while connection.execute(listed, {"pid": pid}).scalar_one():
+                assert time.monotonic() < deadline, f"backend {pid} did not exit"
+                time.sleep(0.01)
     finally:
         admin.dispose()
 
@@ -133,3 +135,19 @@ def test_a_statement_sent_to_the_driver_meets_a_closed_connection_as_sqlalchemy_
         run_counts.add(connection, Counter({("p", "ann", "completed"): 1}))
     with postgres.connect() as connection:
         assert run_counts.by_state(connection, project="p") == {"completed": 1}
+
+
+def test_a_statement_sent_to_the_driver_outside_a_transaction_begins_one(
+    postgres: Engine,
+) -> None:
+    """As SQLAlchemy's execution begins one: the caller's commit keeps what it wrote, and
+    its rollback takes it back (no statement is left outside SQLAlchemy's knowledge)."""
+    change = Counter({("p", "ann", "completed"): 1})
+    with postgres.connect() as connection:
+        run_counts.add(connection, change)
+        assert connection.in_transaction()
+        connection.rollback()
+        run_counts.add(connection, change + change)
+        connection.commit()
+    with postgres.connect() as connection:
+        assert run_counts.by_state(connection, project="p") == {"completed": 2}

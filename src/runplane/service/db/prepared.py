@@ -39,8 +39,11 @@ _BY_SQLALCHEMY: _Compiled = ("", False, (), ())
 
 def _parameters(compiled: Any) -> tuple[bool, tuple[str, ...]] | None:
     """Whether the compiled statement's parameters are positional, and their names in order;
-    ``None`` for a form this module does not send itself (escaped names, or a paramstyle
-    other than SQLite's and psycopg's)."""
+    ``None`` for a form this module does not send itself (escaped names, parameters rendered
+    at execution such as an ``IN`` list's, or a paramstyle other than SQLite's and
+    psycopg's)."""
+    if compiled.literal_execute_params or compiled.post_compile_params:
+        return None
     if compiled.positiontup is not None:
         return True, tuple(compiled.positiontup)
     if compiled.escaped_bind_names or compiled.dialect.paramstyle != "pyformat":
@@ -48,25 +51,43 @@ def _parameters(compiled: Any) -> tuple[bool, tuple[str, ...]] | None:
     return False, tuple(compiled.binds)
 
 
-def _send(connection: Connection, sql: str, values: list[Any], many: bool) -> Any:
+def _key(dialect: Dialect) -> str:
+    """What a compiled form is kept under: its dialect and driver (psycopg's SQL is not
+    psycopg2's)."""
+    return f"{dialect.name}+{dialect.driver}"
+
+
+def _send(
+    connection: Connection, sql: str, values: list[Any], kind: meters.Labels, many: bool
+) -> Any:
     """``sql`` executed on the driver's own cursor of ``connection`` with ``values`` (one
-    set, or each of several when ``many``); the cursor, its rows not read yet. The caller
-    closes it."""
+    set, or each of several when ``many``), counted as ``kind``; the cursor, its rows not
+    read yet. The caller closes it. A connection outside a transaction begins one, as
+    SQLAlchemy's execution would (the caller's commit ends it)."""
+    if not connection.in_transaction():
+        connection.begin()
+    meters.count("sql_statements", kind)
     dbapi = connection.connection.driver_connection
-    cursor = dbapi.cursor()  # type: ignore[union-attr]
+    cursor = None
     try:
+        cursor = dbapi.cursor()  # type: ignore[union-attr]
         if many:
             cursor.executemany(sql, values)
         else:
             cursor.execute(sql, values[0])
-    except connection.dialect.loaded_dbapi.Error as error:
-        cursor.close()
-        raise _driver_error(connection, sql, values, error, dbapi) from error
+    except BaseException as error:
+        if cursor is not None:
+            cursor.close()
+        if isinstance(error, connection.dialect.loaded_dbapi.Error):
+            raise _driver_error(connection, sql, values, error, dbapi, many) from error
+        if not isinstance(error, Exception):  # interrupted midway: the connection's state
+            connection.invalidate(error)  # is unknown, and SQLAlchemy drops it so too
+        raise
     return cursor
 
 
 def _driver_error(
-    connection: Connection, sql: str, values: Any, error: Any, dbapi: Any
+    connection: Connection, sql: str, values: list[Any], error: Any, dbapi: Any, many: bool
 ) -> StatementError:
     """``error`` as SQLAlchemy raises a driver's: wrapped, and, where it says the connection
     is gone, with the connection invalidated and every connection the pool opened before it
@@ -79,7 +100,14 @@ def _driver_error(
         connection.engine.pool._invalidate(connection.connection, error)
         connection.invalidate(error)
     wrapped: StatementError = DBAPIError.instance(
-        sql, values, error, dialect.loaded_dbapi.Error, connection_invalidated=gone, dialect=dialect
+        sql,
+        values if many else values[0],
+        error,
+        dialect.loaded_dbapi.Error,
+        hide_parameters=connection.engine.hide_parameters,
+        connection_invalidated=gone,
+        dialect=dialect,
+        ismulti=many,
     )
     return wrapped
 
@@ -108,7 +136,7 @@ class Prepared:
         """Execute it with ``rows`` (one or several, each naming exactly its columns) in the
         caller's transaction."""
         dialect = connection.dialect
-        compiled = self._compiled.get(dialect.name) or self._compile(dialect)
+        compiled = self._compiled.get(_key(dialect)) or self._compile(dialect)
         if compiled is _BY_SQLALCHEMY:
             connection.execute(self._statement, rows if len(rows) > 1 else rows[0])
             return
@@ -124,20 +152,22 @@ class Prepared:
         except (TypeError, ValueError) as error:  # a value its column's type cannot store
             raise StatementError(str(error), sql, rows, error) from error
         values = processed if positional else [dict(zip(names, v, strict=True)) for v in processed]
-        _send(connection, sql, values, many=len(values) > 1).close()
-        meters.count("sql_statements", self._kind)
+        _send(connection, sql, values, self._kind, many=len(values) > 1).close()
 
     def _compile(self, dialect: Dialect) -> _Compiled:
         with self._lock:
-            known = self._compiled.get(dialect.name)
+            known = self._compiled.get(_key(dialect))
             if known is not None:
                 return known
-            compiled = self._statement.compile(dialect=dialect, column_keys=self._columns)
+            # The form for several rows, for one too: no RETURNING of ids nobody reads.
+            compiled = self._statement.compile(
+                dialect=dialect, column_keys=self._columns, for_executemany=True
+            )
             parameters = _parameters(compiled)
             if parameters is None or set(parameters[1]) != set(self._columns):
                 # Parameters beyond the row's (defaults of the columns it leaves out, which
                 # SQLAlchemy fills in), or a form not sent here: SQLAlchemy executes it.
-                self._compiled[dialect.name] = _BY_SQLALCHEMY
+                self._compiled[_key(dialect)] = _BY_SQLALCHEMY
                 return _BY_SQLALCHEMY
             positional, names = parameters
             processors = tuple(
@@ -146,7 +176,7 @@ class Prepared:
                 .bind_processor(dialect)
                 for name in names
             )
-            known = self._compiled[dialect.name] = (str(compiled), positional, names, processors)
+            known = self._compiled[_key(dialect)] = (str(compiled), positional, names, processors)
             return known
 
 
@@ -173,15 +203,14 @@ class PreparedRead:
 
     def rows(self, connection: Connection, **values: Any) -> Iterable[Any]:
         """The rows it selects with these parameter values, in the caller's transaction."""
-        dialect = connection.dialect
-        read = self._compiled.get(dialect.name) or self._compile(dialect)
-        sql, positional, names, columns = read
+        dialect, key = connection.dialect, _key(connection.dialect)
+        sql, positional, names, columns = self._compiled.get(key) or self._compile(dialect)
         sent = tuple(values[name] for name in names) if positional else values
-        cursor = _send(connection, sql, [sent], many=False)
+        cursor = _send(connection, sql, [sent], _SELECT, many=False)
         try:
             found = cursor.fetchall()
-            processors = self._processors.get(dialect.name) or self._processors.setdefault(
-                dialect.name,
+            processors = self._processors.get(key) or self._processors.setdefault(
+                key,
                 tuple(
                     self._table.c[name]
                     .type.dialect_impl(dialect)
@@ -190,12 +219,10 @@ class PreparedRead:
                 ),
             )
         except connection.dialect.loaded_dbapi.Error as error:
-            raise _driver_error(
-                connection, sql, values, error, connection.connection.driver_connection
-            ) from error
+            dbapi = connection.connection.driver_connection
+            raise _driver_error(connection, sql, [sent], error, dbapi, many=False) from error
         finally:
             cursor.close()
-        meters.count("sql_statements", _SELECT)
         return [
             SimpleNamespace(
                 **{
@@ -208,7 +235,7 @@ class PreparedRead:
 
     def _compile(self, dialect: Dialect) -> _Read:
         with self._lock:
-            known = self._compiled.get(dialect.name)
+            known = self._compiled.get(_key(dialect))
             if known is not None:
                 return known
             compiled = self._statement.compile(dialect=dialect)
@@ -219,5 +246,5 @@ class PreparedRead:
             if parameters is None:
                 raise ValueError(f"{self._table.name}: parameters of {compiled}")
             positional, names = parameters
-            known = self._compiled[dialect.name] = (str(compiled), positional, names, columns)
+            known = self._compiled[_key(dialect)] = (str(compiled), positional, names, columns)
             return known
