@@ -7,6 +7,7 @@ ends (terminated, killed if it lingers) so that no test leaves one behind.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 
 @dataclass
@@ -64,20 +64,21 @@ def _discovered(
     extensions: client.ApiextensionsV1Api, crd: client.V1CustomResourceDefinition
 ) -> bool:
     """Whether API discovery lists ``crd``'s resource in every version it serves."""
+    api = extensions.api_client
     for version in (v.name for v in crd.spec.versions if v.served):
-        try:
-            found = extensions.api_client.call_api(
-                f"/apis/{crd.spec.group}/{version}",
-                "GET",
-                auth_settings=["BearerToken"],
-                response_type="object",
-                _return_http_data_only=True,
-            )
-        except ApiException as error:
-            if error.status == 404:  # the group's version is not in discovery yet
-                return False
-            raise
-        listed = {str(r.get("name")) for r in (found or {}).get("resources") or []}
+        method, url, headers, _, _ = api.param_serialize(
+            method="GET",
+            resource_path=f"/apis/{crd.spec.group}/{version}",
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        answer = api.call_api(method, url, headers)
+        answer.read()
+        if answer.status == 404:  # the group's version is not in discovery yet
+            return False
+        if not 200 <= answer.status <= 299:
+            raise AssertionError(f"discovery of {crd.spec.group}/{version}: {answer.status}")
+        listed = {str(r.get("name")) for r in json.loads(answer.data).get("resources") or []}
         if crd.spec.names.plural not in listed:
             return False
     return True
