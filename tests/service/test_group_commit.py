@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, Engine, event, text
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from runplane.errors import RunExistsError
 from runplane.service import run_counts
@@ -39,22 +40,35 @@ def transactions(engine: Engine) -> list[int]:
     return begun
 
 
-def held_first(
-    write: Callable[[Connection, Sequence[Any]], None], group: list[GroupCommit[Any]], behind: int
-) -> Callable[[Connection, Sequence[Any]], None]:
-    """``write``, its first call held until ``behind`` more records wait behind it."""
-    first = threading.Event()
+class HeldFirst:
+    """A write whose first call is held until ``behind`` more records wait behind it;
+    ``started`` is set once that first call began."""
 
-    def held(connection: Connection, items: Sequence[Any]) -> None:
-        if not first.is_set():
-            first.set()
+    def __init__(
+        self, write: Callable[[Connection, Sequence[Any]], None], group: list[GroupCommit[Any]]
+    ) -> None:
+        self.write, self.group, self.behind = write, group, 0
+        self.started = threading.Event()
+
+    def __call__(self, connection: Connection, items: Sequence[Any]) -> None:
+        if not self.started.is_set():
+            self.started.set()
             deadline = time.monotonic() + 30
-            while len(group[0]._pending) < behind:
+            while len(self.group[0]._pending) < self.behind:
                 assert time.monotonic() < deadline, "the other records did not arrive"
                 time.sleep(0.001)
-        write(connection, items)
+        self.write(connection, items)
 
-    return held
+
+def grouped(
+    engine: Engine, write: Callable[[Connection, Sequence[Any]], None], behind: int
+) -> tuple[GroupCommit[Any], HeldFirst]:
+    """A group commit whose first write waits for ``behind`` more records."""
+    group: list[GroupCommit[Any]] = []
+    held = HeldFirst(write, group)
+    held.behind = behind
+    group.append(GroupCommit(engine, held))
+    return group[0], held
 
 
 def record(store: RunStore, uid: str) -> None:
@@ -77,10 +91,7 @@ def record(store: RunStore, uid: str) -> None:
 
 def test_records_that_arrive_while_one_is_written_go_in_one_transaction(store: RunStore) -> None:
     engine = store.engine
-    group: list[GroupCommit[Any]] = []
-    original = store._created
-    group.append(GroupCommit(engine, held_first(original._write, group, behind=15)))
-    store._created = group[0]
+    store._created, _ = grouped(engine, store._created._write, behind=15)
     begun = transactions(engine)
     uids = [uuid.uuid4().hex for _ in range(16)]
     with ThreadPoolExecutor(16) as pool:
@@ -97,10 +108,11 @@ def test_a_record_that_cannot_be_written_fails_alone(store: RunStore) -> None:
     engine = store.engine
     taken = uuid.uuid4().hex
     record(store, taken)
-    group: list[GroupCommit[Any]] = []
-    group.append(GroupCommit(engine, held_first(store._created._write, group, behind=9)))
-    store._created = group[0]
-    uids = [uuid.uuid4().hex for _ in range(4)] + [taken] + [uuid.uuid4().hex for _ in range(4)]
+    store._created, held = grouped(engine, store._created._write, behind=10)
+    begun = transactions(engine)
+    again = uuid.uuid4().hex  # twice in the same batch: the second is refused
+    uids = [uuid.uuid4().hex for _ in range(4)] + [taken, again, again]
+    uids += [uuid.uuid4().hex for _ in range(3)]
 
     def outcome(uid: str) -> str:
         try:
@@ -109,31 +121,35 @@ def test_a_record_that_cannot_be_written_fails_alone(store: RunStore) -> None:
             return str(error)
         return "recorded"
 
-    with ThreadPoolExecutor(10) as pool:
-        first = pool.submit(record, store, uuid.uuid4().hex)  # held: the nine wait behind it
-        outcomes = dict(zip(uids, pool.map(outcome, uids), strict=True))
+    with ThreadPoolExecutor(11) as pool:
+        first = pool.submit(record, store, uuid.uuid4().hex)
+        assert held.started.wait(30)  # the ten queue behind it
+        outcomes = list(pool.map(outcome, uids))
         first.result()
-    assert outcomes.pop(taken) == f"run {taken} is already recorded"
-    assert set(outcomes.values()) == {"recorded"}
+    assert len(begun) == 1 + 1 + 10  # the first; the ten refused together; each alone
+    refused = [uid for uid, said in zip(uids, outcomes, strict=True) if said != "recorded"]
+    assert sorted(refused) == sorted([taken, again])
+    assert f"run {taken} is already recorded" in outcomes
     with engine.connect() as connection:
         assert run_counts.by_state(connection, project="group") == {"created": 10}
 
 
-def test_a_write_interrupted_midway_wakes_every_caller_behind_it(database: str) -> None:
+def test_an_outage_is_every_records_error_and_nothing_is_tried_again(database: str) -> None:
     engine = connect(database)
-    group: list[GroupCommit[int]] = []
+    down = OperationalError("INSERT", {}, OSError("the database is down"))
 
-    def interrupted(connection: Connection, items: Sequence[int]) -> None:
+    def failing(connection: Connection, items: Sequence[int]) -> None:
         if len(items) > 1:
-            raise KeyboardInterrupt  # in the writer's thread, as a signal would
+            raise down
 
-    group.append(GroupCommit(engine, held_first(interrupted, group, behind=3)))
+    commits, _ = grouped(engine, failing, behind=3)
+    begun = transactions(engine)
 
     def outcome(item: int) -> str:
         try:
-            group[0].commit(item)
-        except BaseException as error:
-            return type(error).__name__
+            commits.commit(item)
+        except OperationalError as error:
+            return "down" if error is down else repr(error)
         return "written"
 
     try:
@@ -141,6 +157,39 @@ def test_a_write_interrupted_midway_wakes_every_caller_behind_it(database: str) 
             outcomes = list(pool.map(outcome, range(4)))
     finally:
         engine.dispose()
-    # the first alone; of the three behind it, the writer is interrupted and the two it held
-    # learn that their batch stopped
-    assert sorted(outcomes) == ["KeyboardInterrupt", "RuntimeError", "RuntimeError", "written"]
+    assert sorted(outcomes) == ["down", "down", "down", "written"]
+    assert len(begun) == 2  # not a transaction more per record
+
+
+@pytest.mark.parametrize("when", ["the batch", "a record written alone after it"])
+def test_a_write_interrupted_midway_wakes_every_caller_behind_it(database: str, when: str) -> None:
+    engine = connect(database)
+    calls: list[int] = []
+
+    def interrupted(connection: Connection, items: Sequence[int]) -> None:
+        calls.append(len(items))
+        if len(calls) == 2 and when == "the batch":
+            raise KeyboardInterrupt  # in the writer's thread, as a signal would
+        if len(calls) == 2:
+            raise IntegrityError("INSERT", {}, Exception("refused"))  # retried one by one
+        if len(calls) == 3 and when != "the batch":
+            raise KeyboardInterrupt  # the first of those
+
+    commits, _ = grouped(engine, interrupted, behind=3)
+
+    def outcome(item: int) -> str:
+        try:
+            commits.commit(item)
+        except BaseException as error:
+            return type(error).__name__
+        return "written"
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            outcomes = list(pool.map(outcome, range(4)))
+        # the first alone; of the three behind it, the writer is interrupted and the two it
+        # held learn that their batch stopped: none is told its record was written
+        assert sorted(outcomes) == ["KeyboardInterrupt", "RuntimeError", "RuntimeError", "written"]
+        commits.commit(5)  # and the next record is written: nobody holds the next batch
+    finally:
+        engine.dispose()
