@@ -4,6 +4,7 @@ fails alone."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import uuid
@@ -193,3 +194,41 @@ def test_a_write_interrupted_midway_wakes_every_caller_behind_it(database: str, 
         commits.commit(5)  # and the next record is written: nobody holds the next batch
     finally:
         engine.dispose()
+
+
+def test_a_caller_interrupted_while_it_waits_leaves_the_others_written(database: str) -> None:
+    """A signal reaches the main thread while its record waits behind another's (Ctrl-C in a
+    program that runs functions from several threads on the embedded default): it leaves the
+    queue, and the batch that would have been its to write goes to the next caller."""
+    engine = connect(database)
+    main = threading.main_thread().ident
+    assert main == threading.get_ident()
+    written: list[int] = []
+
+    def write(connection: Connection, items: Sequence[int]) -> None:
+        if not written:  # the first, held: the main thread's record and another wait
+            deadline = time.monotonic() + 30
+            while len(commits._pending) < 2:
+                assert time.monotonic() < deadline, "the others did not arrive"
+                time.sleep(0.001)
+            assert main is not None
+            signal.pthread_kill(main, signal.SIGINT)
+            while len(commits._pending) > 1:  # until the main thread has left the queue
+                assert time.monotonic() < deadline, "the interrupted caller stayed queued"
+                time.sleep(0.001)
+        written.extend(items)
+
+    commits: GroupCommit[int] = GroupCommit(engine, write)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(commits.commit, 0)
+            while not commits._writing:
+                time.sleep(0.001)
+            later = pool.submit(commits.commit, 2)
+            with pytest.raises(KeyboardInterrupt):
+                commits.commit(1)
+            first.result(timeout=30)
+            later.result(timeout=30)
+    finally:
+        engine.dispose()
+    assert written == [0, 2]
