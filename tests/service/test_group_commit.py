@@ -21,6 +21,7 @@ from runplane.service import run_counts
 from runplane.service.db import connect
 from runplane.service.db.group_commit import GroupCommit
 from runplane.service.records import RunStore
+from tests.service.test_run_listing import created_run
 
 
 @pytest.fixture
@@ -73,21 +74,7 @@ def grouped(
 
 
 def record(store: RunStore, uid: str) -> None:
-    store.create(
-        uid=uid,
-        project="group",
-        name="job",
-        runtime="local",
-        function={"kind": "job", "metadata": {"labels": {"team": "a"}}},
-        params={},
-        inputs={},
-        thresholds={},
-        priority_class="",
-        requests={},
-        limits={},
-        executor=None,
-        owner="ann",
-    )
+    created_run(store, project="group", owner="ann", labels={"team": "a"}, uid=uid)
 
 
 def test_records_that_arrive_while_one_is_written_go_in_one_transaction(store: RunStore) -> None:
