@@ -7,7 +7,6 @@ ends (terminated, killed if it lingers) so that no test leaves one behind.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -16,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client
+
+from runplane.runtimes.kubernetes.api.calls import Calls
+from runplane.runtimes.kubernetes.api.rest import RestApi
 
 
 @dataclass
@@ -63,25 +65,14 @@ def await_established(
 def _discovered(
     extensions: client.ApiextensionsV1Api, crd: client.V1CustomResourceDefinition
 ) -> bool:
-    """Whether API discovery lists ``crd``'s resource in every version it serves."""
-    api = extensions.api_client
-    for version in (v.name for v in crd.spec.versions if v.served):
-        method, url, headers, _, _ = api.param_serialize(
-            method="GET",
-            resource_path=f"/apis/{crd.spec.group}/{version}",
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        answer = api.call_api(method, url, headers)
-        answer.read()
-        if answer.status == 404:  # the group's version is not in discovery yet
-            return False
-        if not 200 <= answer.status <= 299:
-            raise AssertionError(f"discovery of {crd.spec.group}/{version}: {answer.status}")
-        listed = {str(r.get("name")) for r in json.loads(answer.data).get("resources") or []}
-        if crd.spec.names.plural not in listed:
-            return False
-    return True
+    """Whether API discovery lists ``crd``'s resource in every version it serves, asked as the
+    service asks it before it takes a run of an operator's kind (``Calls.serves``)."""
+    calls = Calls(RestApi(extensions.api_client), "default", timeout=30, attempts=1)
+    return all(
+        calls.serves(f"{crd.spec.group}/{version.name}", crd.spec.names.plural, fresh=True)
+        for version in crd.spec.versions
+        if version.served
+    )
 
 
 @contextmanager
