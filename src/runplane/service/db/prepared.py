@@ -51,10 +51,10 @@ def _parameters(compiled: Any) -> tuple[bool, tuple[str, ...]] | None:
     return False, tuple(compiled.binds)
 
 
-def _key(dialect: Dialect) -> str:
-    """What a compiled form is kept under: its dialect and driver (psycopg's SQL is not
-    psycopg2's)."""
-    return f"{dialect.name}+{dialect.driver}"
+def _key(dialect: Dialect) -> type[Dialect]:
+    """What a compiled form is kept under: its dialect's class, which names the driver too
+    (psycopg's SQL is not psycopg2's), looked up with no string made on every statement."""
+    return type(dialect)
 
 
 def _send(
@@ -129,7 +129,7 @@ class Prepared:
         self._columns = list(columns)
         self._keys = dict(keys or {})
         self._kind = (("kind", "UPDATE" if isinstance(statement, Update) else "INSERT"),)
-        self._compiled: dict[str, _Compiled] = {}
+        self._compiled: dict[type[Dialect], _Compiled] = {}
         self._lock = threading.Lock()
 
     def execute(self, connection: Connection, rows: list[dict[str, Any]]) -> None:
@@ -195,10 +195,10 @@ class PreparedRead:
     def __init__(self, statement: Select[Any], table: Table) -> None:
         self._statement = statement
         self._table = table
-        self._compiled: dict[str, _Read] = {}
+        self._compiled: dict[type[Dialect], _Read] = {}
         #: Each column's result processor, by dialect: known from the first read's cursor
         #: (PostgreSQL's depends on the type the server answers, as SQLAlchemy's does).
-        self._processors: dict[str, _Processors] = {}
+        self._processors: dict[type[Dialect], _Processors] = {}
         self._lock = threading.Lock()
 
     def rows(self, connection: Connection, **values: Any) -> Iterable[Any]:
