@@ -39,7 +39,7 @@ def store(engine: Engine) -> Iterator[RunStore]:
     store.close()
 
 
-def _create(
+def created_run(
     store: RunStore,
     project: str = "default",
     owner: str = "bob",
@@ -48,8 +48,10 @@ def _create(
     executor: tuple[int, float] | None = None,
     held: str = "",
     awaiting_leader: bool = False,
+    uid: str = "",
 ) -> str:
-    uid = uuid.uuid4().hex
+    """A run recorded with these fields (a new uid unless given); its uid."""
+    uid = uid or uuid.uuid4().hex
     store.create(
         uid=uid,
         project=project,
@@ -74,7 +76,7 @@ def test_pages_follow_each_other_from_the_cursor_with_every_filter(store: RunSto
     made = []
     for n in range(12):
         made.append(
-            _create(
+            created_run(
                 store,
                 project="a" if n % 2 else "b",
                 owner="bob" if n % 3 else "carol",
@@ -230,7 +232,9 @@ def test_every_list_query_reads_an_index_in_order(
     # SQLite); it must still read an index, never the table.
     sorts_allowed = "updated_since" in listing and engine.dialect.name == "sqlite"
     for n in range(6):
-        _create(store, project="ab"[n % 2], owner="bob", name="train", labels={"team": "vision"})
+        created_run(
+            store, project="ab"[n % 2], owner="bob", name="train", labels={"team": "vision"}
+        )
     _, cursor = store.page(limit=2)
     assert cursor is not None
     with _statements(engine) as sent:
@@ -258,7 +262,7 @@ def test_several_labels_are_read_from_one_labels_index_and_checked_by_key(
     second range read whole and joined (at a million runs, that join took 785 ms where the
     probes take 2)."""
     for n in range(6):
-        _create(store, labels={"team": "vision", "tier": str(n % 2)})
+        created_run(store, labels={"team": "vision", "tier": str(n % 2)})
     with _statements(engine) as sent:
         found = store.list_runs(labels=["team=vision", "tier=1"], brief=True)
     assert len(found) == 3
@@ -283,8 +287,8 @@ def test_the_abort_polls_read_their_own_index_and_find_only_live_runs_asked(
     PostgreSQL). The answer comes from a partial index of the runs asked, whatever the number
     of runs, and holds the live ones only."""
     executor = (4242, time.time())
-    asked, quiet, ended = (_create(store, executor=executor) for _ in range(3))
-    cluster = _create(store)  # a run with no executor process: a cluster's
+    asked, quiet, ended = (created_run(store, executor=executor) for _ in range(3))
+    cluster = created_run(store)  # a run with no executor process: a cluster's
     for uid in (asked, ended, cluster):
         store.request_abort(uid)
     now = time.time()
@@ -305,9 +309,9 @@ def test_the_held_runs_poll_reads_their_own_index(engine: Engine, store: RunStor
     """While a budget is set the monitors look for the runs it holds every few seconds: read
     from a partial index of those runs alone, not from every pending run; oldest first."""
     hold = "the project's budget is spent"
-    older, newer = (_create(store, held=hold) for _ in range(2))
-    _create(store, executor=(4242, time.time()), held=hold)  # another process's
-    store.apply_many([RunEvent(_create(store), RunState.PENDING, at=time.time())])  # not held
+    older, newer = (created_run(store, held=hold) for _ in range(2))
+    created_run(store, executor=(4242, time.time()), held=hold)  # another process's
+    store.apply_many([RunEvent(created_run(store), RunState.PENDING, at=time.time())])  # not held
     with _statements(engine) as sent, engine.connect() as connection:
         assert held_runs(connection, "local", None) == [older, newer]
         assert held_runs(connection, "kubernetes", None) == []
@@ -322,8 +326,8 @@ def test_the_held_runs_poll_reads_their_own_index(engine: Engine, store: RunStor
 def test_the_leaders_pick_up_reads_its_own_index(engine: Engine, store: RunStore) -> None:
     """A leader looks four times a second for the runs a replica recorded for it to launch:
     from a partial index of those runs alone, not from every run not yet launched."""
-    older, newer = (_create(store, awaiting_leader=True) for _ in range(2))
-    _create(store)  # recorded here, not awaiting the leader
+    older, newer = (created_run(store, awaiting_leader=True) for _ in range(2))
+    created_run(store)  # recorded here, not awaiting the leader
     with _statements(engine) as sent:
         assert store.awaiting_leader("local") == [older, newer]
         assert store.awaiting_leader("kubernetes") == []
@@ -335,7 +339,7 @@ def test_the_leaders_pick_up_reads_its_own_index(engine: Engine, store: RunStore
 
 
 def test_counts_read_no_run(engine: Engine, store: RunStore) -> None:
-    _create(store)
+    created_run(store)
     with _statements(engine) as sent:
         assert store.count_runs(project="default", owner="bob") == 1
         assert store.state_counts() == {"created": 1}
@@ -361,7 +365,8 @@ def _kept(engine: Engine) -> dict[tuple[str, str, str], int]:
 
 def test_counts_stay_equal_to_counting_the_runs(engine: Engine, store: RunStore) -> None:
     runs = [
-        _create(store, project="ab"[n % 2], owner=("bob", "carol")[n % 3 == 0]) for n in range(9)
+        created_run(store, project="ab"[n % 2], owner=("bob", "carol")[n % 3 == 0])
+        for n in range(9)
     ]
     assert _kept(engine) == _counted(engine)
     start = time.time()
@@ -448,7 +453,7 @@ def test_an_existing_database_is_upgraded_with_its_runs_labels_and_counts(
         assert store.state_counts() == {"completed": 3, "error": 2}
         labelled = [r["uid"] for r in rows if r["function"].get("metadata", {}).get("labels")]
         assert [r.uid for r in store.list_runs(labels=["team=vision"])] == labelled[::-1]
-        uid = _create(store, project="old")
+        uid = created_run(store, project="old")
         assert store.count_runs(project="old") == 6
         assert store.list_runs(limit=1)[0].uid == uid
     finally:
@@ -459,8 +464,8 @@ def test_the_api_pages_filters_and_counts_as_the_caller_may_see(server: Any, cli
     from .conftest import ADMIN, USER
 
     store = server.runs.store
-    bobs = [_create(store, owner="bob", labels={"team": "vision"}) for _ in range(5)]
-    carols = [_create(store, owner="carol", name="serve") for _ in range(2)]
+    bobs = [created_run(store, owner="bob", labels={"team": "vision"}) for _ in range(5)]
+    carols = [created_run(store, owner="carol", name="serve") for _ in range(2)]
     seen, cursor = [], None
     for _ in range(3):
         params: dict[str, Any] = {"limit": 2} | ({"cursor": cursor} if cursor else {})
@@ -501,8 +506,8 @@ def test_the_api_lists_the_runs_changed_since_a_time_latest_change_first(
     from .conftest import USER
 
     store = server.runs.store
-    first, second = _create(store), _create(store, labels={"team": "vision"})
-    _create(store, owner="carol")  # another user's: never shown to bob
+    first, second = created_run(store), created_run(store, labels={"team": "vision"})
+    created_run(store, owner="carol")  # another user's: never shown to bob
     since = store.get(second).updated_at
     store.apply(RunEvent(first, RunState.PENDING, reason="Queued", at=time.time()))
     answer = client.get("/api/v1/runs", headers=USER, params={"updated_since": since})
@@ -524,7 +529,7 @@ def test_rows_read_as_named_tuples_hold_what_the_rows_hold(engine: Engine, store
     value as the row has it, by name, JSON decoded; one type per shape of row."""
     from runplane.service.db.rows import plain
 
-    uids = {_create(store, labels={"team": "a"}) for _ in range(3)}
+    uids = {created_run(store, labels={"team": "a"}) for _ in range(3)}
     query = select(RUNS).where(RUNS.c.uid.in_(uids))
     with engine.connect() as connection:
         rows = connection.execute(query).all()

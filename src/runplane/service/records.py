@@ -31,6 +31,7 @@ from runplane.runs import (
 from runplane.runtimes.events import RunEvent
 from runplane.service import resizes, run_counts
 from runplane.service.db import READ_ONLY, session_factory
+from runplane.service.db.group_commit import GroupCommit
 from runplane.service.db.models import (
     ABORT_ASKED,
     ARTIFACTS,
@@ -236,6 +237,26 @@ _INSERTS = (
 _INSERT_LABELS = insert(LABELS)
 
 
+@dataclass(frozen=True, slots=True)
+class _NewRun:
+    """A new run's rows: its own, its first transition's and first attempt's (in
+    :data:`_INSERTS`' order), and its labels'."""
+
+    rows: tuple[dict[str, Any], dict[str, Any], dict[str, Any]]
+    labels: list[dict[str, Any]]
+
+
+def _write_new_runs(connection: Connection, runs: Sequence[_NewRun]) -> None:
+    """Insert new runs' rows, each table's in one statement, and add them to the counts."""
+    for index, statement in enumerate(_INSERTS):
+        statement.execute(connection, [run.rows[index] for run in runs])
+    labels = [label for run in runs for label in run.labels]
+    if labels:
+        connection.execute(_INSERT_LABELS, labels)
+    keys = ((row["project"], row["owner"], row["state"]) for row in (run.rows[0] for run in runs))
+    run_counts.add(connection, Counter(keys))
+
+
 def _children(
     connection: Connection, table: Table, order: Any, uids: list[str]
 ) -> dict[str, list[Any]]:
@@ -291,6 +312,8 @@ class RunStore:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._sessions = session_factory(engine)
+        #: New runs' records, those that arrive together written in one transaction.
+        self._created = GroupCommit(engine, _write_new_runs)
         #: Reads: on SQLite they see a snapshot beside a writer instead of taking the write
         #: lock (see :mod:`runplane.service.db`).
         self._reader = engine.execution_options(**READ_ONLY)
@@ -401,13 +424,7 @@ class RunStore:
             for key, value in dict(function.get("metadata", {}).get("labels") or {}).items()
         ]
         try:
-            with self._engine.begin() as connection:
-                for statement, values in zip(_INSERTS, (row, transition, attempt), strict=True):
-                    statement.execute(connection, [values])
-                if labels:
-                    connection.execute(_INSERT_LABELS, labels)
-                created = Counter({(project, owner, state.value): 1})
-                run_counts.add(connection, created)
+            self._created.commit(_NewRun((row, transition, attempt), labels))
         except IntegrityError:
             raise RunExistsError(f"run {uid} is already recorded") from None
         return _record(
