@@ -73,17 +73,26 @@ def grouped(
     return group[0], held
 
 
+def first_then_rest(held: HeldFirst, call: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    """``call`` of each item, each from a thread of its own: the first item's write begun
+    (its batch taken) before the others are called, so they all queue behind it."""
+    with ThreadPoolExecutor(len(items)) as pool:
+        first = pool.submit(call, items[0])
+        assert held.started.wait(30)
+        rest = list(pool.map(call, items[1:]))
+        return [first.result(), *rest]
+
+
 def record(store: RunStore, uid: str) -> None:
     created_run(store, project="group", owner="ann", labels={"team": "a"}, uid=uid)
 
 
 def test_records_that_arrive_while_one_is_written_go_in_one_transaction(store: RunStore) -> None:
     engine = store.engine
-    store._created, _ = grouped(engine, store._created._write, behind=15)
+    store._created, held = grouped(engine, store._created._write, behind=15)
     begun = transactions(engine)
     uids = [uuid.uuid4().hex for _ in range(16)]
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda uid: record(store, uid), uids))
+    first_then_rest(held, lambda uid: record(store, uid), uids)
     assert len(begun) == 2  # the first alone, the fifteen behind it together
     assert {run.uid for run in store.list_runs(project="group", limit=100)} == set(uids)
     with engine.connect() as connection:
@@ -130,7 +139,7 @@ def test_an_outage_is_every_records_error_and_nothing_is_tried_again(database: s
         if len(items) > 1:
             raise down
 
-    commits, _ = grouped(engine, failing, behind=3)
+    commits, held = grouped(engine, failing, behind=3)
     begun = transactions(engine)
 
     def outcome(item: int) -> str:
@@ -141,11 +150,10 @@ def test_an_outage_is_every_records_error_and_nothing_is_tried_again(database: s
         return "written"
 
     try:
-        with ThreadPoolExecutor(4) as pool:
-            outcomes = list(pool.map(outcome, range(4)))
+        outcomes = first_then_rest(held, outcome, range(4))
     finally:
         engine.dispose()
-    assert sorted(outcomes) == ["down", "down", "down", "written"]
+    assert outcomes == ["written", "down", "down", "down"]
     assert len(begun) == 2  # not a transaction more per record
 
 
@@ -163,7 +171,7 @@ def test_a_write_interrupted_midway_wakes_every_caller_behind_it(database: str, 
         if len(calls) == 3 and when != "the batch":
             raise KeyboardInterrupt  # the first of those
 
-    commits, _ = grouped(engine, interrupted, behind=3)
+    commits, held = grouped(engine, interrupted, behind=3)
 
     def outcome(item: int) -> str:
         try:
@@ -173,11 +181,11 @@ def test_a_write_interrupted_midway_wakes_every_caller_behind_it(database: str, 
         return "written"
 
     try:
-        with ThreadPoolExecutor(4) as pool:
-            outcomes = list(pool.map(outcome, range(4)))
+        outcomes = first_then_rest(held, outcome, range(4))
         # the first alone; of the three behind it, the writer is interrupted and the two it
         # held learn that their batch stopped: none is told its record was written
-        assert sorted(outcomes) == ["KeyboardInterrupt", "RuntimeError", "RuntimeError", "written"]
+        assert outcomes[0] == "written"
+        assert sorted(outcomes[1:]) == ["KeyboardInterrupt", "RuntimeError", "RuntimeError"]
         commits.commit(5)  # and the next record is written: nobody holds the next batch
     finally:
         engine.dispose()
@@ -191,9 +199,11 @@ def test_a_caller_interrupted_while_it_waits_leaves_the_others_written(database:
     main = threading.main_thread().ident
     assert main == threading.get_ident()
     written: list[int] = []
+    first_began = threading.Event()
 
     def write(connection: Connection, items: Sequence[int]) -> None:
         if not written:  # the first, held: the main thread's record and another wait
+            first_began.set()
             deadline = time.monotonic() + 30
             while len(commits._pending) < 2:
                 assert time.monotonic() < deadline, "the others did not arrive"
@@ -209,8 +219,8 @@ def test_a_caller_interrupted_while_it_waits_leaves_the_others_written(database:
     try:
         with ThreadPoolExecutor(2) as pool:
             first = pool.submit(commits.commit, 0)
-            while not commits._writing:
-                time.sleep(0.001)
+            # its batch taken (not only its writing begun): the two below queue behind it
+            assert first_began.wait(30)
             later = pool.submit(commits.commit, 2)
             with pytest.raises(KeyboardInterrupt):
                 commits.commit(1)
