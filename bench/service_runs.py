@@ -15,6 +15,13 @@ group, and ``runplane serve`` on the Kubernetes runtime as a separate process, t
     python bench/service_runs.py [--nodes 200] [--runs 2000] [--clients 8] [--breaches 100]
                                  [--run-seconds 3600] [--restart] [--profile FILE]
                                  [--database postgresql+psycopg://USER@HOST:PORT/DB]
+                                 [--beside TREE]
+
+With ``--beside TREE`` (another runplane source tree, such as a git worktree of an earlier
+commit), that tree's service runs beside this one's, each with ``--nodes`` nodes and
+``--runs`` runs of its own, the clients submitting to each in turn: both are measured in the
+same seconds, on a machine whose speed wanders between runs of one command by a fifth, and the
+ratio of their CPU per run is printed.
 
 With ``--database``, the service records runs in a database of its own created on that
 PostgreSQL server (dropped after) instead of SQLite, and the server's CPU per run is reported
@@ -44,6 +51,7 @@ from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +90,11 @@ class Load:
     #: A PostgreSQL server's URL (its maintenance database), where the benchmark's database is
     #: made; ``None``: SQLite, a file of the service's.
     database: str | None = None
+    #: Another runplane source tree (its ``src/`` is imported), whose service runs beside this
+    #: one, each on ``nodes`` nodes of its own, with the runs taken by each in turn.
+    beside: Path | None = None
+    #: py-spy's samples per second, with ``profile``.
+    profile_rate: int = 100
 
 
 class Bench:
@@ -112,20 +125,26 @@ class Bench:
         fn.spec.annotations = annotations
         return fn.to_dict()
 
-    def start_service(self) -> tuple[subprocess.Popen[bytes], str]:
+    def start_service(self, tree: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+        """``runplane serve`` of this tree, or of the source tree ``tree``."""
         work = self.work
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")} | {
-            "RUNPLANE_CONFIG": os.devnull,
-            "RUNPLANE_LOCAL__HOME": str(work / "home"),
-            "RUNPLANE_NAMESPACE": self.namespace,
-            "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
-            "RUNPLANE_SERVICE__KUBECONFIG": str(self.kubeconfig),
-            "RUNPLANE_SERVICE__INSTANCE": self.group,
-            "RUNPLANE_SERVICE__DATABASE_URL": self.database_url,
-            "RUNPLANE_SERVICE__TOKENS": json.dumps(
-                [{"token": TOKEN, "user": "bench", "role": "admin"}]
-            ),
-        }
+        source = {} if tree is None else {"PYTHONPATH": str(tree.resolve() / "src")}
+        env = (
+            {k: v for k, v in os.environ.items() if not k.startswith("RUNPLANE_")}
+            | source
+            | {
+                "RUNPLANE_CONFIG": os.devnull,
+                "RUNPLANE_LOCAL__HOME": str(work / "home"),
+                "RUNPLANE_NAMESPACE": self.namespace,
+                "RUNPLANE_SERVICE__RUNTIME": "kubernetes",
+                "RUNPLANE_SERVICE__KUBECONFIG": str(self.kubeconfig),
+                "RUNPLANE_SERVICE__INSTANCE": self.group,
+                "RUNPLANE_SERVICE__DATABASE_URL": self.database_url,
+                "RUNPLANE_SERVICE__TOKENS": json.dumps(
+                    [{"token": TOKEN, "user": "bench", "role": "admin"}]
+                ),
+            }
+        )
         # A start re-lists every pod and re-arms every live run: minutes at 10,000 on a busy
         # machine are a finding to report, not a failure to start.
         return serve.start_service(env, work / "service.log", timeout=900)
@@ -299,209 +318,339 @@ def measure(
 ) -> dict[str, Any]:
     """The benchmark on the cluster ``api`` reaches, on nodes of its own (deleted after);
     prints as it goes and returns the summary. ``plane``: the control plane's processes,
-    whose share of the CPU is reported."""
-    bench = Bench(work, kubeconfig, namespace, uuid.uuid4().hex[:6], load.database)
-    group = topology.NodeGroup(bench.group, load.nodes, 32, 128, "m5.8xlarge", max_pods=250)
-    nodes = group.node_names()
-    topology.create_nodes(api, (topology.node_manifest(group, n, i) for i, n in enumerate(nodes)))
-    service = None
+    whose share of the CPU is reported. With ``load.beside``, a second service (that source
+    tree's) runs beside this one on as many nodes of its own, and the runs alternate between
+    the two: each is measured in the very same seconds as the other."""
+    trees: list[Path | None] = [None] if load.beside is None else [None, load.beside]
+    benches = [
+        Bench(work / f"service-{i}", kubeconfig, namespace, uuid.uuid4().hex[:6], load.database)
+        for i, _ in enumerate(trees)
+    ]
+    groups = [
+        topology.NodeGroup(bench.group, load.nodes, 32, 128, "m5.8xlarge", max_pods=250)
+        for bench in benches
+    ]
+    nodes = [node for group in groups for node in group.node_names()]
+    for group in groups:
+        topology.create_nodes(
+            api, (topology.node_manifest(group, n, i) for i, n in enumerate(group.node_names()))
+        )
+    served: list[Served] = []
     try:
         topology.wait_nodes_ready(api, nodes, timeout=300)
-        service, base = bench.start_service()
-        summary = _measure(bench, service, base, load, list(plane))
-        service = summary.pop("service")
+        for bench, tree in zip(benches, trees, strict=True):
+            bench.work.mkdir(parents=True, exist_ok=True)
+            served.append(Served(bench, *bench.start_service(tree), tree))
+        summary = _measure(served, load, list(plane))
         return summary
     finally:
-        if service is not None:
-            service.terminate()
-            service.wait(timeout=30)
+        for one in served:
+            one.process.terminate()
+            one.process.wait(timeout=30)
         core = client.CoreV1Api(api)
         for node in nodes:
             core.delete_node(node)
-        bench.drop_database()
+        for bench in benches:
+            bench.drop_database()
 
 
-def _measure(
-    bench: Bench,
-    service: subprocess.Popen[bytes],
-    base: str,
-    load: Load,
-    plane: list[psutil.Process],
-) -> dict[str, Any]:
-    url = f"{base}/api/v1"
-    headers = {"Authorization": f"Bearer {TOKEN}"}
-    steady = bench.function("steady", {"runplane.io/test-duration": f"{load.run_seconds}s"}, "10m")
-    connections = threading.local()
+@dataclass
+class Served:
+    """A service under measurement: its bench, its process and base URL, and the source
+    tree it runs (``None``: this one)."""
 
-    def submit(body: dict[str, Any]) -> str:
-        # One keep-alive connection per client thread, as a real client pool would have.
-        if not hasattr(connections, "http"):
-            connections.http = httpx.Client(base_url=url, headers=headers, timeout=60)
-        answer = connections.http.post("/runs", json=body)
-        answer.raise_for_status()
+    bench: Bench
+    process: subprocess.Popen[bytes]
+    base: str
+    tree: Path | None
+
+    @property
+    def label(self) -> str:
+        return "this tree" if self.tree is None else str(self.tree)
+
+    def spent(self) -> Spent:
+        """What the process has used so far."""
+        process = psutil.Process(self.process.pid)
+        times = process.cpu_times()
+        return Spent(
+            cpu=times.user + times.system,
+            system=times.system,
+            threads={t.id: t.user_time + t.system_time for t in process.threads()},
+            switches=_switches(self.process.pid),
+        )
+
+
+@dataclass(frozen=True)
+class Spent:
+    """A process's CPU seconds (all, in the kernel, by thread) and its threads' context
+    switches (voluntary, involuntary) so far."""
+
+    cpu: float
+    system: float
+    threads: dict[int, float]
+    switches: tuple[int, int]
+
+    def since(self, before: Spent) -> Spent:
+        return Spent(
+            cpu=self.cpu - before.cpu,
+            system=self.system - before.system,
+            threads={t: c - before.threads.get(t, 0.0) for t, c in self.threads.items()},
+            switches=(
+                self.switches[0] - before.switches[0],
+                self.switches[1] - before.switches[1],
+            ),
+        )
+
+
+def _switches(pid: int) -> tuple[int, int]:
+    """The context switches of every thread of ``pid`` so far (voluntary: it waited for
+    something; involuntary: another took its core), from ``/proc``."""
+    voluntary = involuntary = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as status:
+                for line in status:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        voluntary += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        involuntary += int(line.split()[1])
+        except OSError:  # the thread ended meanwhile
+            continue
+    return voluntary, involuntary
+
+
+class Clients:
+    """The benchmark's clients: threads submitting runs, each with one keep-alive connection
+    to each service, as a real client pool would have."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._connections = threading.local()
+
+    def submit(self, base: str, body: dict[str, Any]) -> str:
+        connections = self._connections.__dict__.setdefault("by_base", {})
+        http = connections.get(base)
+        if http is None:
+            http = connections[base] = httpx.Client(
+                base_url=f"{base}/api/v1",
+                headers={"Authorization": f"Bearer {TOKEN}"},
+                timeout=60,
+            )
+        answer = http.post("/runs", json=body)
+        if answer.is_error:
+            raise RuntimeError(f"{base} refused a run: {answer.status_code} {answer.text}")
         return str(answer.json()["uid"])
 
-    served = psutil.Process(service.pid)
-    rss_idle = served.memory_info().rss
+    def each(self, jobs: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        """Submit every (service base, body), ``count`` at a time, in order; their uids."""
+        with ThreadPoolExecutor(self.count) as pool:
+            return list(pool.map(lambda job: self.submit(*job), jobs))
+
+
+def _alternating(served: list[Served], bodies: list[dict[str, Any]], runs: int) -> list[Any]:
+    """``runs`` submissions, taking the services in turn (with each its own body)."""
+    return [(served[i % len(served)].base, bodies[i % len(served)]) for i in range(runs)]
+
+
+def _measure(served: list[Served], load: Load, plane: list[psutil.Process]) -> dict[str, Any]:
+    clients = Clients(load.clients)
+    duration = {"runplane.io/test-duration": f"{load.run_seconds}s"}
+    steady = [{"function": one.bench.function("steady", duration, "10m")} for one in served]
+    first = served[0]
+    rss_idle = [psutil.Process(one.process.pid).memory_info().rss for one in served]
     profiler = None
     if load.profile:
         profiler = subprocess.Popen(
             [
                 str(Path(sys.executable).with_name("py-spy")),  # installed beside python
-                *("record", "--pid", str(service.pid), "--threads", "--gil"),
-                *("--rate", "100", "--nonblocking"),
+                *("record", "--pid", str(first.process.pid), "--threads", "--gil"),
+                *("--rate", str(load.profile_rate), "--nonblocking"),
                 *("--format", "raw", "--output", str(load.profile)),
             ],
             stdout=subprocess.DEVNULL,
         )
-    counted_before = meters.scrape(base, TOKEN)
-    threads_before = {t.id: t.user_time + t.system_time for t in served.threads()}
-    cpu_before = sum(served.cpu_times()[:2])
-    system_before = served.cpu_times().system
+    counted_before = [meters.scrape(one.base, TOKEN) for one in served]
+    spent_before = [one.spent() for one in served]
     plane_before = {p.pid: sum(p.cpu_times()[:2]) for p in plane}
     machine_before = sum(psutil.cpu_times()[:3])
     database = {p.pid: p for p in database_processes(load.database)}
     database_before = {pid: _cpu(p) for pid, p in database.items()}
     start = time.monotonic()
-    with ThreadPoolExecutor(load.clients) as pool:
-        uids = list(pool.map(submit, [{"function": steady}] * load.runs))
+    jobs = _alternating(served, steady, load.runs * len(served))
+    uids = clients.each(jobs)
     submit_s = time.monotonic() - start
-    submitted = set(uids)
-    service_cpu = sum(served.cpu_times()[:2]) - cpu_before
-    threads_cpu = {
-        t.id: t.user_time + t.system_time - threads_before.get(t.id, 0.0) for t in served.threads()
-    }
-    service_system = served.cpu_times().system - system_before
+    spent = [one.spent().since(before) for one, before in zip(served, spent_before, strict=True)]
     plane_cpu = sum(sum(p.cpu_times()[:2]) - plane_before[p.pid] for p in plane)
     machine_cpu = sum(psutil.cpu_times()[:3]) - machine_before
     database |= {p.pid: p for p in database_processes(load.database)}  # backends opened since
     database_cpu = sum(
         max(0.0, _cpu(p) - database_before.get(pid, 0.0)) for pid, p in database.items()
     )
+    submitted = [set(uids[i :: len(served)]) for i in range(len(served))]
     print(
         f"submitted {len(uids)} runs in {submit_s:.1f} s: "
         f"{len(uids) / submit_s:.1f} runs/s from {load.clients} clients"
+        + (f", to {len(served)} services in turn" if len(served) > 1 else "")
     )
-    print(
-        f"service CPU while submitting: {service_cpu:.1f} s, "
-        f"{service_cpu / len(uids) * 1000:.1f} ms per run ({service_system / service_cpu:.0%} "
-        f"in the kernel) -> one core of the service alone would accept "
-        f"{len(uids) / service_cpu:.0f} runs/s"
-    )
+    for one, used in zip(served, spent, strict=True):
+        print(
+            f"{one.label}: service CPU while submitting: {used.cpu:.1f} s, "
+            f"{used.cpu / load.runs * 1000:.2f} ms per run ({used.system / used.cpu:.0%} "
+            f"in the kernel; {used.switches[0] / load.runs:.1f} voluntary and "
+            f"{used.switches[1] / load.runs:.1f} involuntary context switches per run) -> one "
+            f"core of the service alone would accept {load.runs / used.cpu:.0f} runs/s"
+        )
+    if len(served) > 1:
+        print(
+            f"ratio of this tree's CPU per run to {served[1].label}'s: "
+            f"{spent[0].cpu / spent[1].cpu:.3f}"
+        )
     if load.database is not None:
         print(
             f"PostgreSQL's CPU while submitting: {database_cpu:.1f} s, "
             f"{database_cpu / len(uids) * 1000:.1f} ms per run, "
             f"{database_cpu / machine_cpu:.0%} of the machine's"
         )
+    services_cpu = sum(used.cpu for used in spent)
     print(
-        f"CPU while submitting, of {machine_cpu:.1f} s used on the machine: service "
-        f"{service_cpu / machine_cpu:.0%}, control plane and kwok {plane_cpu / machine_cpu:.0%}"
+        f"CPU while submitting, of {machine_cpu:.1f} s used on the machine: "
+        + ", ".join(
+            f"{'service' if len(served) == 1 else one.label} {used.cpu / machine_cpu:.0%}"
+            for one, used in zip(served, spent, strict=True)
+        )
+        + f", control plane and kwok {plane_cpu / machine_cpu:.0%}"
         f" ({plane_cpu / len(uids) * 1000:.1f} ms per pod), everything else "
-        f"{1 - (service_cpu + plane_cpu) / machine_cpu:.0%}"
+        f"{1 - (services_cpu + plane_cpu) / machine_cpu:.0%}"
     )
     deadline = time.monotonic() + 900
-    while True:
-        states = bench.states()
-        if sum(states[uid][1] for uid in submitted) >= load.runs or time.monotonic() > deadline:
-            break
+    while time.monotonic() < deadline and any(
+        sum(one.bench.states()[uid][1] for uid in mine) < load.runs
+        for one, mine in zip(served, submitted, strict=True)
+    ):
         time.sleep(2)
-    done = [r for r in bench.records() if r.started_at is not None and r.uid in submitted]
     all_running_s = time.monotonic() - start
     if profiler is not None:
         profiler.send_signal(signal.SIGINT)
         profiler.wait(timeout=60)
     if profiler is not None and load.profile:
-        by_thread = per_thread(threads_cpu, thread_names(load.profile))
+        by_thread = per_thread(spent[0].threads, thread_names(load.profile))
         print("service CPU while submitting, by thread (ms per run):")
         for name, seconds in by_thread.most_common():
-            print(f"  {name}: {seconds / len(uids) * 1000:.2f}")
-    latencies = [started(r) - r.created_at for r in done]
-    print(
-        f"{len(done)}/{load.runs} reached Running {all_running_s:.1f} s after the first "
-        f"submit; accept -> Running p50 {statistics.median(latencies):.2f} s, "
-        f"p99 {percentile(latencies, 0.99):.2f} s"
-    )
-    rss_live = served.memory_info().rss
-    live_kib = (rss_live - rss_idle) / max(len(done), 1) / 1024
-    print(
-        f"service resident memory with {len(done)} live runs: {rss_live / 2**20:.0f} MiB, "
-        f"{live_kib:.1f} KiB per live run over {rss_idle / 2**20:.0f} MiB at the start"
-    )
+            print(f"  {name}: {seconds / load.runs * 1000:.2f}")
+    latencies: list[list[float]] = []
+    live_kib: list[float] = []
+    for one, mine, idle in zip(served, submitted, rss_idle, strict=True):
+        done = [r for r in one.bench.records() if r.started_at is not None and r.uid in mine]
+        latencies.append([started(r) - r.created_at for r in done])
+        rss_live = psutil.Process(one.process.pid).memory_info().rss
+        live_kib.append((rss_live - idle) / max(len(done), 1) / 1024)
+        print(
+            f"{one.label}: {len(done)}/{load.runs} reached Running {all_running_s:.1f} s after "
+            f"the first submit; accept -> Running p50 {statistics.median(latencies[-1]):.2f} s, "
+            f"p99 {percentile(latencies[-1], 0.99):.2f} s; service resident memory with "
+            f"{len(done)} live runs: {rss_live / 2**20:.0f} MiB, {live_kib[-1]:.1f} KiB per "
+            f"live run over {idle / 2**20:.0f} MiB at the start"
+        )
     restart: dict[str, Any] = {}
     if load.restart:
-        service, base, restart = restarted(bench, service, submit, load.clients)
-        url = f"{base}/api/v1"
-        counted_before = Counter()  # the new service counts from zero
-    stuck = bench.function("stuck", {}, "1000")
+        submit = partial(clients.submit, first.base)
+        process, base, restart = restarted(first.bench, first.process, submit, load.clients)
+        first.process, first.base = process, base
+        counted_before[0] = Counter()  # the new service counts from zero
     threshold = 2.0
-    body = {"function": stuck, "state_thresholds": {"pending_not_scheduled": "2s"}}
-    with ThreadPoolExecutor(load.clients) as pool:
-        breach_uids = set(pool.map(submit, [body] * load.breaches))
+    stuck = [
+        {
+            "function": one.bench.function("stuck", {}, "1000"),
+            "state_thresholds": {"pending_not_scheduled": "2s"},
+        }
+        for one in served
+    ]
+    breach_uids = clients.each(_alternating(served, stuck, load.breaches * len(served)))
+    breaches = [set(breach_uids[i :: len(served)]) for i in range(len(served))]
     deadline = time.monotonic() + 120
-    while True:
-        states = bench.states()
-        stopped_now = sum(states[uid][0] == "aborted" for uid in breach_uids)
-        if stopped_now >= load.breaches or time.monotonic() > deadline:
-            break
+    while time.monotonic() < deadline and any(
+        sum(one.bench.states()[uid][0] == "aborted" for uid in mine) < load.breaches
+        for one, mine in zip(served, breaches, strict=True)
+    ):
         time.sleep(1)
-    aborted = [r for r in bench.records() if r.uid in breach_uids and r.state == "aborted"]
-    lags = []
-    for record in aborted:
-        pending = next(t.at for t in record.transitions if t.state == "pending")
-        stopped = next(t.at for t in record.transitions if t.state in ("aborting", "aborted"))
-        lags.append(stopped - (pending + threshold))
-    if lags:
-        print(
-            f"{len(aborted)}/{load.breaches} aborted by their threshold; detection after the "
-            f"deadline p50 {statistics.median(lags):.2f} s, p99 {percentile(lags, 0.99):.2f} s"
-        )
-    completed: int | None = None
+    lags: list[list[float]] = []
+    aborted: list[int] = []
+    for one, mine in zip(served, breaches, strict=True):
+        stopped = [r for r in one.bench.records() if r.uid in mine and r.state == "aborted"]
+        aborted.append(len(stopped))
+        lags.append([])
+        for record in stopped:
+            pending = next(t.at for t in record.transitions if t.state == "pending")
+            ended = next(t.at for t in record.transitions if t.state in ("aborting", "aborted"))
+            lags[-1].append(ended - (pending + threshold))
+        if lags[-1]:
+            print(
+                f"{one.label}: {len(stopped)}/{load.breaches} aborted by their threshold; "
+                f"detection after the deadline p50 {statistics.median(lags[-1]):.2f} s, "
+                f"p99 {percentile(lags[-1], 0.99):.2f} s"
+            )
+    completed: list[int | None] = [None] * len(served)
     if load.run_seconds < 3600:
         deadline = time.monotonic() + load.run_seconds + 900
         while True:
-            states = bench.states()
-            completed = sum(states[uid][0] == "completed" for uid in submitted)
-            if completed >= load.runs or time.monotonic() > deadline:
+            ended = [
+                sum(one.bench.states()[uid][0] == "completed" for uid in mine)
+                for one, mine in zip(served, submitted, strict=True)
+            ]
+            completed = list(ended)
+            if min(ended) >= load.runs or time.monotonic() > deadline:
                 break
             time.sleep(5)
-        print(f"{completed}/{load.runs} completed")
-    rss = psutil.Process(service.pid).memory_info().rss
-    print(f"service resident memory: {rss / 2**20:.0f} MiB")
-    # Counted over the whole benchmark (since the restart, with --restart): the runs, their
-    # breaches, nothing else.
-    spent = meters.per_run(counted_before, meters.scrape(base, TOKEN), load.runs + load.breaches)
-    print("per run (of all submitted), what the service counted:")
-    for key, value in spent.items():
-        print(f"  {key}: {value}")
-    return {
-        "service": service,
-        "nodes": load.nodes,
-        "runs": load.runs,
-        "clients": load.clients,
-        "submit_per_s": round(len(uids) / submit_s, 1),
-        "service_cpu_ms_per_run": round(service_cpu / len(uids) * 1000, 1),
-        "service_cpu_share": round(service_cpu / machine_cpu, 2),
-        "control_plane_cpu_share": round(plane_cpu / machine_cpu, 2),
-        **(
-            {
-                "database_cpu_ms_per_run": round(database_cpu / len(uids) * 1000, 1),
-                "database_cpu_share": round(database_cpu / machine_cpu, 2),
-            }
-            if load.database is not None
-            else {}
-        ),
-        "reached_running": len(done),
-        "running_p50_s": round(statistics.median(latencies), 2),
-        "running_p99_s": round(percentile(latencies, 0.99), 2),
-        "aborted": len(aborted),
-        "breach_p99_s": round(percentile(lags, 0.99), 2) if lags else None,
-        "completed": completed,
-        "service_rss_mib": round(rss / 2**20),
-        "live_run_kib": round(live_kib, 1),
-        **restart,
-        "per_run": spent,
-    }
+        print(f"{', '.join(map(str, completed))}/{load.runs} completed")
+    rss = [psutil.Process(one.process.pid).memory_info().rss for one in served]
+    counts = []
+    for one, before, size in zip(served, counted_before, rss, strict=True):
+        print(f"{one.label}: service resident memory: {size / 2**20:.0f} MiB")
+        # Counted over the whole benchmark (since the restart, with --restart): the runs, their
+        # breaches, nothing else.
+        counts.append(
+            meters.per_run(before, meters.scrape(one.base, TOKEN), load.runs + load.breaches)
+        )
+        print(f"{one.label}: per run (of all submitted), what the service counted:")
+        for key, value in counts[-1].items():
+            print(f"  {key}: {value}")
+    summaries = [
+        {
+            "nodes": load.nodes,
+            "runs": load.runs,
+            "clients": load.clients,
+            "submit_per_s": round(load.runs / submit_s, 1),
+            "service_cpu_ms_per_run": round(used.cpu / load.runs * 1000, 2),
+            "service_cpu_share": round(used.cpu / machine_cpu, 2),
+            "control_plane_cpu_share": round(plane_cpu / machine_cpu, 2),
+            "context_switches_per_run": round(sum(used.switches) / load.runs, 1),
+            **(
+                {
+                    "database_cpu_ms_per_run": round(database_cpu / len(uids) * 1000, 1),
+                    "database_cpu_share": round(database_cpu / machine_cpu, 2),
+                }
+                if load.database is not None
+                else {}
+            ),
+            "reached_running": len(latency),
+            "running_p50_s": round(statistics.median(latency), 2),
+            "running_p99_s": round(percentile(latency, 0.99), 2),
+            "aborted": stopped,
+            "breach_p99_s": round(percentile(lag, 0.99), 2) if lag else None,
+            "completed": ended,
+            "service_rss_mib": round(size / 2**20),
+            "live_run_kib": round(kib, 1),
+            "per_run": spent_counts,
+        }
+        for used, latency, stopped, lag, ended, size, kib, spent_counts in zip(
+            spent, latencies, aborted, lags, completed, rss, live_kib, counts, strict=True
+        )
+    ]
+    summary = summaries[0] | restart
+    if len(served) > 1:
+        summary["beside"] = summaries[1] | {"tree": str(served[1].tree)}
+        summary["cpu_ratio"] = round(spent[0].cpu / spent[1].cpu, 3)
+    return summary
 
 
 def _cpu(process: psutil.Process) -> float:
@@ -538,6 +687,20 @@ def main() -> int:
         help="sample the service with py-spy (the thread holding the GIL, named) until every "
         "run is Running; writes collapsed stacks to this file, and prints the service's CPU "
         "per run by thread while the runs were submitted",
+    )
+    parser.add_argument(
+        "--profile-rate",
+        type=int,
+        default=Load.profile_rate,
+        help="py-spy's samples per second with --profile",
+    )
+    parser.add_argument(
+        "--beside",
+        type=Path,
+        help="another runplane source tree (a git worktree of an earlier commit, say): its "
+        "service runs beside this tree's, on as many nodes of its own, and the runs alternate "
+        "between the two, so both are measured in the same seconds; prints the ratio of their "
+        "CPU per run",
     )
     parser.add_argument(
         "--database",
