@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from runplane import names
 from runplane.config import Settings
 from runplane.runs import FailureClass, RunState, classify
 from runplane.runtimes.kubernetes.api.watch import ADDED, DELETED, MODIFIED, VANISHED
-from runplane.runtimes.kubernetes.nodes import NodeBook, node_kept
+from runplane.runtimes.kubernetes.nodes import NodeBook
 from runplane.runtimes.kubernetes.pod_events import node_lost_event
+from runplane.runtimes.kubernetes.views import NODES
 from tests.unit.test_kubernetes_events import UID, pod
 
 
@@ -82,15 +85,15 @@ def test_runplanes_own_delete_of_a_lost_pod_reads_as_the_loss() -> None:
     assert published[-1].reason == "Running"
 
 
-def test_the_node_watch_keeps_what_the_book_reads_and_no_status() -> None:
-    """What the watch keeps of a node is enough for the book (a vanished node found by a
+def test_the_node_watch_reads_what_the_book_reads_and_no_status() -> None:
+    """What the watch decodes of a node is enough for the book (a vanished node found by a
     re-list is reported from it) and for telling a changed node from the same one."""
     labels = {names.NODE_GROUP: "spot", **Settings().spot.node_selector}
     whole = node("spot-1", **labels)
     whole["metadata"] |= {"resourceVersion": "7", "managedFields": [{"manager": "kwok"}]}
     whole["status"] = {"conditions": [{"type": "Ready", "lastHeartbeatTime": "now"}]}
     whole["spec"] = {"taints": []}
-    slim = node_kept(whole)
+    slim = NODES.event(orjson.dumps({"type": "ADDED", "object": whole}))["object"]
     assert slim == {
         "metadata": {
             "name": "spot-1",

@@ -30,19 +30,6 @@ from runplane.spec.labels import check_dns_subdomain
 NodeLost = Callable[[str, str, bool | None], None]
 
 
-#: What the node watch keeps of each node between events: what names it, what tells whether
-#: it changed, and the labels the book reads.
-_KEPT = ("name", "uid", "resourceVersion", "labels")
-
-
-def node_kept(node: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a node the watch keeps: a kwok or cloud node's status (conditions with
-    their heartbeats, capacity, images) is most of it and read by nothing here (kept whole,
-    1,000 kwok nodes held about 6 MiB more of the service's memory)."""
-    meta = node.get("metadata") or {}
-    return {"metadata": {key: meta[key] for key in _KEPT if key in meta}}
-
-
 class NodeBook:
     """Thread-safe: the node watch observes; event publishers ask :meth:`describe`."""
 

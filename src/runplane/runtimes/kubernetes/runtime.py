@@ -32,7 +32,7 @@ from runplane.rendering.workloads import gang_pod_specs
 from runplane.runs import ResizeRecord, RunState, Usage
 from runplane.runtimes.contract import Answer, Call, Capabilities, RunRequest
 from runplane.runtimes.events import EventChannel, RunEvent
-from runplane.runtimes.kubernetes import applications, autoresize, cluster, deploy, mpijobs
+from runplane.runtimes.kubernetes import applications, autoresize, cluster, deploy, mpijobs, views
 from runplane.runtimes.kubernetes.api.calls import Calls, ClusterError
 from runplane.runtimes.kubernetes.api.client import api_client, pooled
 from runplane.runtimes.kubernetes.api.namespaces import ensure_namespace
@@ -52,7 +52,7 @@ from runplane.runtimes.kubernetes.kubelet_stats import KubeletStats
 from runplane.runtimes.kubernetes.kueue import quota_terms
 from runplane.runtimes.kubernetes.kueue_admission import KueueAdmission, detect
 from runplane.runtimes.kubernetes.logspool import LogSpool, PodLog
-from runplane.runtimes.kubernetes.nodes import NodeBook, label_node, node_kept
+from runplane.runtimes.kubernetes.nodes import NodeBook, label_node
 from runplane.runtimes.kubernetes.pod_events import (
     attempt_of,
     kept,
@@ -139,7 +139,7 @@ class KubernetesRuntime:
             self._observe_node,
             name="runplane-node-watch",
             path="/api/v1/nodes",
-            keep=node_kept,
+            views=views.NODES,
         )
         # Followed logs hold their connections for long: a pool of their own.
         spool_api = pooled(api.configuration, log_follows)
@@ -158,6 +158,7 @@ class KubernetesRuntime:
             resource_version=resource_version,
             keep=kept,
             index=_run_uid,
+            views=views.PODS,
         )
         self._rest = rest
         #: Kueue's queues, where the cluster runs Kueue and the settings allow it

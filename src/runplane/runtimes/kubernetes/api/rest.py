@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import http.client
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypedDict, Unpack, cast
 
 import orjson
@@ -89,11 +89,25 @@ class Options(TypedDict, total=False):
     timeout: Timeout
 
 
+#: How an answer's body becomes JSON: all of it (orjson), or what a caller reads of it.
+Decode = Callable[[bytes], dict[str, Any]]
+
+
+def whole(body: bytes) -> dict[str, Any]:
+    """All of an answer's JSON."""
+    return cast(dict[str, Any], orjson.loads(body))
+
+
 class Requests(Protocol):
     """What the watch needs of the API: JSON answers, and a GET read as it streams."""
 
     def json(
-        self, method: str, path: str, query: Query = None, **options: Unpack[Options]
+        self,
+        method: str,
+        path: str,
+        query: Query = None,
+        decode: Decode = whole,
+        **options: Unpack[Options],
     ) -> dict[str, Any]: ...
 
     def stream(
@@ -197,11 +211,16 @@ class RestApi:
         return pool
 
     def json(
-        self, method: str, path: str, query: Query = None, **options: Unpack[Options]
+        self,
+        method: str,
+        path: str,
+        query: Query = None,
+        decode: Decode = whole,
+        **options: Unpack[Options],
     ) -> dict[str, Any]:
         response = self.send(method, path, query, **options)
         response.read()
-        return cast(dict[str, Any], orjson.loads(response.data or b"{}"))
+        return decode(response.data or b"{}")
 
     def unread(
         self, method: str, path: str, query: Query = None, **options: Unpack[Options]

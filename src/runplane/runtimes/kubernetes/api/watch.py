@@ -23,7 +23,7 @@ reads them here, in memory, instead of listing them from the API server, which f
 pod of the namespace to answer a label selector.
 
 Objects are passed on as the plain JSON dicts the API sends (no model deserialisation), as the
-handler's readers want them.
+handler's readers want them: all of each object, or what a caller's :class:`Views` decode of it.
 """
 
 from __future__ import annotations
@@ -32,16 +32,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from runplane import meters
 from runplane.runtimes.kubernetes.api.backoff import Backoff
-from runplane.runtimes.kubernetes.api.rest import CONNECTION_ENDED, Requests, pods_path, shutdown
+from runplane.runtimes.kubernetes.api.rest import (
+    CONNECTION_ENDED,
+    Decode,
+    Requests,
+    pods_path,
+    shutdown,
+    whole,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +75,16 @@ class WatchStats:
     errors: int = 0
     bookmarks: int = 0
     events: int = 0
+
+
+@dataclass(frozen=True)
+class Views:
+    """How the loop decodes what it reads into plain JSON dicts: a watch event (one line:
+    ``{"type", "object"}``) and a page of a list (``{"metadata", "items"}``). Each object
+    whole unless a caller decodes only the fields its readers use."""
+
+    event: Decode = field(default=whole)
+    page: Decode = field(default=whole)
 
 
 def _uid(pod: dict[str, Any]) -> str:
@@ -110,6 +126,7 @@ class PodWatch:
         path: str | None = None,
         keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         index: Callable[[dict[str, Any]], str] | None = None,
+        views: Views | None = None,
     ) -> None:
         self._rest = rest
         self.namespace = namespace
@@ -126,6 +143,7 @@ class PodWatch:
         self._known: dict[str, dict[str, Any]] = {}
         #: What is kept of each object between events (all of it unless told).
         self._keep = keep
+        self._views = views or Views()
         #: The key each object is found by in :meth:`known_by` (none unless told), and the
         #: objects by key, then uid: changed by the loop's thread under ``_indexing``.
         self._index = index
@@ -242,6 +260,7 @@ class PodWatch:
                     self.path,
                     query,
                     timeout=(10, max(self._idle_timeout, 30)),
+                    decode=self._views.page,
                 )
             except ApiException as error:
                 if error.status == GONE and token:
@@ -307,7 +326,7 @@ class PodWatch:
             for line in lines(response):
                 if self._stop.is_set():
                     break
-                self._receive(orjson.loads(line))
+                self._receive(self._views.event(line))
                 delivered = True
         except CONNECTION_ENDED:
             # A read timeout, a dropped connection, or our own interrupt()/stop() closing the
