@@ -187,8 +187,11 @@ def connect(url: str) -> Engine:
 #: threads, the recorder, the monitor and its loops), and as many again beyond those for a
 #: burst of requests (closed when returned). With SQLAlchemy's default of 5 kept, every burst of
 #: submissions opened connections and closed them again: on PostgreSQL a server process started
-#: and ended per connection, on the path of the run (docs/benchmarks.md, "Scale").
-_POOL: dict[str, Any] = {"pool_size": 20, "max_overflow": 20}
+#: and ended per connection, on the path of the run (docs/benchmarks.md, "Scale"). The one
+#: returned last is handed out first: on SQLite each connection has a page cache of its own,
+#: emptied when another connection wrote, and handed out in turn (the pool's default) every one
+#: read each page a run's record touches from the file again (42 reads a run, 7 this way).
+_POOL: dict[str, Any] = {"pool_size": 20, "max_overflow": 20, "pool_use_lifo": True}
 #: A pooled PostgreSQL connection unused this long is checked (a round trip) before it is
 #: handed out: the server may have closed it (restarted, idle timeout) meanwhile.
 IDLE_PING_SECONDS = 10.0
