@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +62,8 @@ class Cluster:
     def aborting(self, uid: str, reason: str, message: str) -> None:
         pass  # its abort reports at once
 
-    def events(self) -> AsyncIterator[RunEvent]:
-        return self._events.read()
+    def events(self) -> EventChannel:
+        return self._events
 
     def existing(self) -> dict[str, list[str]]:
         return {}

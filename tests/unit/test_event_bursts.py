@@ -1,14 +1,17 @@
-"""How the service's recorder groups a runtime's events into bursts (one transaction each)."""
+"""How the service's recorder groups a runtime's events into bursts (one transaction each),
+and how often the events wake it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import threading
+import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from runplane.runs import RunState
-from runplane.runtimes.events import RunEvent
+from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.service import recorder as core
 
 
@@ -16,8 +19,27 @@ def event(number: int, state: RunState = RunState.RUNNING) -> RunEvent:
     return RunEvent(f"run-{number}", state, reason=state.value)
 
 
-async def collect(events: AsyncIterator[RunEvent], limit: int = 256) -> list[list[RunEvent]]:
-    return [burst async for burst in core._bursts(events, limit)]
+Feed = Callable[[EventChannel], Awaitable[None]]
+
+
+async def collect(feed: Feed, limit: int = 256) -> list[tuple[float, list[RunEvent]]]:
+    """The bursts the recorder takes of what ``feed`` publishes (then the channel closes),
+    each with when it was taken."""
+    channel = EventChannel()
+
+    async def publish() -> None:
+        await feed(channel)
+        channel.close()
+
+    feeding = asyncio.create_task(publish())
+    loop = asyncio.get_running_loop()
+    bursts = [(loop.time(), burst) async for burst in core._bursts(channel, limit)]
+    await feeding
+    return bursts
+
+
+def taken(feed: Feed, limit: int = 256) -> list[list[RunEvent]]:
+    return [burst for _, burst in asyncio.run(collect(feed, limit))]
 
 
 @pytest.fixture
@@ -26,30 +48,29 @@ def lingers(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     asked: list[float] = []
     linger = core._linger
 
-    async def recorded(urgent: asyncio.Event, seconds: float) -> None:
+    async def recorded(events: EventChannel, seconds: float) -> None:
         asked.append(seconds)
-        await linger(urgent, seconds)
+        await linger(events, seconds)
 
     monkeypatch.setattr(core, "_linger", recorded)
     return asked
 
 
 def test_a_lone_event_is_taken_at_once(lingers: list[float]) -> None:
-    async def one() -> AsyncIterator[RunEvent]:
-        yield event(1)
+    async def one(channel: EventChannel) -> None:
+        channel.publish(event(1))
 
-    bursts = asyncio.run(collect(one()))
-    assert [[e.uid for e in burst] for burst in bursts] == [["run-1"]]
+    assert [[e.uid for e in burst] for burst in taken(one)] == [["run-1"]]
     assert lingers == []
 
 
 def test_events_pouring_in_are_taken_in_larger_bursts_in_order(lingers: list[float]) -> None:
-    async def pouring() -> AsyncIterator[RunEvent]:
+    async def pouring(channel: EventChannel) -> None:
         for number in range(400):  # far faster than 100 a second
-            yield event(number)
+            channel.publish(event(number))
             await asyncio.sleep(0)  # one at a time, as a runtime's threads publish them
 
-    bursts = asyncio.run(collect(pouring()))
+    bursts = taken(pouring)
     assert [e.uid for burst in bursts for e in burst] == [f"run-{n}" for n in range(400)]
     assert lingers, "the recorder never waited for more"
     # Past the first events (the rate is not known yet), each burst is many events.
@@ -57,23 +78,23 @@ def test_events_pouring_in_are_taken_in_larger_bursts_in_order(lingers: list[flo
 
 
 def test_a_slow_stream_is_never_held_back(lingers: list[float]) -> None:
-    async def trickle() -> AsyncIterator[RunEvent]:
+    async def trickle(channel: EventChannel) -> None:
         for number in range(core._RATE_WINDOW + 5):
-            yield event(number)
+            channel.publish(event(number))
             await asyncio.sleep(0.025)  # 40 a second: below the busy rate
 
-    bursts = asyncio.run(collect(trickle()))
+    bursts = taken(trickle)
     assert sum(len(burst) for burst in bursts) == core._RATE_WINDOW + 5
     assert lingers == []
 
 
 def test_a_burst_never_exceeds_the_limit(lingers: list[float]) -> None:
-    async def pouring() -> AsyncIterator[RunEvent]:
+    async def pouring(channel: EventChannel) -> None:
         for number in range(300):
-            yield event(number)
+            channel.publish(event(number))
             await asyncio.sleep(0)
 
-    bursts = asyncio.run(collect(pouring(), limit=16))
+    bursts = taken(pouring, limit=16)
     assert max(len(burst) for burst in bursts) <= 16
     assert sum(len(burst) for burst in bursts) == 300
 
@@ -85,23 +106,58 @@ def test_a_runs_end_cuts_the_wait_short(
     monkeypatch.setattr(core, "_LINGER", 30.0)  # a wait that would be plain to see
     ended_at: list[float] = []
 
-    async def pouring_then_an_end() -> AsyncIterator[RunEvent]:
+    async def pouring_then_an_end(channel: EventChannel) -> None:
         for number in range(core._RATE_WINDOW + 1):
-            yield event(number)
+            channel.publish(event(number))
             await asyncio.sleep(0)
         await asyncio.sleep(0.01)  # all taken: the next event starts a burst
-        yield event(500)
+        channel.publish(event(500))
         await asyncio.sleep(0.01)  # the recorder waits for more now
         ended_at.append(asyncio.get_running_loop().time())
-        yield event(999, RunState.COMPLETED)
+        channel.publish(event(999, RunState.COMPLETED))
 
-    async def timed() -> list[tuple[float, list[str]]]:
-        loop = asyncio.get_running_loop()
-        bursts = core._bursts(pouring_then_an_end(), 256)
-        return [(loop.time(), [e.uid for e in burst]) async for burst in bursts]
-
-    bursts = asyncio.run(timed())
+    bursts = asyncio.run(collect(pouring_then_an_end))
     assert lingers == [30.0], lingers
-    taken, burst = bursts[-1]
-    assert burst[-2:] == ["run-500", "run-999"], bursts
-    assert taken - ended_at[0] < 15, "the run's end waited for the whole wait"
+    at, burst = bursts[-1]
+    assert [e.uid for e in burst][-2:] == ["run-500", "run-999"], bursts
+    assert at - ended_at[0] < 15, "the run's end waited for the whole wait"
+
+
+def test_events_that_arrive_while_the_recorder_waits_for_more_do_not_wake_it() -> None:
+    """While it lingers, a publisher's event is buffered without waking the recorder's loop
+    (each wake costs its thread more than the event's share of a burst); a run's end does."""
+    channel = EventChannel()
+    wakes: list[float] = []
+    before_the_end: list[int] = []
+    done = threading.Event()
+
+    async def lingering() -> None:
+        loop = asyncio.get_running_loop()
+        wake = loop.call_soon_threadsafe
+
+        def counted(callback: object, *args: object) -> object:
+            wakes.append(time.monotonic())
+            return wake(callback, *args)  # type: ignore[arg-type]
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        with channel.reader():
+            publisher.start()
+            await core._linger(channel, 5.0)
+            done.set()
+
+    def publish() -> None:
+        for number in range(50):
+            channel.publish(event(number))
+            time.sleep(0.001)
+        before_the_end.append(len(wakes))
+        channel.publish(event(99, RunState.COMPLETED))
+
+    publisher = threading.Thread(target=publish)
+    began = time.monotonic()
+    asyncio.run(lingering())
+    publisher.join(5)
+    assert before_the_end == [0], "an event that ends no run woke the lingering recorder"
+    assert done.is_set()
+    assert time.monotonic() - began < 4, "the run's end did not end the wait"
+    assert len(wakes) == 1
+    assert [e.uid for e in channel.take(100)][-1] == "run-99"

@@ -7,7 +7,7 @@ which one it is.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,7 +17,7 @@ from runplane.placement.quotas import QuotaTable
 from runplane.rendering.resources import EffectiveResources
 from runplane.rendering.workloads import main_pod_spec
 from runplane.runs import ResizeRecord, Usage
-from runplane.runtimes.events import RunEvent
+from runplane.runtimes.events import EventChannel, RunEvent
 
 #: The most output one ``Runtime.logs`` call returns, so a long log streams in pieces.
 LOG_CHUNK = 1 << 20
@@ -150,7 +150,7 @@ class Runtime(Protocol):
         event. Raises :class:`~runplane.errors.ResizeRefusedError` with the reason where the
         run, its kind or its node cannot."""
 
-    def events(self) -> AsyncIterator[RunEvent]:
+    def events(self) -> EventChannel:
         """Every state change of every run this runtime launched or finds, in order, until
         :meth:`close`; one reader."""
 

@@ -12,7 +12,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -68,14 +68,21 @@ class EventChannel:
     """Events from any thread to one asynchronous reader, in the order they were published.
 
     Publishing never blocks and never waits for the reader: what arrives before the reader
-    starts, or while it is busy, is buffered. Closing ends the reader's iteration once it has
-    read everything published before the close.
+    starts, or while it is busy, is buffered. The reader waits for events (:meth:`wait`) and
+    takes what came (:meth:`take`), or reads them one by one (``async for``). Each wake of
+    the reader's thread by a publisher costs more than taking the event it brings, so a busy
+    reader may wait a moment for more without being woken by each one that arrives, only by
+    one that ends a run (whoever waits for a run's end is never held back). Closing ends the
+    reader's iteration once it has read everything published before the close.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._buffer: deque[RunEvent] = deque()
-        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
+        #: How many of the buffered events end a run.
+        self._ends = 0
+        #: The reader's wait, and whether only a run's end (or the close) ends it.
+        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[None], bool] | None = None
         self._closed = False
         self._reading = False
 
@@ -84,7 +91,10 @@ class EventChannel:
             if self._closed:
                 return
             self._buffer.append(event)
-            self._wake()
+            end = event.state.terminal
+            self._ends += end
+            if self._waiter is not None and (end or not self._waiter[2]):
+                self._wake()
 
     def close(self) -> None:
         with self._lock:
@@ -94,38 +104,74 @@ class EventChannel:
     def _wake(self) -> None:
         """Called with the lock held."""
         if self._waiter is not None:
-            loop, future = self._waiter
+            loop, future, _ = self._waiter
             self._waiter = None
             with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
                 loop.call_soon_threadsafe(_resolve, future)
 
-    async def read(self) -> AsyncIterator[RunEvent]:
-        """Every event, until the channel is closed; one reader at a time. A reader that stops
-        early (cancelled, or its loop ended) leaves what it did not read for the next one."""
+    @property
+    def drained(self) -> bool:
+        """Closed, and every event taken."""
+        with self._lock:
+            return self._closed and not self._buffer
+
+    async def wait(self, timeout: float | None = None, *, ends_only: bool = False) -> None:
+        """Return once an event is here to take (``ends_only``: one that ends a run), the
+        channel is closed, or ``timeout`` seconds passed."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._closed or (self._ends if ends_only else self._buffer):
+                return
+            future = loop.create_future()
+            self._waiter = (loop, future, ends_only)
+        try:
+            if timeout is None:
+                await future
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(future, timeout)
+        finally:
+            with self._lock:
+                if self._waiter is not None and self._waiter[1] is future:
+                    self._waiter = None
+
+    def take(self, limit: int) -> list[RunEvent]:
+        """The first ``limit`` events not taken yet, in order (none if none came)."""
+        with self._lock:
+            taken = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
+            self._ends -= sum(event.state.terminal for event in taken)
+            return taken
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[EventChannel]:
+        """Hold the channel's one reader's place while reading."""
         with self._lock:
             if self._reading:
                 raise RuntimeError("a runtime's events have one reader")
             self._reading = True
-        loop = asyncio.get_running_loop()
         try:
-            while True:
-                with self._lock:
-                    if self._buffer:
-                        event = self._buffer.popleft()
-                    elif self._closed:
-                        return
-                    else:
-                        future = loop.create_future()
-                        self._waiter = (loop, future)
-                        event = None
-                if event is None:
-                    await future
-                else:
-                    yield event
+            yield self
         finally:
             with self._lock:
                 self._waiter = None
                 self._reading = False
+
+    def __aiter__(self) -> AsyncIterator[RunEvent]:
+        return self.read()
+
+    async def read(self) -> AsyncIterator[RunEvent]:
+        """Every event, one by one, until the channel is closed; one reader at a time. A
+        reader that stops early (cancelled, or its loop ended) leaves what it did not read
+        for the next one."""
+        with self.reader():
+            while True:
+                taken = self.take(1)
+                if taken:
+                    yield taken[0]
+                elif self.drained:
+                    return
+                else:
+                    await self.wait()
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -13,8 +13,6 @@ after the storage takes writes again. A run's later events wait behind its held 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import heapq
 import logging
 import threading
@@ -24,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 
 from runplane.runs import RETRYABLE, TERMINAL, Reason
-from runplane.runtimes.events import RunEvent
+from runplane.runtimes.events import EventChannel, RunEvent
 from runplane.service import retries
 from runplane.service.outage import outage
 from runplane.service.retries import RetryDecision
@@ -56,7 +54,7 @@ _HELD_MOST = 100_000
 
 
 async def _bursts(
-    events: AsyncIterator[RunEvent],
+    events: EventChannel,
     limit: int,
     patience: Callable[[], float | None] = lambda: None,
 ) -> AsyncIterator[list[RunEvent]]:
@@ -65,64 +63,37 @@ async def _bursts(
 
     While events pour in (a few dozen a second or more), a burst waits a moment for more
     first: each is a transaction that holds the write lock submissions also need, and a few
-    larger ones cost less than many small ones. The wait ends as soon as a run's end arrives
-    (:func:`_linger`): whoever waits for a run is never held back by it, and a lone run's
-    events are recorded at once: the wait is for throughput, never on a quiet path.
+    larger ones cost less than many small ones. Meanwhile the events that arrive do not wake
+    the recorder, each of which cost more than its event's share of the burst; a run's end
+    does, and ends the wait (:func:`_linger`): whoever waits for a run is never held back by
+    it, and a lone run's events are recorded at once: the wait is for throughput, never on a
+    quiet path.
 
     A burst is empty when nothing came for ``patience()`` seconds (``None``: however long
     it takes): the turn to write again what the store refused.
     """
-    queue: asyncio.Queue[RunEvent | None] = asyncio.Queue()
     arrivals: deque[float] = deque(maxlen=_RATE_WINDOW)
-    #: Set when an event that someone may wait for (a run's end) or the last one is queued.
-    urgent = asyncio.Event()
-
-    async def pump() -> None:
-        try:
-            async for event in events:
-                queue.put_nowait(event)
-                if event.state in TERMINAL:
-                    urgent.set()
-        finally:
-            queue.put_nowait(None)
-            urgent.set()
-
-    task = asyncio.create_task(pump())
-    ended = False
-    while not ended:
-        wait = patience()
-        if not queue.empty() or wait is None:  # no timer to arm while events pour in
-            first = await queue.get()
-        else:
-            try:
-                first = await asyncio.wait_for(queue.get(), wait)
-            except TimeoutError:
+    with events.reader():
+        while True:
+            await events.wait(patience())
+            burst = events.take(limit)
+            if not burst:
+                if events.drained:
+                    return
                 yield []
                 continue
-        if first is None:
-            break
-        now = time.monotonic()
-        busy = len(arrivals) == _RATE_WINDOW and now - arrivals[0] < _RATE_WINDOW / _BUSY_RATE
-        if busy and queue.qsize() < limit and first.state not in TERMINAL:
-            await _linger(urgent, _LINGER)
-        burst = [first]
-        while len(burst) < limit and not queue.empty():
-            item = queue.get_nowait()
-            if item is None:
-                ended = True
-                break
-            burst.append(item)
-        if queue.empty():  # a run's end left behind (a full burst) still cuts the next wait
-            urgent.clear()
-        arrivals.extend([now] * len(burst))
-        yield burst
-    await task
+            now = time.monotonic()
+            busy = len(arrivals) == _RATE_WINDOW and now - arrivals[0] < _RATE_WINDOW / _BUSY_RATE
+            if busy and len(burst) < limit and not any(e.state in TERMINAL for e in burst):
+                await _linger(events, _LINGER)
+                burst += events.take(limit - len(burst))
+            arrivals.extend([now] * len(burst))
+            yield burst
 
 
-async def _linger(urgent: asyncio.Event, seconds: float) -> None:
-    """Wait ``seconds`` for more events, or until ``urgent`` is set."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(urgent.wait(), seconds)
+async def _linger(events: EventChannel, seconds: float) -> None:
+    """Wait ``seconds`` for more events, or until one that ends a run arrives."""
+    await events.wait(seconds, ends_only=True)
 
 
 class Recorder:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -537,9 +537,9 @@ class KubernetesRuntime:
 
     # -- observing ------------------------------------------------------------------------
 
-    def events(self) -> AsyncIterator[RunEvent]:
+    def events(self) -> EventChannel:
         self._watch_cluster()
-        return self._events.read()
+        return self._events
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
         """The run's output as copied from its pods so far (:mod:`.logspool`). A replica that

@@ -18,7 +18,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -410,8 +410,8 @@ class LocalRuntime:
 
     # -- observing ------------------------------------------------------------------------
 
-    def events(self) -> AsyncIterator[RunEvent]:
-        return self._events.read()
+    def events(self) -> EventChannel:
+        return self._events
 
     def logs(self, uid: str, offset: int = 0) -> tuple[bytes, int]:
         return read_output(run_dir(self.settings, uid) / OUTPUT, offset)
