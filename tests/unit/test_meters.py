@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from runplane import meters
@@ -22,6 +24,22 @@ def test_counts_add_up_by_meter_and_labels():
     assert total("kube_requests", method="GET") == before_get + 1
     assert total("kube_requests") == before_all + 3
     assert all(name in meters.METERS for name, _ in meters.counts())
+
+
+def test_threads_count_apart_and_every_count_adds_up_also_after_its_thread_ended():
+    before = total("placement_evaluations", rule="threads")
+    labels = (("rule", "threads"),)
+
+    def counting() -> None:
+        for _ in range(1000):
+            meters.count("placement_evaluations", labels)
+
+    workers = [threading.Thread(target=counting) for _ in range(8)]
+    for worker in workers:
+        worker.start()
+    while any(worker.is_alive() for worker in workers):
+        assert before <= total("placement_evaluations", rule="threads") <= before + 8000
+    assert total("placement_evaluations", rule="threads") == before + 8000
 
 
 @pytest.mark.parametrize(
