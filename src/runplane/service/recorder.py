@@ -63,11 +63,11 @@ async def _bursts(
 
     While events pour in (a few dozen a second or more), a burst waits a moment for more
     first: each is a transaction that holds the write lock submissions also need, and a few
-    larger ones cost less than many small ones. Meanwhile the events that arrive do not wake
-    the recorder, each of which cost more than its event's share of the burst; a run's end
-    does, and ends the wait (:func:`_linger`): whoever waits for a run is never held back by
-    it, and a lone run's events are recorded at once: the wait is for throughput, never on a
-    quiet path.
+    larger ones cost less than many small ones. Meanwhile an event that arrives does not wake
+    the recorder (a wake cost more than the event's share of the burst); a run's end does, and
+    ends the wait (:func:`_linger`): whoever waits for a run is never held back by it, and a
+    lone run's events are recorded at once: the wait is for throughput, never on a quiet
+    path.
 
     A burst is empty when nothing came for ``patience()`` seconds (``None``: however long
     it takes): the turn to write again what the store refused.
