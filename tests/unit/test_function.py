@@ -434,6 +434,37 @@ def test_round_trip_through_dict_yaml_and_file(tmp_path, monkeypatch):
     assert again.spec.resources.requests == {"memory": "1G", "cpu": 1}  # types kept as written
 
 
+def _dumped_sections(tmp_path) -> list[Function]:
+    """Functions that set each nested section, leave it alone, or set it to its defaults."""
+    dask = runplane.new_function("cluster", kind="dask")
+    dask.with_worker_requests(mem="1G", cpu=2).with_scheduler_limits(mem="2G")
+    spark = runplane.new_function("etl", kind="spark")
+    spark.with_driver_requests(cpu=1).with_executor_limits(mem="4G")
+    emptied = runplane.new_function("emptied").with_requests(cpu=1)
+    emptied.spec.resources = {"requests": {}, "limits": {}}  # set back to its defaults
+    return [
+        runplane.new_function("bare"),
+        _fully_configured(tmp_path),
+        dask,
+        spark,
+        emptied,
+        Function.from_dict({"metadata": {"name": "given"}, "spec": {"build": {}, "resources": {}}}),
+        runplane.new_function("served", kind="serving", image="app:1").with_http(workers=2),
+    ]
+
+
+def test_to_dict_leaves_out_what_pydantic_calls_default(tmp_path):
+    """The dump built section by section is pydantic's ``exclude_defaults`` dump, in its
+    order: a section left at or set back to its defaults is left out, as there."""
+    for fn in _dumped_sections(tmp_path):
+        expected = fn.model_dump(mode="json", exclude_defaults=True)
+        assert fn.to_dict() == expected
+        assert list(fn.to_dict()["spec"] if "spec" in expected else []) == list(
+            expected.get("spec", {})
+        )
+    assert "resources" not in runplane.new_function("bare").to_dict().get("spec", {})
+
+
 def test_code_to_function_embeds_the_code(tmp_path):
     fn = _fully_configured(tmp_path)
     import base64

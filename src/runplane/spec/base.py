@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -25,6 +26,47 @@ def translate(error: pydantic.ValidationError, prefix: str = "") -> InvalidValue
     else:
         allowed = first["msg"][:1].lower() + first["msg"][1:]
     return InvalidValueError(field, first.get("input"), allowed)
+
+
+def set_fields(model: pydantic.BaseModel) -> dict[str, Any]:
+    """``model.model_dump(mode="json", exclude_defaults=True)``, the same dict, made without
+    building the default of each nested model to compare its value with.
+
+    pydantic builds and validates a field's default from its factory at every such dump: a
+    function's spec and its six resource and build sections, 13 models (with their
+    validators) for each function recorded, most of a dump's time (38 against 12 µs). Here a
+    nested model's field is dumped the same way, and left out where nothing in it differs
+    from its defaults, which is what equal to its default means for a model without private
+    state (:func:`_nested_models` takes only those)."""
+    cls = type(model)
+    order, nested = _nested_models(cls)
+    if not nested:
+        return model.model_dump(mode="json", exclude_defaults=True)
+    data = model.model_dump(mode="json", exclude_defaults=True, exclude=set(nested))
+    for name in nested:
+        if section := set_fields(getattr(model, name)):
+            data[name] = section
+    return {name: data[name] for name in order if name in data}  # pydantic's order
+
+
+@functools.cache
+def _nested_models(cls: type[pydantic.BaseModel]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``cls``'s fields in order, and those whose default is a new model of their own type
+    without private attributes (see :func:`set_fields`)."""
+    nested = tuple(
+        name
+        for name, info in cls.model_fields.items()
+        if _own_model(info.default_factory) and info.annotation is info.default_factory
+    )
+    return tuple(cls.model_fields), nested
+
+
+def _own_model(factory: object) -> bool:
+    return (
+        isinstance(factory, type)
+        and issubclass(factory, pydantic.BaseModel)
+        and not factory.__private_attributes__
+    )
 
 
 class SpecModel(pydantic.BaseModel):

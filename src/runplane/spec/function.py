@@ -22,7 +22,7 @@ from runplane import hooks, names
 from runplane.errors import InvalidValueError, MissingValueError
 from runplane.spec import env as environment
 from runplane.spec import mlrun_layout
-from runplane.spec.base import SpecModel, translate
+from runplane.spec.base import SpecModel, set_fields, translate
 from runplane.spec.bounds import MAX_TEXT_BYTES, check_text
 from runplane.spec.build import BuildSpec
 from runplane.spec.function_spec import FunctionSpec
@@ -90,7 +90,7 @@ class Function(SpecModel, ResourceCalls):
         function read from MLRun's dict form comes back in that form (its empty fields and
         the keys runplane only keeps, with the preemption mode MLRun adds); ``exclude``
         leaves top-level sections out."""
-        data = self.model_dump(mode="json", exclude_defaults=True)
+        data = set_fields(self)
         if self._layout is not None:
             data = mlrun_layout.write(self._layout, self.model_dump(mode="json"), data)
             mode = self.spec.preemption_mode
