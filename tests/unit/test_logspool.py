@@ -9,7 +9,8 @@ import gzip
 import json
 import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +19,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from kubernetes import client
 
+from runplane.runtimes.kubernetes import logspool
+from runplane.runtimes.kubernetes.api.backoff import Backoff
 from runplane.runtimes.kubernetes.api.rest import RestApi
 from runplane.runtimes.kubernetes.logspool import (
     RESULTS,
@@ -203,11 +206,16 @@ class PodLogs(BaseHTTPRequestHandler):
     pods: dict[str, list[tuple[int, bytes]]] = {}
     #: The pods whose log was asked for, in order.
     asked: list[str] = []
+    #: Pods on a node whose kubelet cannot be reached: the API server answers 500.
+    refused: set[str] = set()
 
     def do_GET(self) -> None:
         url = urlparse(self.path)
         self.asked.append(url.path.split("/")[-2])
         pod = url.path.split("/")[-2]
+        if pod in self.refused:
+            self.send_error(500, "error dialing backend: the node's kubelet is unreachable")
+            return
         if pod not in self.pods:
             self.send_error(404)
             return
@@ -235,6 +243,8 @@ def stamp(at: int) -> str:
 @pytest.fixture
 def spool(tmp_path) -> Iterator[LogSpool]:
     PodLogs.pods = {}
+    PodLogs.asked = []
+    PodLogs.refused = set()
     server = ThreadingHTTPServer(("127.0.0.1", 0), PodLogs)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -244,6 +254,7 @@ def spool(tmp_path) -> Iterator[LogSpool]:
     logs.close()
     server.shutdown()
     server.server_close()
+    PodLogs.refused = set()  # the other tests' pods are served
 
 
 UID = "0123abcd"
@@ -339,6 +350,87 @@ def test_an_earlier_attempts_pod_seen_late_leaves_the_later_attempts_output_alon
     assert PodLogs.asked == []
     assert (directory / OUTPUT).read_bytes() == before  # still open, nothing added
     assert not os.path.exists(directory / COMPRESSED)
+
+
+def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def resting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node that refused a log rests a tenth of a second, not seconds."""
+    monkeypatch.setattr(logspool, "_NODE_BACKOFF", Backoff(initial=0.1, maximum=0.1))
+
+
+def test_a_node_that_serves_no_logs_is_asked_by_one_of_its_pods_until_it_serves(
+    spool, tmp_path, resting
+):
+    """Its other pods wait parked on it, asking nothing, however often it is asked; once it
+    serves a log, every one of them is copied."""
+    pods = [f"run-{index}" for index in range(5)]
+    for index, pod in enumerate(pods):
+        PodLogs.pods[pod] = numbered(0, 3)
+        PodLogs.refused.add(pod)
+        spool.follow(f"uid{index}", pod, node="node-a")
+    eventually(lambda: len(PodLogs.asked) >= 3)  # asked, refused, rested: three times over
+    asking = PodLogs.asked[0]
+    assert set(PodLogs.asked) == {asking}
+    assert not spool.serves("node-a")
+
+    PodLogs.refused.clear()  # its kubelet is reachable again
+    for index in range(len(pods)):
+        output = tmp_path / "runs" / f"uid{index}" / OUTPUT
+        eventually(lambda output=output: output.exists() and output.read_bytes().count(b"\n") == 3)
+    assert spool.serves("node-a")
+    assert set(PodLogs.asked) == set(pods)
+
+
+def test_the_pod_asking_a_node_that_ends_or_is_replaced_hands_the_asking_on(
+    spool, tmp_path, resting
+):
+    """The pod that asks a refusing node for the others ends (its last read is its own), or
+    is replaced by its run's next attempt: the next pod parked on the node asks it."""
+    pods = ["run-0", "run-1", "run-2"]
+    for index, pod in enumerate(pods):
+        PodLogs.pods[pod] = numbered(0, 3)
+        PodLogs.refused.add(pod)
+        spool.follow(f"uid{index}", pod, node="node-a")
+    eventually(lambda: len(PodLogs.asked) >= 1)
+    first = PodLogs.asked[0]
+    spool.finish(f"uid{pods.index(first)}", first, node="node-a")
+    eventually(lambda: len(set(PodLogs.asked)) >= 2)
+    second = next(pod for pod in PodLogs.asked if pod != first)
+
+    # The second's run is retried: its pod's copy stops, and the third pod asks.
+    index = pods.index(second)
+    PodLogs.refused.add(f"{second}-again")
+    spool.follow(f"uid{index}", f"{second}-again", node="node-a", attempt=2)
+    (third,) = set(pods) - {first, second}
+    eventually(lambda: third in PodLogs.asked)
+
+
+def test_a_time_coming_wakes_one_idle_copier_not_all(spool, resting):
+    """Eight nodes that serve no logs, each asked again after a rest by its own pod, with
+    the copiers idle in between: each time one is due, one copier wakes for it."""
+    waits: list[str] = []
+    for condition in {spool._lock, spool._head}:
+        original = condition.wait
+
+        def counted(timeout: float | None = None, original=original) -> bool:
+            waits.append(threading.current_thread().name)
+            return bool(original(timeout))
+
+        condition.wait = counted
+    for index in range(8):
+        PodLogs.refused.add(f"run-{index}")
+        spool.follow(f"uid{index}", f"run-{index}", node=f"node-{index}")
+    eventually(lambda: len(PodLogs.asked) >= 40)  # each node asked five times, or so
+    asks, woken = len(PodLogs.asked), len(waits)
+    assert len({name for name in waits}) >= 4  # several copiers took turns
+    assert woken <= 3 * asks, (woken, asks)  # every idle copier woken each time: over 4
 
 
 def test_a_replica_that_does_not_lead_catches_up_to_the_bytes_the_leaders_copy_holds(tmp_path):

@@ -24,7 +24,10 @@ takes a connection from pod creation or the watch); the other started pods wait 
 the longest waiting first, and a pod that ends is copied in full before its end is reported,
 whether it was being followed or not. A node whose kubelet refuses to serve logs (unreachable,
 or a node without a kubelet) is asked again by one pod at a time, after a pause that grows to
-minutes; its other pods wait for that answer instead of each asking.
+minutes; its other pods wait parked on the node, out of the queue, until it serves, instead of
+each asking. One idle copier at a time waits for the time of the queue's next copy, the others
+for work: a time coming wakes one thread, not every idle copier (which, with the pods of
+hundreds of nodes that serve no logs in the queue, was half the service's context switches).
 
 A replica that does not lead watches no pods, so nothing tells its spool what to follow; asked
 for a run's output, it catches up instead (:meth:`LogSpool.catch_up`): one read of each of the
@@ -49,7 +52,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -145,7 +148,9 @@ class LogSpool:
         self.follows = follows
         self.idle_timeout = idle_timeout
         self._drain_timeout = drain_timeout
-        self._lock = threading.Condition()
+        mutex = threading.RLock()
+        self._lock = threading.Condition(mutex)  # idle copiers wait on it for work
+        self._head = threading.Condition(mutex)  # the copier timing the queue waits on it
         self._copies: dict[str, _Copy] = {}  # by run uid: the copy of its current pod
         self._ready: list[tuple[float, int, _Copy]] = []  # a heap: when each may read next
         self._order = itertools.count()
@@ -153,6 +158,7 @@ class LogSpool:
         self._serving: set[str] = set()  # nodes that served a log since they last refused
         self._copiers: list[threading.Thread] = []
         self._idle = 0  # copiers waiting for work
+        self._timing = False  # whether one of them waits for the time of the queue's first
         self._closed = False
         self.catch_up_every = CATCH_UP_EVERY
         self._caught_up: dict[str, tuple[threading.Lock, list[float]]] = {}  # uid: lock, when
@@ -249,29 +255,23 @@ class LogSpool:
 
     def _queue(self, copy: _Copy, at: float) -> None:
         """Let ``copy`` read again from ``at`` on (lock held); a copier is started if none is
-        free and the bound allows one more."""
+        free and the bound allows one more. A pod of a node being asked for its first log,
+        or resting after a refusal, waits parked on the node instead (:meth:`_parked`)."""
         copy.queued = True
-        at = self._held_until(copy, at)
+        refusals = self._refusals(copy)
+        if refusals is not None:
+            if self._parked(copy, refusals):
+                return
+            at = max(at, refusals.until)
         heapq.heappush(self._ready, (at, next(self._order), copy))
-        if self._ready[0][2] is copy:  # the idle copiers wait for an earlier one otherwise
-            self._lock.notify()
+        if self._ready[0][2] is copy:  # whoever waits for the first's time looks again
+            (self._head if self._timing else self._lock).notify()
         if self._idle == 0 and len(self._copiers) < self.follows:
             copier = threading.Thread(
                 target=self._serve, name=f"runplane-logs-{len(self._copiers)}", daemon=True
             )
             self._copiers.append(copier)
             copier.start()
-
-    def _held_until(self, copy: _Copy, at: float) -> float:
-        """When ``copy``, queued for ``at``, may be taken (lock held): later where its node is
-        being asked or rests, as :meth:`_refused_until` would put it back, so that no copier
-        is woken to find that out (a started pod on a node that serves no logs woke one)."""
-        refusals = self._nodes.get(copy.node)
-        if refusals is None or copy.ended or copy.node in self._serving:
-            return at
-        if refusals.asking is None and refusals.until <= at:
-            return at
-        return max(refusals.until, at + _ASKING_PAUSE)
 
     def _serve(self) -> None:
         """A copier: take the copy whose turn it is, read it once, queue it again or let it go."""
@@ -283,43 +283,73 @@ class LogSpool:
                 self._retire(copy)
 
     def _next(self) -> _Copy | None:
+        """The copy whose turn it is, waiting for it. One idle copier at a time waits for the
+        time of the queue's first copy; the others wait to be woken for work, so that a time
+        coming wakes one copier, not all of them."""
         with self._lock:
             while not self._closed:
                 now = time.monotonic()
                 while self._ready and self._ready[0][0] <= now:
                     _, _, copy = heapq.heappop(self._ready)
-                    if not copy.queued or copy.done.is_set():
-                        continue  # stopped, or taken by a finish meanwhile
-                    wait = self._refused_until(copy, now)
-                    if wait > now:  # its node is being asked by another copy, or resting
-                        heapq.heappush(self._ready, (wait, next(self._order), copy))
+                    if copy.done.is_set():  # stopped: the next pod of its node asks it
+                        self._let_go(copy)
+                        continue
+                    if not copy.queued:
+                        continue  # taken by a finish meanwhile, which lets it go after
+                    refusals = self._refusals(copy)
+                    if refusals is None and not copy.ended and copy.node not in self._serving:
+                        # Its node was never asked: this copy asks it, the others wait.
+                        refusals = self._nodes[copy.node] = _Refusals(asking=copy)
+                    if refusals is not None and (
+                        self._parked(copy, refusals) or refusals.until > now
+                    ):
+                        if refusals.asking is copy:  # its node rests: it asks after
+                            heapq.heappush(self._ready, (refusals.until, next(self._order), copy))
                         continue
                     copy.queued = False
                     copy.reading = True
+                    if self._ready and not self._timing:
+                        self._lock.notify()  # another copier waits for the next one's time
                     return copy
-                timeout = self._ready[0][0] - now if self._ready else None
                 self._idle += 1
-                self._lock.wait(timeout)
+                if self._ready and not self._timing:
+                    self._timing = True
+                    self._head.wait(self._ready[0][0] - now)
+                    self._timing = False
+                else:
+                    self._lock.wait()
                 self._idle -= 1
         return None
 
-    def _refused_until(self, copy: _Copy, now: float) -> float:
-        """When ``copy`` may ask its node (lock held). A node not known to serve logs is asked
-        by one copy at a time: the first of its pods, or the first after it refused and
-        rested; the others wait for that answer."""
-        if copy.ended or copy.node in self._serving:  # an ended pod is read now
-            return now
-        refusals = self._nodes.setdefault(copy.node, _Refusals())
-        if refusals.asking is not None or refusals.until > now:
-            return max(refusals.until, now + _ASKING_PAUSE)
-        refusals.asking = copy  # this copy asks for the node; the others wait for its answer
-        return now
+    def _refusals(self, copy: _Copy) -> _Refusals | None:
+        """The refusals of ``copy``'s node, if its pods wait for its answer (lock held): not
+        an ended pod's, which is read now, nor a node's that serves logs."""
+        if copy.ended or copy.node in self._serving:
+            return None
+        return self._nodes.get(copy.node)
+
+    def _parked(self, copy: _Copy, refusals: _Refusals) -> bool:
+        """Whether ``copy`` waits parked on its node (lock held): a node not known to serve
+        logs is asked by one of its pods at a time, the first, or the next after that one
+        is gone; the others wait out of the queue, so that no copier wakes for them, until
+        the node serves a log (:meth:`served`)."""
+        if refusals.asking is None:
+            refusals.asking = copy
+        if refusals.asking is copy:
+            return False
+        refusals.parked[copy] = None
+        return True
 
     def served(self, node: str) -> None:
-        """``node`` answered a log request: its other pods may ask it at once."""
+        """``node`` answered a log request: the pods parked on it are queued at once."""
         with self._lock:
-            self._nodes.pop(node, None)
+            refusals = self._nodes.pop(node, None)
             self._serving.add(node)
+            if refusals is not None:
+                now = time.monotonic()
+                for copy in refusals.parked:
+                    if copy.queued and not copy.done.is_set():
+                        self._queue(copy, now)
 
     def serves(self, node: str) -> bool:
         """Whether ``node``'s kubelet answered a log request through the API server."""
@@ -341,9 +371,6 @@ class LogSpool:
             outcome = _Outcome.DONE
         with self._lock:
             copy.reading = False
-            refusals = self._nodes.get(copy.node)
-            if refusals is not None and refusals.asking is copy:
-                refusals.asking = None
             if outcome is _Outcome.REFUSED:
                 self._serving.discard(copy.node)
                 refusals = self._nodes.setdefault(copy.node, _Refusals())
@@ -354,14 +381,34 @@ class LogSpool:
                 return
             delay = 0.0 if copy.ended else copy.pause()
             if outcome is _Outcome.REFUSED and not copy.ended:
-                delay = 0.0  # it waits for its node instead (_refused_until)
+                delay = 0.0  # it asks again once its node has rested (_queue)
             self._queue(copy, time.monotonic() + delay)
 
     def _retire(self, copy: _Copy) -> None:
+        """``copy`` is done; if it was the one to ask its node, the next pod parked on the
+        node asks in its place."""
         copy.done.set()
         with self._lock:
             if self._copies.get(copy.uid) is copy:
                 del self._copies[copy.uid]
+            self._let_go(copy)
+
+    def _let_go(self, copy: _Copy) -> None:
+        """``copy`` no longer waits for its node (lock held); if it was the one to ask it,
+        the first pod parked there that still waits asks in its place (an ended one is
+        read now, and the next is looked for)."""
+        refusals = self._nodes.get(copy.node)
+        if refusals is None:
+            return
+        refusals.parked.pop(copy, None)
+        if refusals.asking is not copy:
+            return
+        refusals.asking = None
+        while refusals.parked and refusals.asking is None:
+            successor = next(iter(refusals.parked))
+            del refusals.parked[successor]
+            if successor.queued and not successor.done.is_set():
+                self._queue(successor, time.monotonic())
 
     def read(self, uid: str, offset: int) -> tuple[bytes, int]:
         return read_output(self._runs / uid / OUTPUT, offset)
@@ -380,6 +427,7 @@ class LogSpool:
             self._closed = True
             copies = list(self._copies.values())
             self._lock.notify_all()
+            self._head.notify_all()
         for copy in copies:
             copy.stop()
         for copier in self._copiers:
@@ -402,16 +450,15 @@ class _Outcome(enum.Enum):
 
 @dataclass
 class _Refusals:
-    """A node that refused to serve logs: how often in a row, until when it rests, and the
-    copy asking it now (one at a time)."""
+    """A node not known to serve logs: how often it refused in a row, until when it rests,
+    the copy that asks it (one at a time) and the others, parked in order until it serves."""
 
     count: int = 0
     until: float = 0.0
     asking: _Copy | None = None
+    parked: dict[_Copy, None] = field(default_factory=dict)
 
 
-#: How long the pods of a node wait while one of them asks it for its log.
-_ASKING_PAUSE = 1.0
 #: Refusals in a row after which a node is not asked even for an ended pod's last output.
 _HOPELESS = 3
 #: How long a node that refused to serve logs rests before it is asked again.
