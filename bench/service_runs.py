@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -730,6 +731,7 @@ def main() -> int:
         print(json.dumps(summary))
     finally:
         running.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the services' databases and run homes
     return 0
 
 
