@@ -206,14 +206,17 @@ class PodLogs(BaseHTTPRequestHandler):
     pods: dict[str, list[tuple[int, bytes]]] = {}
     #: The pods whose log was asked for, in order.
     asked: list[str] = []
-    #: Pods on a node whose kubelet cannot be reached: the API server answers 500.
+    #: Pods on a node whose kubelet cannot be reached: the API server answers 500, after
+    #: ``refusal_delay`` seconds of trying to reach it.
     refused: set[str] = set()
+    refusal_delay = 0.0
 
     def do_GET(self) -> None:
         url = urlparse(self.path)
         self.asked.append(url.path.split("/")[-2])
         pod = url.path.split("/")[-2]
         if pod in self.refused:
+            time.sleep(self.refusal_delay)
             self.send_error(500, "error dialing backend: the node's kubelet is unreachable")
             return
         if pod not in self.pods:
@@ -255,6 +258,7 @@ def spool(tmp_path) -> Iterator[LogSpool]:
     server.shutdown()
     server.server_close()
     PodLogs.refused = set()  # the other tests' pods are served
+    PodLogs.refusal_delay = 0.0
 
 
 UID = "0123abcd"
@@ -414,7 +418,9 @@ def test_the_pod_asking_a_node_that_ends_or_is_replaced_hands_the_asking_on(
 
 def test_a_time_coming_wakes_one_idle_copier_not_all(spool, resting):
     """Eight nodes that serve no logs, each asked again after a rest by its own pod, with
-    the copiers idle in between: each time one is due, one copier wakes for it."""
+    the copiers idle in between: each time one is due, one copier wakes for it. (Each refusal
+    takes a twentieth of a second, so the eight first asks need eight copiers.)"""
+    PodLogs.refusal_delay = 0.05
     waits: list[str] = []
     for condition in {spool._lock, spool._head}:
         original = condition.wait
@@ -429,7 +435,7 @@ def test_a_time_coming_wakes_one_idle_copier_not_all(spool, resting):
         spool.follow(f"uid{index}", f"run-{index}", node=f"node-{index}")
     eventually(lambda: len(PodLogs.asked) >= 40)  # each node asked five times, or so
     asks, woken = len(PodLogs.asked), len(waits)
-    assert len({name for name in waits}) >= 4  # several copiers took turns
+    assert len(set(waits)) >= 8  # eight copiers at least, each idle in turn
     assert woken <= 3 * asks, (woken, asks)  # every idle copier woken each time: over 4
 
 
