@@ -542,3 +542,41 @@ def test_rows_read_as_named_tuples_hold_what_the_rows_hold(engine: Engine, store
     assert isinstance(tuples[0].function, dict)  # a JSON column, decoded
     assert {type(t) for t in tuples + same_shape} == {type(tuples[0])}
     assert again[0]._fields == ("uid", "state")
+
+
+def test_retention_reads_an_index_and_its_indexes_hold_no_live_run(
+    engine: Engine, store: RunStore, tmp_path: Any
+) -> None:
+    """Retention's queries by age (runs past theirs, files past theirs) read an index, not
+    the table; and its indexes of runs by their end hold ended runs only, so recording a run,
+    and every change of a live one, writes none of their pages."""
+    from runplane.service.retention import Retention
+    from runplane.spec.retention import RetentionPolicy
+
+    live, ended = created_run(store), created_run(store)
+    store.apply_many([RunEvent(ended, RunState.COMPLETED, at=time.time())])
+    policy = RetentionPolicy(runs_max_age="30d", logs_max_age="1d")
+    later = time.time() + 3 * 86400
+    with _statements(engine) as sent:
+        Retention(engine, tmp_path, batch=100).sweep(policy, {}, later)
+    by_age = [(s, p) for s, p in sent if _reads_runs(s) and "ended_at <" in s]
+    assert len(by_age) == 2, by_age
+    for statement, parameters in by_age:
+        plan = _plan(engine, statement, parameters)
+        scans = [step for step in plan if re.match(r"(SCAN runs$|Seq Scan)", step)]
+        assert not scans, f"{statement}\n{plan}"
+        assert any("ix_runs" in step for step in plan), f"{statement}\n{plan}"
+    assert store.get(ended).logs_removed_at == later  # its files past their age: removed
+    assert store.get(live).logs_removed_at is None
+    for index in ("ix_runs_ended", "ix_runs_files_kept_ended"):
+        assert "ended_at IS NOT NULL" in _index_definition(engine, index)
+
+
+def _index_definition(engine: Engine, name: str) -> str:
+    """The index's definition as the database keeps it (its ``WHERE`` for a partial one)."""
+    with engine.connect() as connection:
+        if engine.dialect.name == "sqlite":
+            query = "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = :name"
+        else:
+            query = "SELECT indexdef FROM pg_indexes WHERE indexname = :name"
+        return str(connection.execute(text(query), {"name": name}).scalar_one())

@@ -37,7 +37,7 @@ from runplane.spec.bounds import escape_surrogates, may_hold_long_integer
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration; bump together with a new file in ``migrations/versions``.
-HEAD = "0014"
+HEAD = "0015"
 
 
 def sqlite_url(path: Path) -> str:

@@ -100,9 +100,7 @@ class Run(Base):
         Index("ix_runs_name_created", "name", "created_at", "uid"),
         # What changed since a live page was read, most recent first.
         Index("ix_runs_updated", "updated_at"),
-        # Retention finds finished runs by when they ended, and those whose files remain.
-        Index("ix_runs_ended", "ended_at"),
-        Index("ix_runs_logs_removed_ended", "logs_removed_at", "ended_at"),
+        # Retention's indexes (ENDED, FILES_KEPT) are partial: below.
     )
 
 
@@ -174,7 +172,9 @@ class Attempt(Base):
     __tablename__ = "run_attempts"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_uid: Mapped[str] = mapped_column(ForeignKey("runs.uid", ondelete="CASCADE"), index=True)
+    #: Found by ix_run_attempts_run_number, which begins with it (an index of its own would
+    #: be one more page written for every attempt, read by nothing).
+    run_uid: Mapped[str] = mapped_column(ForeignKey("runs.uid", ondelete="CASCADE"))
     number: Mapped[int] = mapped_column(Integer)
     node: Mapped[str] = mapped_column(String(253), default="")
     process_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -395,3 +395,10 @@ AWAITING_LEADER: ColumnElement[bool] = and_(
     == bindparam("awaiting_reason", Reason.AWAITING_LEADER.value, literal_execute=True),
 )
 _partial_index("ix_runs_awaiting_leader", AWAITING_LEADER, RUNS.c.runtime)
+#: A run that ended: retention removes runs by when they ended, and the files of those whose
+#: files remain. Live runs have no entry in either index, so recording a run, and every
+#: change of a live run, writes neither (a fifth of a record's pages were theirs).
+ENDED: ColumnElement[bool] = RUNS.c.ended_at.is_not(None)
+_partial_index("ix_runs_ended", ENDED, RUNS.c.ended_at)
+FILES_KEPT: ColumnElement[bool] = and_(RUNS.c.logs_removed_at.is_(None), ENDED)
+_partial_index("ix_runs_files_kept_ended", FILES_KEPT, RUNS.c.ended_at)
