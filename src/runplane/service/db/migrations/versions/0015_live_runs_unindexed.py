@@ -16,20 +16,10 @@ def upgrade() -> None:
     op.drop_index("ix_runs_ended", table_name="runs")
     op.drop_index("ix_runs_logs_removed_ended", table_name="runs")
     op.drop_index("ix_run_attempts_run_uid", table_name="run_attempts")
-    op.create_index(
-        "ix_runs_ended",
-        "runs",
-        ["ended_at"],
-        sqlite_where=sa.text(_ENDED),
-        postgresql_where=sa.text(_ENDED),
-    )
-    op.create_index(
-        "ix_runs_files_kept_ended",
-        "runs",
-        ["ended_at"],
-        sqlite_where=sa.text(_FILES_KEPT),
-        postgresql_where=sa.text(_FILES_KEPT),
-    )
+    for name, where in (("ix_runs_ended", _ENDED), ("ix_runs_files_kept_ended", _FILES_KEPT)):
+        op.create_index(
+            name, "runs", ["ended_at"], sqlite_where=sa.text(where), postgresql_where=sa.text(where)
+        )
 
 
 def downgrade() -> None:
