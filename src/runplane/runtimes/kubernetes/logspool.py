@@ -296,16 +296,15 @@ class LogSpool:
                         continue
                     if not copy.queued:
                         continue  # taken by a finish meanwhile, which lets it go after
-                    refusals = self._refusals(copy)
-                    if refusals is None and not copy.ended and copy.node not in self._serving:
-                        # Its node was never asked: this copy asks it, the others wait.
-                        refusals = self._nodes[copy.node] = _Refusals(asking=copy)
-                    if refusals is not None and (
-                        self._parked(copy, refusals) or refusals.until > now
-                    ):
-                        if refusals.asking is copy:  # its node rests: it asks after
-                            heapq.heappush(self._ready, (refusals.until, next(self._order), copy))
-                        continue
+                    if not copy.ended and copy.node not in self._serving:
+                        # A node not known to serve logs, or never asked: one pod asks it.
+                        refusals = self._nodes.setdefault(copy.node, _Refusals())
+                        if self._parked(copy, refusals) or refusals.until > now:
+                            if refusals.asking is copy:  # its node rests: it asks after
+                                heapq.heappush(
+                                    self._ready, (refusals.until, next(self._order), copy)
+                                )
+                            continue
                     copy.queued = False
                     copy.reading = True
                     if self._ready and not self._timing:
