@@ -349,6 +349,28 @@ def test_spot_only_constrains_allow_holds_prevent_and_keeps_constrain(
     assert done["attempts"][0]["adjustments"].endswith("(warn: runs still start)")
 
 
+def test_a_function_sent_again_is_not_left_spot_only_by_a_budget(client, function_dict) -> None:
+    """A function sent again as the same JSON is read once and shared by its runs
+    (routes.submissions.FunctionsRead): the spot-only budget constrains a copy, so the same
+    function sent once the budget is gone runs as it says."""
+    make_project(client, "team-again")
+    assert put_budget(client, "team-again", amount=0, action="spot-only").status_code == 200
+    for _ in range(2):
+        constrained = submit(client, function_dict, "team-again", "allow")
+        assert constrained["attempts"][0]["preemption_mode"] == "constrain"
+        assert constrained["function"]["spec"]["preemption_mode"] == "constrain"
+        client.post(f"/api/v1/runs/{constrained['uid']}/abort", headers=USER)
+    assert client.delete("/api/v1/projects/team-again/budget", headers=ADMIN).status_code in (
+        200,
+        204,
+    )
+    free = submit(client, function_dict, "team-again", "allow")
+    assert free["attempts"][0]["preemption_mode"] == "allow"
+    assert free["function"]["spec"]["preemption_mode"] == "allow"
+    done = wait_state(client, free["uid"], {"completed", "error", "aborted"})
+    assert done["state"] == "completed", done
+
+
 def test_a_deleted_projects_budget_goes_with_it(client) -> None:
     make_project(client, "team-gone")
     assert put_budget(client, "team-gone", amount=50).status_code == 200

@@ -54,8 +54,10 @@ def mode_of(record: RunRecord) -> PreemptionMode | None:
 
 
 def spot_only(fn: Function) -> Function:
-    """``fn`` constrained to spot nodes, as a ``spot-only`` budget admits it."""
-    return fn.with_preemption_mode(PreemptionMode.CONSTRAIN.value)
+    """A copy of ``fn`` constrained to spot nodes, as a ``spot-only`` budget admits it; ``fn``
+    stays as it was (a submission's function may be shared by others, see
+    :class:`~runplane.service.routes.submissions.FunctionsRead`)."""
+    return fn.model_copy(deep=True).with_preemption_mode(PreemptionMode.CONSTRAIN.value)
 
 
 class BudgetHolds:

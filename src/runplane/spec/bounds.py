@@ -336,12 +336,21 @@ def depth(value: Any) -> int:
 def check_json(field: str, value: Any, max_bytes: int, example: str) -> Any:
     """``value`` if it nests at most :data:`MAX_DEPTH` deep and is at most ``max_bytes`` as
     JSON (and is JSON at all)."""
+    json_text(field, value, max_bytes, example)
+    return value
+
+
+def json_text(field: str, value: Any, max_bytes: int, example: str) -> str:
+    """``value`` as JSON text, checked as :func:`check_json` checks it. Two values read from
+    JSON give the same text only if they are equal and of the same types (``1`` and ``1.0``,
+    ``true`` and ``1`` differ), so the text can stand for the value."""
     if depth(value) > MAX_DEPTH:
         raise InvalidValueError(
             field, _Elided(value), f"values nest at most {MAX_DEPTH} levels deep", example
         )
     try:
-        size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode())
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        size = len(text.encode())
     except UnicodeEncodeError:  # a lone surrogate: say where
         check_unicode(field, value)
         raise
@@ -356,7 +365,7 @@ def check_json(field: str, value: Any, max_bytes: int, example: str) -> Any:
         raise InvalidValueError(
             field, _Elided(value), f"at most {max_bytes} bytes as JSON, got {size}", example
         )
-    return value
+    return text
 
 
 def check_text(field: str, value: object, max_bytes: int, example: str) -> str:

@@ -20,7 +20,7 @@ from runplane.service.guard import PRINCIPAL, Lane, Message, Scope, Send
 from runplane.service.routes.context import Service, User
 from runplane.service.routes.errors import refusal
 from runplane.service.routes.fields import Name, Uid
-from runplane.service.routes.submissions import RunSubmission, function_of
+from runplane.service.routes.submissions import FunctionsRead, RunSubmission
 from runplane.service.server import Server
 from runplane.service.usage_samples import encode
 from runplane.service.wire import LOGS_REMOVED, NEXT_CURSOR, NEXT_OFFSET
@@ -61,8 +61,12 @@ async def submit_run(body: RunSubmission, server: Service, who: User) -> Respons
     return await loop.run_in_executor(_SUBMITTING, _submitted, server, body, who)
 
 
+#: Every run's submission reads its function here.
+_FUNCTIONS = FunctionsRead()
+
+
 def _submitted(server: Server, body: RunSubmission, who: Principal) -> Response:
-    return record_answer(server.submit(function_of(server, body), who, body), 201)
+    return record_answer(server.submit(_FUNCTIONS(server, body, who.user), who, body), 201)
 
 
 def submission_lane(server: Server) -> Lane:

@@ -3,6 +3,8 @@ version). Runs, deployments, schedules and stored functions take it the same way
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import pydantic
@@ -10,12 +12,16 @@ import pydantic
 from runplane.errors import InvalidValueError
 from runplane.service.routes.fields import Name
 from runplane.service.server import Server
-from runplane.spec.bounds import check_json
+from runplane.spec.bounds import check_json, json_text
 from runplane.spec.function import Function
 from runplane.spec.run_options import RunOptions
 
 #: A function (or a defaults patch) sent inline, as JSON; its code is bounded on its own.
 MAX_FUNCTION_BYTES = 2 << 20
+#: The functions of runs read lately that are kept read (see :class:`FunctionsRead`), and the
+#: largest kept: at most a few MiB however large the functions sent.
+FUNCTIONS_KEPT = 32
+MAX_KEPT_FUNCTION_CHARS = 64 << 10
 
 
 class RunSubmission(RunOptions):
@@ -34,13 +40,7 @@ class ScheduleSubmission(RunSubmission):
 def function_of(server: Server, submission: RunSubmission) -> Function:
     """The submission's function: the inline one, checked and bounded, or the stored one."""
     if submission.function is not None:
-        if not isinstance(submission.function.get("metadata"), dict):
-            raise InvalidValueError(
-                "function",
-                submission.function,
-                "a function has kind, metadata and spec",
-                "the output of fn.to_dict()",
-            )
+        _check_shape(submission.function)
         check_json("function", submission.function, MAX_FUNCTION_BYTES, "fn.to_dict()")
         return Function.from_dict(submission.function)
     if submission.project and submission.name:
@@ -52,3 +52,51 @@ def function_of(server: Server, submission: RunSubmission) -> Function:
         "give an inline function, or the project and name of a stored one",
         '{"project": "default", "name": "training"}',
     )
+
+
+def _check_shape(function: dict[str, Any]) -> None:
+    if not isinstance(function.get("metadata"), dict):
+        raise InvalidValueError(
+            "function",
+            function,
+            "a function has kind, metadata and spec",
+            "the output of fn.to_dict()",
+        )
+
+
+class FunctionsRead:
+    """The functions of runs' submissions, each inline function read (validated into a
+    :class:`Function`) once per user while it is sent again as the same JSON.
+
+    A sweep, a schedule or a pipeline's step submits one function many times, and reading it
+    was a tenth of a submission's CPU in the service. A function read here is shared by the
+    runs submitted with it, so nothing that is given one may change it: a run's submission
+    reads it (:meth:`~runplane.service.core.RunService.submit` copies a function it must
+    change). The text of the function as JSON names it, per user, so that how fast a
+    submission is answered says nothing about what another user sent.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._read: OrderedDict[tuple[str, str], Function] = OrderedDict()
+
+    def __call__(self, server: Server, submission: RunSubmission, user: str) -> Function:
+        """:func:`function_of` the submission, not to be changed."""
+        if submission.function is None:
+            return function_of(server, submission)
+        _check_shape(submission.function)
+        text = json_text("function", submission.function, MAX_FUNCTION_BYTES, "fn.to_dict()")
+        if len(text) > MAX_KEPT_FUNCTION_CHARS:
+            return Function.from_dict(submission.function)
+        key = (user, text)
+        with self._lock:
+            read = self._read.get(key)
+            if read is not None:
+                self._read.move_to_end(key)
+                return read
+        read = Function.from_dict(submission.function)
+        with self._lock:
+            self._read[key] = read
+            if len(self._read) > FUNCTIONS_KEPT:
+                self._read.popitem(last=False)
+        return read
