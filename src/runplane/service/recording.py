@@ -15,7 +15,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Connection, Table, bindparam, func, insert, select, update
+from sqlalchemy import (
+    BindParameter,
+    Connection,
+    Select,
+    Table,
+    bindparam,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.sql.dml import Insert, Update
 
 from runplane.bootstrap import RESULTS_LIMIT
@@ -24,7 +34,7 @@ from runplane.runs import Reason, RunState
 from runplane.runtimes.events import RunEvent
 from runplane.service import resizes, run_counts
 from runplane.service.db.models import ARTIFACTS, ATTEMPTS, RUNS, TRANSITIONS
-from runplane.service.db.prepared import Prepared
+from runplane.service.db.prepared import Prepared, PreparedIn
 from runplane.service.retries import RetryDecision
 from runplane.spec.bounds import check_json
 
@@ -45,27 +55,34 @@ _RUN_COLUMNS = (
     "cpu_seconds",
 )
 #: A burst's runs, each with its current attempt's end (events of earlier attempts are
-#: ignored), by the list of their uids: one statement. Built once, with the list as an
-#: expanding parameter: a statement made per burst costs four times its execution here.
+#: ignored), by the list of their uids: one statement, compiled once for each length of list
+#: it is sent with (a statement made per burst costs four times its execution here, and
+#: SQLAlchemy's rendering of a list at each execution twice).
 _CURRENT = ATTEMPTS.alias("current")
-_SELECT_RUNS = (
-    select(
-        RUNS.c.uid,
-        RUNS.c.abort_requested,
-        RUNS.c.project,
-        RUNS.c.owner,
-        *(RUNS.c[n] for n in _RUN_COLUMNS),
-        _CURRENT.c.number.label("attempt_number"),
-        _CURRENT.c.ended_at.label("attempt_ended_at"),
+
+
+def _runs_of(uids: list[BindParameter[Any]]) -> Select[Any]:
+    return (
+        select(
+            RUNS.c.uid,
+            RUNS.c.abort_requested,
+            RUNS.c.project,
+            RUNS.c.owner,
+            *(RUNS.c[n] for n in _RUN_COLUMNS),
+            _CURRENT.c.number.label("attempt_number"),
+            _CURRENT.c.ended_at.label("attempt_ended_at"),
+        )
+        .outerjoin(
+            _CURRENT,
+            (_CURRENT.c.run_uid == RUNS.c.uid)
+            & (_CURRENT.c.number == func.coalesce(RUNS.c.attempt, 1)),
+        )
+        .where(RUNS.c.uid.in_(uids))
+        .with_for_update(of=RUNS)
     )
-    .outerjoin(
-        _CURRENT,
-        (_CURRENT.c.run_uid == RUNS.c.uid)
-        & (_CURRENT.c.number == func.coalesce(RUNS.c.attempt, 1)),
-    )
-    .where(RUNS.c.uid.in_(bindparam("uids", expanding=True)))
-    .with_for_update(of=RUNS)
-)
+
+
+_SELECT_RUNS = PreparedIn(_runs_of)
 #: Each statement built once: a statement object keeps its compiled form's cache key.
 _STATEMENTS: dict[tuple[str, tuple[str, ...]], Insert | Update] = {}
 #: Each of them for each shape of row, sent to the driver as compiled once
@@ -120,17 +137,15 @@ class _Burst:
         self._connection = connection
         # FOR UPDATE holds the rows on PostgreSQL until the burst is written (SQLite's write
         # lock, taken as the transaction began, already does).
-        keys = {"uids": sorted(uids)}
         self._runs: dict[str, dict[str, Any]] = {}
         #: (run, number) → whether that attempt has ended, of the runs' current attempts and
         #: those this burst adds.
         self._ended: dict[tuple[str, int], bool] = {}
-        for row in connection.execute(_SELECT_RUNS, keys):
-            run = row._asdict()
+        for run in _SELECT_RUNS.rows(connection, sorted(uids)):
             number, ended_at = run.pop("attempt_number"), run.pop("attempt_ended_at")
-            self._runs[row.uid] = run
+            self._runs[run["uid"]] = run
             if number is not None:
-                self._ended[row.uid, number] = ended_at is not None
+                self._ended[run["uid"], number] = ended_at is not None
         self._changed: set[str] = set()
         self._new_attempts: dict[tuple[str, int], dict[str, Any]] = {}
         self._attempt_changes: dict[tuple[str, int], dict[str, Any]] = defaultdict(dict)

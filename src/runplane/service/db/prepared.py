@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import Connection, Select, Table
+from sqlalchemy import BindParameter, Connection, Select, Table, bindparam
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.sql.dml import Insert, Update
@@ -184,6 +184,14 @@ class Prepared:
 #: columns it reads.
 _Read = tuple[str, bool, tuple[str, ...], tuple[str, ...]]
 _Processors = tuple[Callable[[Any], Any] | None, ...]
+#: A compiled read of a list (see :class:`PreparedIn`): its SQL, its parameters' names (none
+#: where they are positional), where each parameter's value comes from, and the columns read.
+_In = tuple[
+    str,
+    tuple[str, ...],
+    tuple[tuple[int, Any, Callable[[Any], Any] | None], ...],
+    tuple[tuple[str, Any], ...],
+]
 _SELECT = (("kind", "SELECT"),)
 
 
@@ -247,4 +255,94 @@ class PreparedRead:
                 raise ValueError(f"{self._table.name}: parameters of {compiled}")
             positional, names = parameters
             known = self._compiled[_key(dialect)] = (str(compiled), positional, names, columns)
+            return known
+
+
+class PreparedIn:
+    """A SELECT whose WHERE takes a list of values (``IN``), ``statement(parameters)`` made
+    with one parameter per value, compiled once per dialect and per length of list: a list
+    is sent at the next power of two of its length, filled up with its first value (a value
+    repeated in ``IN`` matches the rows it matched once), so a few forms serve every list.
+    SQLAlchemy renders such a list afresh at every execution; every burst of runs' events
+    reads its runs so. Rows come back as dicts by the columns' keys, each value as
+    SQLAlchemy reads it."""
+
+    def __init__(self, statement: Callable[[list[BindParameter[Any]]], Select[Any]]) -> None:
+        self._statement = statement
+        self._compiled: dict[tuple[type[Dialect], int], _In] = {}
+        #: Each column's result processor, by dialect, known from the first read's cursor.
+        self._processors: dict[type[Dialect], _Processors] = {}
+        self._lock = threading.Lock()
+
+    def rows(self, connection: Connection, values: Sequence[Any]) -> list[dict[str, Any]]:
+        """The rows it selects for ``values``, in the caller's transaction."""
+        if not values:
+            return []  # IN of nothing matches nothing
+        dialect = connection.dialect
+        size = 1 << (len(values) - 1).bit_length()
+        key = (_key(dialect), size)
+        sql, names, slots, columns = self._compiled.get(key) or self._compile(dialect, size)
+        given, processed = len(values), []
+        for at, fixed, process in slots:
+            if at < 0:
+                processed.append(fixed)
+                continue
+            value = values[at] if at < given else values[0]
+            processed.append(value if process is None else process(value))
+        sent = dict(zip(names, processed, strict=True)) if names else tuple(processed)
+        cursor = _send(connection, sql, [sent], _SELECT, many=False)
+        try:
+            found = cursor.fetchall()
+            processors = self._processors.get(key[0]) or self._processors.setdefault(
+                key[0],
+                tuple(
+                    kind.dialect_impl(dialect).result_processor(dialect, described[1])
+                    for (_, kind), described in zip(columns, cursor.description, strict=True)
+                ),
+            )
+        except connection.dialect.loaded_dbapi.Error as error:
+            dbapi = connection.connection.driver_connection
+            raise _driver_error(connection, sql, [sent], error, dbapi, many=False) from error
+        finally:
+            cursor.close()
+        return [
+            {
+                name: value if process is None or value is None else process(value)
+                for (name, _), value, process in zip(columns, row, processors, strict=True)
+            }
+            for row in found
+        ]
+
+    def _compile(self, dialect: Dialect, size: int) -> _In:
+        """The SQL for a list of ``size``, the parameters' names (empty where they are
+        positional), and for each parameter where its value comes from: the list's value at
+        an index, or a constant of the statement (its value processed already); each with
+        its processor."""
+        with self._lock:
+            known = self._compiled.get((_key(dialect), size))
+            if known is not None:
+                return known
+            listed = {f"in_{n}": n for n in range(size)}
+            statement = self._statement([bindparam(name) for name in listed])
+            compiled = statement.compile(dialect=dialect)
+            form = _parameters(compiled)
+            if form is None or not set(listed) <= set(form[1]):
+                raise ValueError(f"parameters of {compiled}")
+            positional, names = form
+            slots = []
+            for name in names:
+                bound = compiled.binds[name]
+                process = bound.type.dialect_impl(dialect).bind_processor(dialect)
+                if name in listed:
+                    slots.append((listed[name], None, process))
+                else:
+                    value = bound.effective_value
+                    slots.append((-1, value if process is None else process(value), None))
+            columns = tuple((str(c.key), c.type) for c in statement.selected_columns)
+            known = self._compiled[_key(dialect), size] = (
+                str(compiled),
+                () if positional else names,
+                tuple(slots),
+                columns,
+            )
             return known
