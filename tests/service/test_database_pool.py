@@ -151,3 +151,32 @@ def test_a_statement_sent_to_the_driver_outside_a_transaction_begins_one(
         connection.commit()
     with postgres.connect() as connection:
         assert run_counts.by_state(connection, project="p") == {"completed": 2}
+
+
+def test_a_sqlite_connection_writes_ahead_and_checkpoints_seldom(tmp_path) -> None:
+    """Each connection writes ahead (WAL), flushes only at checkpoints, waits for another
+    process's lock, checks foreign keys, and checkpoints the log every 10,000 pages rather than
+    SQLite's 1,000: a checkpoint copies a page once however many commits changed it, and the
+    runs' index pages change with every run (docs/decisions.md)."""
+    engine = db.connect(db.sqlite_url(tmp_path / "runplane.db"))
+    try:
+        with engine.connect() as connection:
+            pragmas = {
+                name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()
+                for name in (
+                    "journal_mode",
+                    "synchronous",
+                    "busy_timeout",
+                    "foreign_keys",
+                    "wal_autocheckpoint",
+                )
+            }
+    finally:
+        engine.dispose()
+    assert pragmas == {
+        "journal_mode": "wal",
+        "synchronous": 1,  # NORMAL
+        "busy_timeout": 30000,
+        "foreign_keys": 1,
+        "wal_autocheckpoint": 10000,
+    }
