@@ -26,9 +26,10 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 def trust_proxies(app: FastAPI, trusted: list[str]) -> None:
     """Resolve every request's client address through ``trusted`` (checked networks, as
-    :class:`runplane.config.Service` holds them; empty: the peer, headers ignored). Added
-    last, so it runs first."""
-    app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(trusted))
+    :class:`runplane.config.Service` holds them; empty: the peer, headers ignored, so no
+    middleware is needed). Added last, so it runs first."""
+    if trusted:
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=list(trusted))
 
 
 def client_address(scope: Scope) -> str | None:
