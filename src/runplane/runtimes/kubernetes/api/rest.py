@@ -22,6 +22,7 @@ from kubernetes.client import rest
 from kubernetes.client.exceptions import ApiException
 
 from runplane import meters
+from runplane.runtimes.kubernetes.api.exchange import exchange, request_bytes
 
 log = logging.getLogger(__name__)
 
@@ -172,14 +173,14 @@ class RestApi:
     def _urlopen(
         self, method: str, url: str, data: bytes, headers: dict[str, str], timeout: Timeout
     ) -> Any:
-        """Sent on a connection of the server's pool, spoken to by the standard library's
-        HTTP client that urllib3's connections are made of: the pool manager would parse the
-        URL, build a key of its pool from a dozen settings and merge headers again, and the
-        pool would make a retry policy, a timeout and a response wrapper with its decoders
-        for every request (creating a pod cost 235 us of CPU through urllib3's pool, 137
-        through ``http.client``, in ``bench/service_floors.py``). A connection the pool finds
-        dropped when handed out is connected again, with the client's TLS settings. Through
-        a proxy, as the client sends it."""
+        """Sent on a connection of the server's pool, in one exchange of its own
+        (:mod:`.exchange`): the pool manager would parse the URL, build a key of its pool from
+        a dozen settings and merge headers again, and the pool would make a retry policy, a
+        timeout and a response wrapper with its decoders for every request (creating a pod
+        cost 235 us of CPU through urllib3's pool, 137 through ``http.client``, in
+        ``bench/service_floors.py``). A connection the pool finds dropped when handed out is
+        connected again, with the client's TLS settings; one whose exchange failed is closed.
+        Through a proxy, as the client sends it."""
         manager = self.api.rest_client.pool_manager
         if isinstance(manager, urllib3.ProxyManager):
             return manager.request(
@@ -202,22 +203,21 @@ class RestApi:
         connection = cast(urllib3.connection.HTTPConnection, taken)
         connect, read = (timeout, timeout) if not isinstance(timeout, tuple) else timeout
         try:
+            request = request_bytes(method, target, origin[origin.find("//") + 2 :], headers, data)
             connection.timeout = connect or None
-            http.client.HTTPConnection.request(connection, method, target, data, headers)
+            if connection.sock is None:
+                connection.connect()
             if connection.sock is not None:
                 connection.sock.settimeout(read or None)
-            answer = http.client.HTTPConnection.getresponse(connection)
-            sent = _Answer(answer.status, answer.reason, answer.read(), answer.headers)
+            answer = exchange(connection, request)
             if answer.will_close:
                 connection.close()
-        except BaseException as error:
+        except BaseException:
             connection.close()  # its state is unknown: the next request connects again
             pool._put_conn(connection)
-            if isinstance(error, http.client.HTTPException) and not isinstance(error, OSError):
-                raise urllib3.exceptions.ProtocolError(str(error), error) from error
             raise
         pool._put_conn(connection)
-        return sent
+        return answer
 
     def _pool(self, origin: str) -> urllib3.HTTPConnectionPool:
         """The connection pool of ``origin``: the one taken before, unless the client's pool
@@ -254,21 +254,6 @@ class RestApi:
         """A GET whose body is read as it arrives (a watch, a log)."""
         response = self.send("GET", path, query, timeout=timeout)
         return cast(urllib3.BaseHTTPResponse, response.response)
-
-
-class _Answer:
-    """A whole answer, read: what the client's response wrapper and errors read of one."""
-
-    __slots__ = ("data", "headers", "reason", "status")
-
-    def __init__(self, status: int, reason: str, data: bytes, headers: http.client.HTTPMessage):
-        self.status, self.reason, self.data, self.headers = status, reason, data, headers
-
-    def read(self, *_: object, **__: object) -> bytes:
-        return self.data
-
-    def getheaders(self) -> http.client.HTTPMessage:
-        return self.headers
 
 
 def _timeout(timeout: Timeout) -> urllib3.Timeout | None:
