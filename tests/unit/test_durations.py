@@ -33,3 +33,12 @@ def test_unparseable_time_strings_are_refused(bad):
         parse_duration("state_thresholds['running']", bad)
     assert "state_thresholds['running']" in str(caught.value)
     assert "example: '1h'" in str(caught.value)
+
+
+def test_a_text_read_again_or_long_gives_the_same_and_a_refusal_names_each_field():
+    long = "1s " * 40  # longer than the texts whose reading is kept
+    assert parse_duration("pending", long) == parse_duration("running", long) == 40
+    assert parse_duration("pending", "2h") == parse_duration("running", "2h") == 7200
+    for field in ("pending", "running"):  # a refusal is not kept with the first field's name
+        with pytest.raises(InvalidValueError, match=f"{field}.*longer than zero"):
+            parse_duration(field, "0s")

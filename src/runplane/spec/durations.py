@@ -7,6 +7,7 @@ The documents write thresholds as sequences of value+unit pairs joined by spaces
 
 from __future__ import annotations
 
+import functools
 import re
 
 from runplane.errors import InvalidValueError
@@ -46,24 +47,43 @@ def parse_duration(field: str, value: object) -> float:
         raise InvalidValueError(field, value, ALLOWED, EXAMPLE)
     if not isinstance(value, str):
         raise InvalidValueError(field, value, ALLOWED, EXAMPLE)
+    try:
+        return _seconds_in_short(value) if len(value) <= _KEPT_LENGTH else _seconds_in(value)
+    except _NotADuration as error:
+        raise InvalidValueError(field, value, error.allowed, EXAMPLE) from None
+
+
+class _NotADuration(Exception):
+    def __init__(self, allowed: str = ALLOWED) -> None:
+        self.allowed = allowed
+
+
+def _seconds_in(value: str) -> float:
+    """What :func:`parse_duration` reads in a text."""
     text = value.strip()
     if text == "-1":
         return NEVER
     if _DANGLING.search(text):
-        raise InvalidValueError(field, value, ALLOWED, EXAMPLE)
+        raise _NotADuration()
     total = 0.0
     position = 0
     pairs = 0
     while position < len(text):
         pair = _PAIR.match(text, position)
         if pair is None:
-            raise InvalidValueError(field, value, ALLOWED, EXAMPLE)
+            raise _NotADuration()
         unit = pair[2].lower()
         if unit not in _UNIT_SECONDS:
-            raise InvalidValueError(field, value, ALLOWED, EXAMPLE)
+            raise _NotADuration()
         total += float(pair[1]) * _UNIT_SECONDS[unit]
         pairs += 1
         position = _SEPARATOR.match(text, pair.end()).end()  # type: ignore[union-attr]
     if pairs == 0 or total <= 0:
-        raise InvalidValueError(field, value, ALLOWED + "; it must be longer than zero", EXAMPLE)
+        raise _NotADuration(ALLOWED + "; it must be longer than zero")
     return total
+
+
+#: Every run's thresholds are read as it is submitted and as it changes state: what the texts
+#: read lately give is kept, for texts as short as a threshold is written.
+_KEPT_LENGTH = 64
+_seconds_in_short = functools.lru_cache(maxsize=1024)(_seconds_in)
