@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 import runplane
@@ -22,7 +23,10 @@ def _function(tmp_path: Path, **annotations: str) -> dict[str, Any]:
 
 
 def _read(functions: FunctionsRead, function: dict[str, Any], user: str = "ana") -> Any:
-    return functions(None, RunSubmission(function=function), user)  # type: ignore[arg-type]
+    read = functions(None, RunSubmission(function=function), user)  # type: ignore[arg-type]
+    if read.recorded is not None:  # its dict, made once
+        assert orjson.loads(read.recorded) == read.function.to_dict()
+    return read.function
 
 
 def test_the_same_json_from_the_same_user_is_read_once(tmp_path: Path) -> None:

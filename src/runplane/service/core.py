@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Self, Unpack
 
+import orjson
 import psutil
 
 from runplane.config import Settings
@@ -242,15 +243,19 @@ class RunService:
         role: str | None = None,
         uid: str | None = None,
         owner: str | None = None,
+        recorded: bytes | None = None,
     ) -> RunRecord:
         """Check, record and launch a run; returns its record. Nothing is recorded on a user
         error.
 
         A caller that must not start a run twice (a schedule firing again after a crash)
         passes a deterministic ``uid``; a uid already recorded raises ``RunExistsError``.
+        A caller that made ``fn.to_dict()`` once for many runs gives it as JSON, ``recorded``
+        (the run's record holds it, unless the run is to run another function).
         """
         uid = uid or uuid.uuid4().hex
         given = options or RunOptions()
+        submitted = fn
 
         def built(fn: Function) -> RunRequest:
             return build_request(
@@ -275,7 +280,10 @@ class RunService:
             **check_thresholds("run(state_thresholds=...)", given.state_thresholds),
         }
         self.runtime.check(request)
-        function = check_unicode("function", fn.to_dict())  # recorded: text only
+        dumped = orjson.loads(recorded) if recorded is not None and fn is submitted else None
+        function = check_unicode(  # recorded: text only
+            "function", fn.to_dict() if dumped is None else dumped
+        )
         following = self._following
         record = self.store.create(
             uid=uid,

@@ -134,10 +134,17 @@ class Server:
         """What the start found (see :meth:`RunService._reconcile`)."""
         return self.runs.reconciliation
 
-    def submit(self, fn: Function, who: Principal, options: RunOptions | None = None) -> RunRecord:
-        """Run ``fn`` for ``who``: only with the Secrets their token grants, as their run."""
+    def submit(
+        self,
+        fn: Function,
+        who: Principal,
+        options: RunOptions | None = None,
+        recorded: bytes | None = None,
+    ) -> RunRecord:
+        """Run ``fn`` for ``who``: only with the Secrets their token grants, as their run
+        (``recorded``: see :meth:`RunService.submit`)."""
         check_secret_grant(fn, who)
-        return self.runs.submit(fn, options, role=who.role, owner=who.user)
+        return self.runs.submit(fn, options, role=who.role, owner=who.user, recorded=recorded)
 
     def deploy(self, fn: Function, who: Principal) -> list[str]:
         """Apply a serving function's Deployment, Service and autoscaler, with only the

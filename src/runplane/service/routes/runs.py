@@ -66,7 +66,8 @@ _FUNCTIONS = FunctionsRead()
 
 
 def _submitted(server: Server, body: RunSubmission, who: Principal) -> Response:
-    return record_answer(server.submit(_FUNCTIONS(server, body, who.user), who, body), 201)
+    read = _FUNCTIONS(server, body, who.user)
+    return record_answer(server.submit(read.function, who, body, read.recorded), 201)
 
 
 def submission_lane(server: Server) -> Lane:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
+import orjson
 import pydantic
 
 from runplane.errors import InvalidValueError
@@ -64,37 +65,51 @@ def _check_shape(function: dict[str, Any]) -> None:
         )
 
 
+class Read(NamedTuple):
+    """A submission's function, and its dict as recorded (``to_dict()``), as JSON, where that
+    was made once with the function (:class:`FunctionsRead`)."""
+
+    function: Function
+    recorded: bytes | None = None
+
+
 class FunctionsRead:
     """The functions of runs' submissions, each inline function read (validated into a
-    :class:`Function`) once per user while it is sent again as the same JSON.
+    :class:`Function`, and its dict as recorded made) once per user while it is sent again
+    as the same JSON.
 
     A sweep, a schedule or a pipeline's step submits one function many times, and reading it
-    was a tenth of a submission's CPU in the service. A function read here is shared by the
-    runs submitted with it, so nothing that is given one may change it: a run's submission
-    reads it (:meth:`~runplane.service.core.RunService.submit` copies a function it must
-    change). The text of the function as JSON names it, per user, so that how fast a
-    submission is answered says nothing about what another user sent.
+    and making its dict was a seventh of a submission's CPU in the service. A function read
+    here is shared by the runs submitted with it, so nothing that is given one may change it:
+    a run's submission reads it (:meth:`~runplane.service.core.RunService.submit` copies a
+    function it must change, and records the copy's own dict). The text of the function as
+    JSON names it, per user, so that how fast a submission is answered says nothing about what
+    another user sent.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._read: OrderedDict[tuple[str, str], Function] = OrderedDict()
+        self._read: OrderedDict[tuple[str, str], Read] = OrderedDict()
 
-    def __call__(self, server: Server, submission: RunSubmission, user: str) -> Function:
+    def __call__(self, server: Server, submission: RunSubmission, user: str) -> Read:
         """:func:`function_of` the submission, not to be changed."""
         if submission.function is None:
-            return function_of(server, submission)
+            return Read(function_of(server, submission))
         _check_shape(submission.function)
         text = json_text("function", submission.function, MAX_FUNCTION_BYTES, "fn.to_dict()")
         if len(text) > MAX_KEPT_FUNCTION_CHARS:
-            return Function.from_dict(submission.function)
+            return Read(Function.from_dict(submission.function))
         key = (user, text)
         with self._lock:
             read = self._read.get(key)
             if read is not None:
                 self._read.move_to_end(key)
                 return read
-        read = Function.from_dict(submission.function)
+        function = Function.from_dict(submission.function)
+        try:
+            read = Read(function, orjson.dumps(function.to_dict()))
+        except orjson.JSONEncodeError:  # an integer beyond 64 bits: its dict made each time
+            read = Read(function)
         with self._lock:
             self._read[key] = read
             if len(self._read) > FUNCTIONS_KEPT:
