@@ -280,10 +280,10 @@ class RunService:
             **check_thresholds("run(state_thresholds=...)", given.state_thresholds),
         }
         self.runtime.check(request)
-        dumped = orjson.loads(recorded) if recorded is not None and fn is submitted else None
-        function = check_unicode(  # recorded: text only
-            "function", fn.to_dict() if dumped is None else dumped
-        )
+        if recorded is not None and fn is submitted:
+            function = orjson.loads(recorded)  # written by orjson: no lone surrogate in it
+        else:
+            function = check_unicode("function", fn.to_dict())  # recorded: text only
         following = self._following
         record = self.store.create(
             uid=uid,
