@@ -9,7 +9,8 @@ wall time). A :class:`Prepared` statement is compiled once per dialect with SQLA
 parameters are processed by the columns' own types (so a value is stored exactly as SQLAlchemy
 stores it: JSON by the engine's serializer), and it is executed on the driver's cursor
 (SQLite's ``sqlite3``, PostgreSQL's psycopg), counted as any statement
-(:mod:`runplane.meters`); :class:`PreparedRead` reads rows so.
+(:mod:`runplane.meters`); :class:`PreparedRead` reads rows so, and :class:`PreparedIn` the
+rows of a list of keys (each burst of runs' events reads its runs so).
 
 A driver's error (a uid already recorded), or a value its column's type cannot store, is raised
 as SQLAlchemy would raise it; a connection the server closed is invalidated as SQLAlchemy
