@@ -135,9 +135,9 @@ def _service(lane: bool) -> Any:
     made: list[Any] = []
     submit = server.submit
 
-    def once(fn: Any, who: Any, options: Any = None) -> Any:
+    def once(fn: Any, who: Any, options: Any = None, recorded: Any = None) -> Any:
         if not made:
-            made.append(submit(fn, who, options))
+            made.append(submit(fn, who, options, recorded))
         return made[0]
 
     server.submit = once  # type: ignore[method-assign]

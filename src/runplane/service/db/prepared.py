@@ -196,6 +196,35 @@ _In = tuple[
 _SELECT = (("kind", "SELECT"),)
 
 
+def _fetched(
+    connection: Connection,
+    sql: str,
+    sent: Any,
+    known: dict[type[Dialect], _Processors],
+    types: Callable[[], Sequence[Any]],
+) -> tuple[list[Any], _Processors]:
+    """``sql``'s rows with ``sent``, and each column's result processor: kept in ``known``
+    by dialect once the first read's cursor described the columns (PostgreSQL's depends on
+    the type the server answers, as SQLAlchemy's does; ``types()``: the columns' types)."""
+    dialect = connection.dialect
+    cursor = _send(connection, sql, [sent], _SELECT, many=False)
+    try:
+        found = cursor.fetchall()
+        processors = known.get(_key(dialect)) or known.setdefault(
+            _key(dialect),
+            tuple(
+                kind.dialect_impl(dialect).result_processor(dialect, described[1])
+                for kind, described in zip(types(), cursor.description, strict=True)
+            ),
+        )
+    except connection.dialect.loaded_dbapi.Error as error:
+        dbapi = connection.connection.driver_connection
+        raise _driver_error(connection, sql, [sent], error, dbapi, many=False) from error
+    finally:
+        cursor.close()
+    return found, processors
+
+
 class PreparedRead:
     """``statement`` (a SELECT of whole rows of ``table``, with parameters of its columns'
     types) compiled once per dialect: rows as objects with the columns as attributes, each
@@ -215,23 +244,13 @@ class PreparedRead:
         dialect, key = connection.dialect, _key(connection.dialect)
         sql, positional, names, columns = self._compiled.get(key) or self._compile(dialect)
         sent = tuple(values[name] for name in names) if positional else values
-        cursor = _send(connection, sql, [sent], _SELECT, many=False)
-        try:
-            found = cursor.fetchall()
-            processors = self._processors.get(key) or self._processors.setdefault(
-                key,
-                tuple(
-                    self._table.c[name]
-                    .type.dialect_impl(dialect)
-                    .result_processor(dialect, described[1])
-                    for name, described in zip(columns, cursor.description, strict=True)
-                ),
-            )
-        except connection.dialect.loaded_dbapi.Error as error:
-            dbapi = connection.connection.driver_connection
-            raise _driver_error(connection, sql, [sent], error, dbapi, many=False) from error
-        finally:
-            cursor.close()
+        found, processors = _fetched(
+            connection,
+            sql,
+            sent,
+            self._processors,
+            lambda: [self._table.c[c].type for c in columns],
+        )
         return [
             SimpleNamespace(
                 **{
@@ -291,21 +310,9 @@ class PreparedIn:
             value = values[at] if at < given else values[0]
             processed.append(value if process is None else process(value))
         sent = dict(zip(names, processed, strict=True)) if names else tuple(processed)
-        cursor = _send(connection, sql, [sent], _SELECT, many=False)
-        try:
-            found = cursor.fetchall()
-            processors = self._processors.get(key[0]) or self._processors.setdefault(
-                key[0],
-                tuple(
-                    kind.dialect_impl(dialect).result_processor(dialect, described[1])
-                    for (_, kind), described in zip(columns, cursor.description, strict=True)
-                ),
-            )
-        except connection.dialect.loaded_dbapi.Error as error:
-            dbapi = connection.connection.driver_connection
-            raise _driver_error(connection, sql, [sent], error, dbapi, many=False) from error
-        finally:
-            cursor.close()
+        found, processors = _fetched(
+            connection, sql, sent, self._processors, lambda: [kind for _, kind in columns]
+        )
         return [
             {
                 name: value if process is None or value is None else process(value)
