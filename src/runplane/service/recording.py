@@ -54,10 +54,6 @@ _RUN_COLUMNS = (
     "peak_memory_bytes",
     "cpu_seconds",
 )
-#: A burst's runs, each with its current attempt's end (events of earlier attempts are
-#: ignored), by the list of their uids: one statement, compiled once for each length of list
-#: it is sent with (a statement made per burst costs four times its execution here, and
-#: SQLAlchemy's rendering of a list at each execution twice).
 _CURRENT = ATTEMPTS.alias("current")
 
 
@@ -82,6 +78,10 @@ def _runs_of(uids: list[BindParameter[Any]]) -> Select[Any]:
     )
 
 
+#: A burst's runs, each with its current attempt's end (events of earlier attempts are
+#: ignored), by the list of their uids: one statement, compiled once for each length of list
+#: it is sent with (a statement made per burst costs four times its execution here, and
+#: SQLAlchemy's rendering of a list at each execution twice).
 _SELECT_RUNS = PreparedIn(_runs_of)
 #: Each statement built once: a statement object keeps its compiled form's cache key.
 _STATEMENTS: dict[tuple[str, tuple[str, ...]], Insert | Update] = {}
