@@ -13,7 +13,7 @@ import pydantic
 from runplane.errors import InvalidValueError
 from runplane.service.routes.fields import Name
 from runplane.service.server import Server
-from runplane.spec.bounds import check_json, json_text
+from runplane.spec.bounds import json_text
 from runplane.spec.function import Function
 from runplane.spec.run_options import RunOptions
 
@@ -41,8 +41,7 @@ class ScheduleSubmission(RunSubmission):
 def function_of(server: Server, submission: RunSubmission) -> Function:
     """The submission's function: the inline one, checked and bounded, or the stored one."""
     if submission.function is not None:
-        _check_shape(submission.function)
-        check_json("function", submission.function, MAX_FUNCTION_BYTES, "fn.to_dict()")
+        _checked_text(submission.function)
         return Function.from_dict(submission.function)
     if submission.project and submission.name:
         stored = server.catalog.get(submission.project, submission.name, submission.version)
@@ -55,7 +54,8 @@ def function_of(server: Server, submission: RunSubmission) -> Function:
     )
 
 
-def _check_shape(function: dict[str, Any]) -> None:
+def _checked_text(function: dict[str, Any]) -> str:
+    """An inline function as JSON text, once its shape and size are checked."""
     if not isinstance(function.get("metadata"), dict):
         raise InvalidValueError(
             "function",
@@ -63,6 +63,7 @@ def _check_shape(function: dict[str, Any]) -> None:
             "a function has kind, metadata and spec",
             "the output of fn.to_dict()",
         )
+    return json_text("function", function, MAX_FUNCTION_BYTES, "fn.to_dict()")
 
 
 class Read(NamedTuple):
@@ -95,8 +96,7 @@ class FunctionsRead:
         """:func:`function_of` the submission, not to be changed."""
         if submission.function is None:
             return Read(function_of(server, submission))
-        _check_shape(submission.function)
-        text = json_text("function", submission.function, MAX_FUNCTION_BYTES, "fn.to_dict()")
+        text = _checked_text(submission.function)
         if len(text) > MAX_KEPT_FUNCTION_CHARS:
             return Read(Function.from_dict(submission.function))
         key = (user, text)
