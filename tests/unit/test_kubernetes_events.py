@@ -4,6 +4,7 @@ resume / 410 / back-off logic against a scripted API. No cluster."""
 from __future__ import annotations
 
 import json
+import queue
 import threading
 import time
 from collections.abc import Iterator
@@ -455,6 +456,84 @@ def run_watch(rest: FakeRest, **kwargs: Any) -> tuple[PodWatch, list[tuple[str, 
     watch.stop()
     assert not watch.running
     return watch, seen
+
+
+class Trickle:
+    """A watch stream whose events come when the test sends them, each after the watch has
+    begun to wait for it."""
+
+    def __init__(self) -> None:
+        self._events: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._reading = threading.Event()
+
+    def stream(self, amount: int, decode_content: bool = True) -> Iterator[bytes]:
+        while True:
+            self._reading.set()
+            event = self._events.get()
+            self._reading.clear()
+            if event is None:
+                raise OSError("connection closed")
+            yield json.dumps(event).encode() + b"\n"
+
+    def send(self, *events: dict[str, Any]) -> float:
+        """``events`` sent together, once the watch has waited for the next a few ms (a read
+        that waits that long was woken by its event); when they were sent."""
+        assert self._reading.wait(5)
+        time.sleep(0.005)
+        sent = time.monotonic()
+        for event in events:
+            self._events.put(event)
+        return sent
+
+    def shutdown(self) -> None:
+        self._events.put(None)
+
+    close = shutdown
+
+    def release_conn(self) -> None:
+        pass
+
+
+class TrickleRest(FakeRest):
+    def __init__(self, trickle: Trickle) -> None:
+        super().__init__(lists=[listing("10")], watches=[])
+        self.trickle = trickle
+
+    def stream(self, path: str, query: dict[str, Any], timeout: Any = None) -> Any:
+        return self.trickle
+
+
+def test_a_busy_watch_reads_its_events_together_at_most_once_per_pace() -> None:
+    pace = 0.3
+    trickle = Trickle()
+    seen: dict[str, float] = {}
+    handled = threading.Semaphore(0)
+
+    def handler(kind: str, p: dict[str, Any]) -> None:
+        seen[p["metadata"]["name"]] = time.monotonic()
+        handled.release()
+
+    def modified(name: str) -> dict[str, Any]:
+        return {"type": "MODIFIED", "object": obj(name, "11")}
+
+    watch = PodWatch(TrickleRest(trickle), "ns", names.RUN_UID, handler, pace=pace).start()
+    try:
+        sent = trickle.send(modified("a"))  # the first event: read at once
+        assert handled.acquire(timeout=5)
+        assert seen["a"] - sent < pace / 2
+        trickle.send(modified("b"), modified("c"))  # soon after: both wait for the pace
+        assert handled.acquire(timeout=5)
+        assert handled.acquire(timeout=5)
+        assert seen["b"] - seen["a"] >= pace * 0.9
+        assert seen["c"] - seen["b"] < pace / 2  # read with b, not paced again
+        while time.monotonic() < seen["c"] + pace:  # quiet for a pace: the next is read at once
+            time.sleep(pace / 10)
+        sent = trickle.send(modified("d"))
+        assert handled.acquire(timeout=5)
+        assert seen["d"] - sent < pace / 2
+    finally:
+        watch.stop()
+    assert not watch.running
 
 
 def test_watch_resumes_from_last_version_and_bookmark() -> None:

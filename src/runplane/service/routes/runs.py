@@ -3,8 +3,6 @@ aborting them. A user sees their own runs; an admin everyone's."""
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -17,6 +15,7 @@ from runplane.runs import MAX_LISTED, ResizeRecord, RunRecord, RunState, Transit
 from runplane.service.access import check_owner
 from runplane.service.auth import Principal
 from runplane.service.guard import PRINCIPAL, Lane, Message, Scope, Send
+from runplane.service.handoff import Threads
 from runplane.service.routes.context import Service, User
 from runplane.service.routes.errors import refusal
 from runplane.service.routes.fields import Name, Uid
@@ -47,18 +46,17 @@ def record_answer(record: RunRecord, status: int = 200) -> Response:
 
 
 #: Submissions run on threads of their own: every run is submitted here, and handing a call
-#: to one of these costs about half what the framework's hand-off to its worker threads does
-#: (a future and a queue, against a task group's cancel scope, a capacity limiter and a
-#: condition): 50-90 against 110-200 µs of CPU here (docs/decisions.md).
-_SUBMITTING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="runplane-submit")
+#: to one of these costs a fraction of what the framework's hand-off to its worker threads does
+#: (a task group's cancel scope, a capacity limiter and a condition), or asyncio's executor's:
+#: 110-200 and 40-45 µs of CPU here, against 15 (docs/decisions.md).
+_SUBMITTING = Threads(16, "runplane-submit")
 
 
 @router.post("/runs", status_code=201, response_model=RunRecord)
 async def submit_run(body: RunSubmission, server: Service, who: User) -> Response:
     """Taken at the gate (:func:`submission_lane`) when its body is JSON, as every client
     sends it; declared here for the API's description and for any other body."""
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_SUBMITTING, _submitted, server, body, who)
+    return await _SUBMITTING.call(_submitted, server, body, who)
 
 
 #: Every run's submission reads its function here.
@@ -86,12 +84,8 @@ def submission_lane(server: Server) -> Lane:
             located = [{**e, "loc": ("body", *e["loc"])} for e in error.errors(include_url=False)]
             answer: Response = refusal(RequestValidationError(located))
         else:
-            loop = asyncio.get_running_loop()
-            who = scope[PRINCIPAL]
             try:
-                answer = await loop.run_in_executor(
-                    _SUBMITTING, _submitted, server, submission, who
-                )
+                answer = await _SUBMITTING.call(_submitted, server, submission, scope[PRINCIPAL])
             except Exception as error:
                 answer = refusal(error)
         await answer(scope, _no_body, send)
