@@ -32,6 +32,7 @@ from runplane.runtimes.events import RunEvent
 from runplane.service import resizes, run_counts
 from runplane.service.db import READ_ONLY, session_factory
 from runplane.service.db.group_commit import GroupCommit
+from runplane.service.db.held import HeldConnection
 from runplane.service.db.models import (
     ABORT_ASKED,
     ARTIFACTS,
@@ -314,6 +315,8 @@ class RunStore:
         self._sessions = session_factory(engine)
         #: New runs' records, those that arrive together written in one transaction.
         self._created = GroupCommit(engine, _write_new_runs)
+        #: Bursts of events: the recorder writes one after another, all the time.
+        self._bursts = HeldConnection(engine)
         #: Reads: on SQLite they see a snapshot beside a writer instead of taking the write
         #: lock (see :mod:`runplane.service.db`).
         self._reader = engine.execution_options(**READ_ONLY)
@@ -327,6 +330,8 @@ class RunStore:
     def close(self) -> None:
         """Close the pooled connections: a closed service holds none of the database's (a
         PostgreSQL server has a fixed number to share); a later call opens one again."""
+        self._created.close()
+        self._bursts.close()
         self._engine.dispose()
 
     def create(
@@ -601,7 +606,7 @@ class RunStore:
         Transitions, attempts and artifacts are written as rows of their own, and of the run
         only the columns an event changes are loaded: this is on the path of every event.
         """
-        with self._engine.begin() as connection:
+        with self._bursts.begin() as connection:
             return apply_burst(connection, events, retries or {})
 
     def attempt_launched(self, uid: str, attempt: int) -> None:

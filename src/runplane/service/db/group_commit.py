@@ -25,6 +25,8 @@ from typing import Generic, TypeVar
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from runplane.service.db.held import HeldConnection
+
 T = TypeVar("T")
 
 #: The most records in one transaction: a batch is written in a few milliseconds, and the
@@ -52,12 +54,16 @@ class GroupCommit(Generic[T]):
     returns once its item is committed, or raises what writing it raised."""
 
     def __init__(self, engine: Engine, write: Callable[[Connection, Sequence[T]], None]) -> None:
-        self._engine = engine
+        self._connection = HeldConnection(engine)
         self._write = write
         self._lock = threading.Lock()
         #: The records not written yet; the first is the writer's, or its successor's.
         self._pending: list[_Waiting[T]] = []
         self._writing = False
+
+    def close(self) -> None:
+        """Give back the connection kept for writing (a later commit keeps one again)."""
+        self._connection.close()
 
     def commit(self, item: T) -> None:
         me = _Waiting(item)
@@ -137,7 +143,7 @@ class GroupCommit(Generic[T]):
 
     def _write_alone(self, batch: list[_Waiting[T]]) -> None:
         """``batch`` written in a transaction of its own."""
-        with self._engine.begin() as connection:
+        with self._connection.begin() as connection:
             self._write(connection, [waiting.item for waiting in batch])
         for waiting in batch:
             waiting.written = True
