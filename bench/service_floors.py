@@ -344,7 +344,7 @@ def _recorded(path: Path, function: dict[str, Any], runs: int, count: int) -> tu
     store = RunStore(engine)
     shared = _SharedTransaction(engine)
     store._engine = shared  # type: ignore[assignment]  # lent the transaction open
-    store._created._engine = shared  # type: ignore[assignment]  # and to the group commit
+    store._created._connection = shared  # type: ignore[assignment]  # and to the group commit
 
     def batch() -> None:
         with shared.open():
