@@ -576,3 +576,34 @@ def test_deleted_spot_node_reports_the_run_lost_at_once(
     assert event.node == "krt-spot-lost"
     assert (event.node_group, event.spot) == ("spot", True)
     wait_gone(testbed_cluster, lost_spot_run)  # nothing runs it: deleted without waiting
+
+
+def test_a_pod_whose_binding_the_watch_has_not_read_is_lost_with_its_node(
+    testbed_cluster: TestbedCluster,
+    runtime: KubernetesRuntime,
+    recorder: Recorder,
+    settings: Settings,
+) -> None:
+    """The pod watch reads late (here: while it pauses, paced at 5 s) and still knows the pod
+    unbound when the node watch sees the node go: the pods on the node are listed from the API
+    server, so the run is reported lost now, not when the cluster collects its pod."""
+    tb = testbed_cluster
+    node = tb.add_node("spot", "krt-spot-unread")
+    uid = new_uid()
+    fn = (
+        job("unread")
+        .with_preemption_mode("constrain")
+        .with_node_selection(node_selector={"kubernetes.io/hostname": node})
+    )
+    paced = runtime.watch._pace
+    runtime.watch._pace = 5.0
+    try:
+        runtime.launch(request(fn, settings, uid))
+        tb.wait_pod(f"unread-{uid[:16]}-1", lambda p: kube.pod_status(p).phase == "Running")
+        tb.delete_node(node)
+        event = recorder.wait(uid, state(RunState.ERROR), timeout=30, what="error")
+    finally:
+        runtime.watch._pace = paced
+    assert event.reason == "NodeLost"
+    assert event.node == node
+    wait_gone(tb, uid)

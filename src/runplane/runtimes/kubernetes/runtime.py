@@ -308,12 +308,28 @@ class KubernetesRuntime:
         The delete is conditional on the pod being as read: a pod that ended in the meantime
         is reported as it ended, not lost, so a finished attempt is never run again.
         """
-        for known in self.watch.known():
-            if (known.get("spec") or {}).get("nodeName") == node:
-                try:
-                    self._lose(known, node, group, spot)
-                except Exception:  # the others on the node still count
-                    log.warning("pod %s of lost node %s", known["metadata"]["name"], node)
+        for known in self._pods_on(node):
+            try:
+                self._lose(known, node, group, spot)
+            except Exception:  # the others on the node still count
+                log.warning("pod %s of lost node %s", known["metadata"]["name"], node)
+
+    def _pods_on(self, node: str) -> list[dict[str, Any]]:
+        """This runtime's pods bound to ``node``, as the API server lists them now: the pod
+        watch may not have seen a pod's binding yet when the node watch sees its node go (the
+        two streams are apart, and a busy pod watch reads at most every ``POD_EVENTS_PACE``).
+        As the pod watch knows them if the list fails. A node is deleted rarely, and holds at
+        most its pod capacity: one request, filtered by the API server."""
+        try:
+            listed = self._calls.json(
+                "GET",
+                pods_path(self.namespace),
+                {"labelSelector": self._selector(), "fieldSelector": f"spec.nodeName={node}"},
+            )
+            return list(listed.get("items") or [])
+        except Exception as error:  # an outage: what the watch saw is the best there is
+            log.info("pods of lost node %s not listed (%s); as the watch saw them", node, error)
+            return [p for p in self.watch.known() if (p.get("spec") or {}).get("nodeName") == node]
 
     def _lose(self, pod: dict[str, Any], node: str, group: str, spot: bool | None) -> None:
         for _ in range(3):
