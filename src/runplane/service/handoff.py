@@ -5,8 +5,8 @@ the database and the cluster, and must not hold the loop meanwhile.
 asyncio's ``run_in_executor`` wraps each call twice, a concurrent future chained to an asyncio
 one through callbacks under their locks, and its executor checks a semaphore at each call to
 decide whether to start a thread: 40-45 µs of CPU per call here. A queue the threads read, and
-the result set on the loop's future from the thread, take 15 (docs/decisions.md, "Submissions'
-hand-off").
+the result set on the loop's future from the thread, take 15 (docs/decisions.md, "Runs are
+submitted on a thread pool of their own").
 """
 
 from __future__ import annotations

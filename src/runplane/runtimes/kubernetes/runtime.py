@@ -74,7 +74,7 @@ _CONNECTIONS = 48
 
 #: While the runs' pods change more often than this (seconds), their watch reads the changes
 #: together, at most every this often: a change is seen up to this much later, and a busy
-#: service spends a tenth less CPU per run (docs/benchmarks.md, "Scale").
+#: service spends about a twentieth less CPU per run (docs/decisions.md).
 POD_EVENTS_PACE = 0.05
 
 #: How much longer than its grace period a retry waits for an earlier attempt's pod to stop,
