@@ -164,6 +164,15 @@ def group_of(tb: TestbedCluster, node: str) -> str:
     return ((meta.labels if meta else None) or {}).get(topology.GROUP_LABEL, "")
 
 
+def on_spot_node(name: str, node: str) -> Function:
+    """A job that tolerates spot nodes, placed on ``node``."""
+    return (
+        job(name)
+        .with_preemption_mode("constrain")
+        .with_node_selection(node_selector={"kubernetes.io/hostname": node})
+    )
+
+
 @pytest.fixture(scope="module", autouse=True)
 def lost_spot_run(
     testbed_cluster: TestbedCluster, runtime: KubernetesRuntime, settings: Settings
@@ -173,12 +182,7 @@ def lost_spot_run(
     tb = testbed_cluster
     node = tb.add_node("spot", "krt-spot-lost")
     uid = new_uid()
-    fn = (
-        job("lost")
-        .with_preemption_mode("constrain")
-        .with_node_selection(node_selector={"kubernetes.io/hostname": node})
-    )
-    runtime.launch(request(fn, settings, uid))
+    runtime.launch(request(on_spot_node("lost", node), settings, uid))
     pod = tb.wait_pod(f"lost-{uid[:16]}-1", lambda p: kube.pod_status(p).phase == "Running")
     assert kube.node_name(pod) == node
     tb.delete_node(node)
@@ -590,15 +594,10 @@ def test_a_pod_whose_binding_the_watch_has_not_read_is_lost_with_its_node(
     tb = testbed_cluster
     node = tb.add_node("spot", "krt-spot-unread")
     uid = new_uid()
-    fn = (
-        job("unread")
-        .with_preemption_mode("constrain")
-        .with_node_selection(node_selector={"kubernetes.io/hostname": node})
-    )
     paced = runtime.watch._pace
     runtime.watch._pace = 5.0
     try:
-        runtime.launch(request(fn, settings, uid))
+        runtime.launch(request(on_spot_node("unread", node), settings, uid))
         tb.wait_pod(f"unread-{uid[:16]}-1", lambda p: kube.pod_status(p).phase == "Running")
         tb.delete_node(node)
         event = recorder.wait(uid, state(RunState.ERROR), timeout=30, what="error")
