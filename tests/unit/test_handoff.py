@@ -33,15 +33,19 @@ def test_a_thread_idle_again_takes_the_next_call() -> None:
 
 def test_calls_run_on_at_most_the_bound_of_threads() -> None:
     threads = Threads(3, "test-handoff")
+    running = threading.Semaphore(0)
     release = threading.Event()
 
     def held() -> str:
+        running.release()
         assert release.wait(5)
         return threading.current_thread().name
 
     async def calls() -> None:
         many = [asyncio.ensure_future(threads.call(held)) for _ in range(7)]
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # all seven queued
+        for _ in range(3):  # three at once, each on a thread of its own, before any ends
+            assert running.acquire(timeout=5)
         release.set()
         names = set(await asyncio.gather(*many))
         assert names == {"test-handoff_0", "test-handoff_1", "test-handoff_2"}
