@@ -16,6 +16,7 @@ from runplane.bootstrap import Invocation
 from runplane.config import Settings
 from runplane.errors import InvalidValueError
 from runplane.rendering import RunRef, render
+from runplane.rendering.reuse import JobRenders
 from runplane.rendering.workloads import pod_specs
 from runplane.runtimes.contract import RunRequest
 from runplane.spec.bounds import MAX_PARAMS_BYTES, check_json
@@ -45,8 +46,13 @@ def build_request(
     role: str | None = None,
     source_dir: str = "",
     attempt: int = 1,
+    renders: JobRenders | None = None,
+    text: bytes | None = None,
 ) -> RunRequest:
-    """Everything a runtime needs for one attempt of ``fn``, checked; nothing is started."""
+    """Everything a runtime needs for one attempt of ``fn``, checked; nothing is started.
+
+    With ``renders``, a job's rendering is taken from those kept for its JSON, ``text``
+    (:mod:`runplane.rendering.reuse`)."""
     if fn.kind in _NOT_RUN:
         why, hint = _NOT_RUN[fn.kind]
         raise InvalidValueError("kind", fn.kind.value, why, hint)
@@ -88,7 +94,11 @@ def build_request(
         hints=hints,
         labels={**fn.metadata.labels, "kind": fn.kind.value},
     )
-    rendered = render(fn, settings, run=RunRef(uid, attempt), role=role)
+    run = RunRef(uid, attempt)
+    if renders is None:
+        rendered = render(fn, settings, run=run, role=role)
+    else:
+        rendered = renders.render(fn, settings, run, role, text)
     manifests = rendered.manifests
     carried = invocation.to_env()
     for pod_spec in [*pod_specs(manifests[0]), *filter(None, [rendered.local_pod])]:

@@ -25,6 +25,7 @@ import psutil
 from runplane.config import Settings
 from runplane.errors import ResizeRefusedError
 from runplane.rendering import render
+from runplane.rendering.reuse import JobRenders
 from runplane.runs import LIVE, ResizeRecord, RunRecord, RunState, Usage, check_limit
 from runplane.runtimes.contract import RunRequest, Runtime
 from runplane.runtimes.request import build_request
@@ -126,6 +127,8 @@ class RunService:
         #: its live pages learn of the leader's changes from the database.
         self._following = False
         self._replica_feed: ReplicaFeed | None = None
+        #: Jobs' renderings kept for the runs submitted with their function's JSON.
+        self._renders = JobRenders()
 
     @property
     def settings(self) -> Settings:
@@ -266,6 +269,8 @@ class RunService:
                 inputs=given.inputs,
                 role=role,
                 source_dir=source_dir,
+                renders=self._renders,
+                text=recorded if fn is submitted else None,
             )
 
         request = built(fn)
