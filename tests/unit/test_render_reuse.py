@@ -14,8 +14,8 @@ from runplane.rendering.reuse import JobRenders
 from runplane.runtimes.request import build_request
 
 
-def text_of(fn: runplane.Function) -> bytes:
-    return orjson.dumps(fn.to_dict())
+def text_of(fn: runplane.Function, user: str = "ana") -> tuple[str, bytes]:
+    return user, orjson.dumps(fn.to_dict())
 
 
 def functions() -> list[runplane.Function]:
@@ -74,6 +74,16 @@ def test_another_settings_object_or_role_renders_anew():
     }
 
 
+def test_each_user_has_renderings_of_their_own():
+    settings, renders, run = load_settings(), JobRenders(), RunRef("h" * 32)
+    fn = runplane.new_function("training").with_requests(cpu=1)
+    renders.render(fn, settings, run, None, text_of(fn, "ana"))
+    renders.render(fn, settings, run, None, text_of(fn, "ana"))
+    assert renders.kept() == 1
+    renders.render(fn, settings, run, None, text_of(fn, "bo"))  # not ana's, though the same
+    assert renders.kept() == 2
+
+
 def test_the_functions_json_names_its_rendering_not_the_object():
     settings, renders, run = load_settings(), JobRenders(), RunRef("d" * 32)
     fn = runplane.new_function("training").with_requests(cpu=1)
@@ -105,7 +115,7 @@ def test_a_submitted_runs_request_is_built_from_the_kept_rendering():
     settings, renders = load_settings(), JobRenders()
     kept = [
         build_request(
-            fn, settings, uid=uid * 32, params={"x": 1}, renders=renders, text=text_of(fn)
+            fn, settings, uid=uid * 32, params={"x": 1}, renders=renders, kept_as=text_of(fn)
         )
         for uid in "fg"
     ]

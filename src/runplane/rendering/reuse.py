@@ -8,8 +8,10 @@ the run's name and labels written in, costs a fraction of that.
 
 What names a rendering is what it is made from: the function as its JSON (the text a run's
 record holds: two functions of the same JSON render alike), the settings (the same object: a
-change of settings makes a new one) and the user's role (priority-class policy). A function
-given as an object alone is rendered each time: an SDK caller may change it between runs.
+change of settings makes a new one) and the user's role (priority-class policy); and the user,
+so that how fast a submission is answered says nothing about what another user sent (as for
+the functions read, ``routes.submissions.FunctionsRead``). A function given as an object alone
+is rendered each time: an SDK caller may change it between runs.
 Only jobs are kept; every other kind (a serving function, an MPIJob, a SparkApplication) is
 rendered each time.
 """
@@ -46,12 +48,12 @@ class _Kept:
 
 
 class JobRenders:
-    """Renderings of jobs kept by function JSON, settings and role, stamped per run."""
+    """Renderings of jobs kept by user, function JSON, settings and role, stamped per run."""
 
     def __init__(self, kept: int = KEPT) -> None:
         self._kept = kept
         self._lock = threading.Lock()
-        self._renders: OrderedDict[tuple[bytes, str | None], _Kept] = OrderedDict()
+        self._renders: OrderedDict[tuple[str, bytes, str | None], _Kept] = OrderedDict()
 
     def render(
         self,
@@ -59,13 +61,14 @@ class JobRenders:
         settings: Settings,
         run: RunRef,
         role: str | None,
-        text: bytes | None,
+        kept_as: tuple[str, bytes] | None,
     ) -> Rendered:
-        """What :func:`render` makes of ``function`` for ``run``; ``text`` is the function's
-        JSON (``orjson.dumps(function.to_dict())``), or ``None`` to render it anew."""
-        if text is None or function.kind is not FunctionKind.JOB:
+        """What :func:`render` makes of ``function`` for ``run``. ``kept_as``: the user
+        submitting it and the function's JSON (``orjson.dumps(function.to_dict())``); ``None``
+        renders it anew."""
+        if kept_as is None or function.kind is not FunctionKind.JOB:
             return render(function, settings, run, role)
-        key = (text, role)
+        key = (*kept_as, role)
         with self._lock:
             kept = self._renders.get(key)
             if kept is not None and kept.settings is settings:

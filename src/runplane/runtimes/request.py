@@ -47,12 +47,12 @@ def build_request(
     source_dir: str = "",
     attempt: int = 1,
     renders: JobRenders | None = None,
-    text: bytes | None = None,
+    kept_as: tuple[str, bytes] | None = None,
 ) -> RunRequest:
     """Everything a runtime needs for one attempt of ``fn``, checked; nothing is started.
 
-    With ``renders``, a job's rendering is taken from those kept for its JSON, ``text``
-    (:mod:`runplane.rendering.reuse`)."""
+    With ``renders``, a job's rendering is taken from those kept for the user and the
+    function's JSON, ``kept_as`` (:mod:`runplane.rendering.reuse`)."""
     if fn.kind in _NOT_RUN:
         why, hint = _NOT_RUN[fn.kind]
         raise InvalidValueError("kind", fn.kind.value, why, hint)
@@ -98,7 +98,7 @@ def build_request(
     if renders is None:
         rendered = render(fn, settings, run=run, role=role)
     else:
-        rendered = renders.render(fn, settings, run, role, text)
+        rendered = renders.render(fn, settings, run, role, kept_as)
     manifests = rendered.manifests
     carried = invocation.to_env()
     for pod_spec in [*pod_specs(manifests[0]), *filter(None, [rendered.local_pod])]:

@@ -259,6 +259,7 @@ class RunService:
         uid = uid or uuid.uuid4().hex
         given = options or RunOptions()
         submitted = fn
+        user = self.default_owner if owner is None else owner
 
         def built(fn: Function) -> RunRequest:
             return build_request(
@@ -270,7 +271,7 @@ class RunService:
                 role=role,
                 source_dir=source_dir,
                 renders=self._renders,
-                text=recorded if fn is submitted else None,
+                kept_as=None if recorded is None or fn is not submitted else (user, recorded),
             )
 
         request = built(fn)
@@ -303,7 +304,7 @@ class RunService:
             requests=dict(request.resources.requests.written),
             limits=dict(request.resources.limits.written),
             executor=self.executor,
-            owner=self.default_owner if owner is None else owner,
+            owner=user,
             source_dir=source_dir,
             requeue=self.service and self.executor is not None,
             preemption_mode=request.resources.mode.value if request.resources.mode else "",
