@@ -21,7 +21,7 @@ from __future__ import annotations
 import pickle
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from runplane import names
@@ -107,7 +107,15 @@ def _stamped(kept: _Kept, function: Function, run: RunRef) -> Rendered:
         labels[names.ATTEMPT] = str(run.attempt)
         if manifest["kind"] == "Pod":
             manifest["metadata"]["name"] = run_name(function, run)
-    return replace(template, manifests=manifests, lints=list(template.lints))
+    return Rendered(  # not dataclasses.replace, which looks up the fields on every call
+        manifests=manifests,
+        qos=template.qos,
+        resources=template.resources,
+        lints=list(template.lints),
+        local_pod=template.local_pod,
+        local_resources=template.local_resources,
+        replicas=template.replicas,
+    )
 
 
 def _bootstrap(manifest: dict[str, Any]) -> bool:
