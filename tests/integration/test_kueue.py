@@ -517,3 +517,34 @@ def test_the_admission_benchmark_in_short_goes_through_kueue_and_around_it(
     assert "webhook mpod.kb.io CREATE" not in without["api_requests_per_run"]
     assert with_kueue["api_requests_per_run"]["webhook mpod.kb.io CREATE"] >= 1
     assert with_kueue["workload_watch_events_per_run"] >= 1
+
+
+def test_a_run_whose_pod_the_pod_watch_has_not_read_is_told_why_it_waits(
+    testbed_cluster: TestbedCluster,
+    runtime: tuple[KubernetesRuntime, Events],
+    settings: Settings,
+    projects: list[str],
+) -> None:
+    """Kueue says why a workload waits as soon as it looks at it, and may say nothing more for
+    a long time; the pod watch reads a busy stream at its pace, and may not have read the pod
+    by then (here: it knows none). The pod is read from the API server, and the run is told."""
+    rt, events = runtime
+    projects.append("kq-unread")
+    assert rt.kueue is not None
+    rt.kueue.sync_project_queue(
+        "kq-unread",
+        {
+            "on-demand": {"cpu": {"nominalQuota": "1", "borrowingLimit": "0"}, "memory": "8Gi"},
+            "spot": {"cpu": "0", "memory": "0"},
+        },
+    )
+    blocker = _launch(rt, settings, _job("kq-unread", "blocker", "prevent", "1"))
+    _running(events, blocker)
+    known = rt.kueue._pod_of
+    rt.kueue._pod_of = lambda uid: None
+    try:
+        waiting = _launch(rt, settings, _job("kq-unread", "unread", "prevent", "1"))
+        said = _told(events, waiting)
+    finally:
+        rt.kueue._pod_of = known
+    assert said.message.startswith("waiting for quota: project kq-unread needs 1 CPU more")

@@ -316,21 +316,23 @@ class KueueAdmission:
         with self._lock:
             if owner_uid in self._owners:
                 return self._owners[owner_uid]
-        if owner["kind"] == "Pod":
-            pod = self._pod_of(owner_uid)
-            labels = ((pod or {}).get("metadata") or {}).get("labels") or {}
-            if pod is None:
-                return None  # not yet seen by the pod watch: its next change says it
-        elif owner["kind"] == "Deployment":
+        if owner["kind"] == "Deployment":
             return None  # a serving deployment: no run to tell
-        else:
+        # A pod is looked up in the pod watch; one it has not read yet (it reads a busy
+        # stream at its pace, and Kueue may say why a workload waits within that time) is read
+        # from the API server, as an operator's object is: Kueue may not change the workload
+        # again for a long time, and the run would not be told until then.
+        found = self._pod_of(owner_uid) if owner["kind"] == "Pod" else None
+        if found is None:
             namespace = (workload.get("metadata") or {}).get("namespace") or self._calls.namespace
             path = object_path(owner["apiVersion"], owner["kind"], namespace, owner["name"])
             try:
                 found = self._calls.read(f"reading {owner['kind']} {owner['name']}", path)
             except ClusterError:
                 return None
-            labels = (found.get("metadata") or {}).get("labels") or {}
+            if (found.get("metadata") or {}).get("uid") != owner_uid:
+                return None  # another object of the owner's name: the owner is gone
+        labels = (found.get("metadata") or {}).get("labels") or {}
         run = (labels[names.RUN_UID], attempt_of(labels)) if labels.get(names.RUN_UID) else None
         with self._lock:
             self._owners[owner_uid] = run
