@@ -381,6 +381,26 @@ def _cluster_queue(tb: TestbedCluster, project: str) -> dict[str, Any]:
     )
 
 
+def _filled_queue(
+    rt: KubernetesRuntime,
+    events: Events,
+    settings: Settings,
+    project: str,
+    priority: str = "medium",
+) -> None:
+    """``project``'s queue with 1 CPU on on-demand, none to borrow, taken by a running run."""
+    assert rt.kueue is not None
+    rt.kueue.sync_project_queue(
+        project,
+        {
+            "on-demand": {"cpu": {"nominalQuota": "1", "borrowingLimit": "0"}, "memory": "8Gi"},
+            "spot": {"cpu": "0", "memory": "0"},
+        },
+    )
+    blocker = _launch(rt, settings, _job(project, "blocker", "prevent", "1", priority))
+    _running(events, blocker)
+
+
 def _told(events: Events, uid: str) -> RunEvent:
     """The run's first word from Kueue on what it lacks."""
     return events.wait(
@@ -449,16 +469,7 @@ def test_a_waiting_run_says_how_many_runs_are_ahead_of_it_in_kueues_order(
 ) -> None:
     rt, events = runtime
     projects.append("kq-ahead")
-    assert rt.kueue is not None
-    rt.kueue.sync_project_queue(
-        "kq-ahead",
-        {
-            "on-demand": {"cpu": {"nominalQuota": "1", "borrowingLimit": "0"}, "memory": "8Gi"},
-            "spot": {"cpu": "0", "memory": "0"},
-        },
-    )
-    blocker = _launch(rt, settings, _job("kq-ahead", "blocker", "prevent", "1", "high"))
-    _running(events, blocker)
+    _filled_queue(rt, events, settings, "kq-ahead", "high")
     # Kueue's order: a higher priority first, then the earlier queued; each told on arrival
     said, workloads, uids = {}, {}, {}
     for name, priority in (
@@ -530,16 +541,8 @@ def test_a_run_whose_pod_the_pod_watch_has_not_read_is_told_why_it_waits(
     by then (here: it knows none). The pod is read from the API server, and the run is told."""
     rt, events = runtime
     projects.append("kq-unread")
+    _filled_queue(rt, events, settings, "kq-unread")
     assert rt.kueue is not None
-    rt.kueue.sync_project_queue(
-        "kq-unread",
-        {
-            "on-demand": {"cpu": {"nominalQuota": "1", "borrowingLimit": "0"}, "memory": "8Gi"},
-            "spot": {"cpu": "0", "memory": "0"},
-        },
-    )
-    blocker = _launch(rt, settings, _job("kq-unread", "blocker", "prevent", "1"))
-    _running(events, blocker)
     known = rt.kueue._pod_of
     rt.kueue._pod_of = lambda uid: None
     try:
