@@ -2,18 +2,17 @@
 
 A sweep, a schedule or a pipeline's step submits one function many times, under the same
 settings and by the same user: every one of those renders came out the same but for the run's
-name and its two labels (its uid and attempt). Rendering a job was a fifth of the service's
-CPU on a run's submission (docs/benchmarks.md, "Scale"); a copy of the kept rendering, with
-the run's name and labels written in, costs a fraction of that.
+name and its two labels (its uid and attempt). Rendering a job was a sixth of the submission
+threads' CPU (docs/benchmarks.md, "Scale"); a copy of the kept rendering, with the run's name
+and labels written in, costs a third of a render.
 
 What names a rendering is what it is made from: the function as its JSON (the text a run's
 record holds: two functions of the same JSON render alike), the settings (the same object: a
 change of settings makes a new one) and the user's role (priority-class policy); and the user,
 so that how fast a submission is answered says nothing about what another user sent (as for
 the functions read, ``routes.submissions.FunctionsRead``). A function given as an object alone
-is rendered each time: an SDK caller may change it between runs.
-Only jobs are kept; every other kind (a serving function, an MPIJob, a SparkApplication) is
-rendered each time.
+is rendered each time: an SDK caller may change it between runs. Only jobs are kept; every
+other kind (a serving function, an MPIJob, a SparkApplication) is rendered each time.
 """
 
 from __future__ import annotations
@@ -29,8 +28,10 @@ from runplane.config import Settings
 from runplane.rendering.manifests import Rendered, RunRef, render, run_name
 from runplane.spec.function import Function, FunctionKind
 
-#: Renderings kept, the least recently used dropped first: a service's busy functions.
-KEPT = 256
+#: Renderings kept, the least recently used dropped first: as many as the functions read are
+#: (``FUNCTIONS_KEPT``), each named by a function's JSON of at most 64 Ki characters, which its
+#: pod carries too: a few MiB at most.
+KEPT = 32
 
 
 @dataclass(frozen=True, slots=True)
