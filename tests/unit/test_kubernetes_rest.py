@@ -12,7 +12,8 @@ import json
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from runplane.runtimes.kubernetes.api.rest import RestApi
+from runplane.runtimes.kubernetes.api.rest import CONNECTION_ENDED, RestApi, shutdown
 from testbed import pki
 
 
@@ -282,3 +283,181 @@ def test_a_header_that_would_break_the_request_is_refused():
     rest = _rest("http://127.0.0.1:9")
     with pytest.raises(ValueError, match="may not break the line"):
         rest.send("POST", "/api/v1/pods", body={}, content_type="application/json\r\nX-Evil: 1")
+
+
+def _request_of(connection: socket.socket, pending: bytes) -> tuple[bytes, bytes]:
+    """One request read whole from ``connection`` (its body by its length, none without one),
+    and what arrived after it."""
+    while b"\r\n\r\n" not in pending:
+        data = connection.recv(65536)
+        if not data:
+            raise ConnectionError("closed before a whole request")
+        pending += data
+    head, _, rest = pending.partition(b"\r\n\r\n")
+    lengths = [line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")]
+    length = int(lengths[0].split(b":")[1]) if lengths else 0
+    while len(rest) < length:
+        rest += connection.recv(65536)
+    return head + b"\r\n\r\n" + rest[:length], rest[length:]
+
+
+Script = list[bytes | Callable[[socket.socket], None] | None]
+
+
+def _scripted(*connections: Script) -> tuple[int, threading.Thread, list[list[bytes]]]:
+    """A server that accepts one connection after another, as many as ``connections``, each
+    served by a thread of its own: it reads request after request and answers each with the
+    next of its script: bytes written, a callable that writes the answer itself, or ``None``:
+    the connection closed unanswered (a server closing a kept connection as a request
+    arrives). Its port, a thread that ends when every connection has, and the requests each
+    connection read."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    read: list[list[bytes]] = []
+
+    def answer(connection: socket.socket, script: Script, requests: list[bytes]) -> None:
+        with connection:
+            pending = b""
+            for answer in script:
+                request, pending = _request_of(connection, pending)
+                requests.append(request)
+                if answer is None:
+                    break
+                if callable(answer):
+                    answer(connection)
+                else:
+                    connection.sendall(answer)
+
+    def serve() -> None:
+        served = []
+        with listener:
+            for script in connections:
+                connection, _ = listener.accept()
+                read.append([])
+                served.append(threading.Thread(target=answer, args=(connection, script, read[-1])))
+                served[-1].start()
+        for thread in served:
+            thread.join(10)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread, read
+
+
+_OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}'
+
+
+def test_a_request_without_a_body_goes_on_the_pool_and_says_no_length():
+    port, thread, read = _scripted([_OK, _OK])
+    rest = _rest(f"http://127.0.0.1:{port}/prefix")
+    assert rest.json("GET", "/api/v1/namespaces/ns/pods/p", {"x": "1"}) == {"a": 1}
+    rest.unread("DELETE", "/api/v1/namespaces/ns/pods/p")
+    thread.join(5)
+    ((get, delete),) = read  # one connection carried both
+    assert get.startswith(b"GET /prefix/api/v1/namespaces/ns/pods/p?x=1 HTTP/1.1\r\n")
+    assert delete.startswith(b"DELETE /prefix/api/v1/namespaces/ns/pods/p HTTP/1.1\r\n")
+    assert b"content-length" not in get.lower()
+    assert b"content-type" not in get.lower()
+
+
+def test_a_streamed_answer_is_read_as_it_arrives_and_its_connection_carries_the_next():
+    more = threading.Event()
+
+    def in_two_parts(connection: socket.socket) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nline 1\r\n")
+        more.wait(5)
+        connection.sendall(b"7\r\n\nline 2\r\n0\r\n\r\n")
+
+    port, thread, read = _scripted([in_two_parts, _OK])
+    rest = _rest(f"http://127.0.0.1:{port}")
+    response = rest.stream("/api/v1/namespaces/ns/pods/p/log", {"follow": "true"}, timeout=5)
+    assert response.status == 200
+    assert response.read1(65536) == b"line 1"  # before the rest was written
+    more.set()
+    assert b"".join(response.stream(3)) == b"\nline 2"
+    assert response.read1(65536) == b""
+    response.release_conn()
+    assert rest.json("GET", "/api/v1/namespaces/ns/pods/p") == {"a": 1}
+    thread.join(5)
+    assert [len(requests) for requests in read] == [2]  # the next on the same connection
+
+
+def test_a_stream_released_before_its_end_leaves_its_connection_closed():
+    done = threading.Event()
+
+    def endless(connection: socket.socket) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n")
+        done.wait(10)  # the answer goes on, as a followed log's
+
+    port, thread, read = _scripted([endless], [_OK])
+    rest = _rest(f"http://127.0.0.1:{port}")
+    response = rest.stream("/api/v1/namespaces/ns/pods/p/log", {}, timeout=5)
+    assert response.read1(65536) == b"ab"
+    response.release_conn()  # its answer goes on: the connection cannot carry another
+    assert rest.json("GET", "/api/v1/namespaces/ns/pods/p", timeout=5) == {"a": 1}
+    done.set()
+    thread.join(5)
+    assert len(read) == 2  # a second connection
+
+
+def _wait_asleep(thread: threading.Thread) -> None:
+    """Until ``thread`` sleeps in the kernel (Linux's task state ``S``), or 5 s have passed."""
+    stat = Path(f"/proc/self/task/{thread.native_id}/stat")
+    deadline = time.monotonic() + 5
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "S":
+        assert time.monotonic() < deadline, "the reader never blocked"
+        time.sleep(0.001)
+
+
+def test_a_read_blocked_on_a_stream_ends_when_another_thread_shuts_it_down():
+    def quiet(connection: socket.socket) -> None:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        connection.recv(1)  # until the client goes
+
+    port, thread, _ = _scripted([quiet])
+    rest = _rest(f"http://127.0.0.1:{port}")
+    response = rest.stream("/api/v1/namespaces/ns/pods?watch=true", {}, timeout=30)
+    ended: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            response.read1(65536)
+        except CONNECTION_ENDED as error:
+            ended.append(error)
+
+    reading = threading.Thread(target=reader)
+    reading.start()
+    _wait_asleep(reading)  # blocked on the socket
+    shutdown(response)
+    reading.join(5)
+    assert not reading.is_alive()
+    assert len(ended) == 1
+    response.release_conn()
+    thread.join(5)
+
+
+def test_a_refused_stream_is_the_clients_error_and_its_connection_carries_the_next():
+    refusal = (
+        b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 40\r\n\r\n{"message":"dial tcp: connect: refused"}'
+    )
+    port, thread, read = _scripted([refusal, _OK])
+    rest = _rest(f"http://127.0.0.1:{port}")
+    with pytest.raises(ApiException) as refused:
+        rest.stream("/api/v1/namespaces/ns/pods/p/log", {"follow": "true"}, timeout=5)
+    assert refused.value.status == 500
+    assert "connect: refused" in refused.value.body
+    assert rest.json("GET", "/api/v1/namespaces/ns/pods/p") == {"a": 1}
+    thread.join(5)
+    assert len(read) == 1
+
+
+def test_a_read_whose_kept_connection_was_closed_unanswered_is_sent_again_a_create_is_not():
+    port, thread, read = _scripted([_OK, None], [_OK, None], [_OK])
+    rest = _rest(f"http://127.0.0.1:{port}")
+    assert rest.json("GET", "/api/v1/namespaces/ns/pods/p") == {"a": 1}
+    assert rest.json("GET", "/api/v1/namespaces/ns/pods/p") == {"a": 1}  # on a second one
+    with pytest.raises(http.client.RemoteDisconnected):
+        rest.send("POST", "/api/v1/namespaces/ns/pods", body={})  # maybe applied: not again
+    assert rest.json("GET", "/api/v1/namespaces/ns/pods/p") == {"a": 1}
+    thread.join(5)
+    assert [len(requests) for requests in read] == [2, 2, 1]

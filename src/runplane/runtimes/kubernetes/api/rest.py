@@ -22,7 +22,7 @@ from kubernetes.client import rest
 from kubernetes.client.exceptions import ApiException
 
 from runplane import meters
-from runplane.runtimes.kubernetes.api.exchange import exchange, request_bytes
+from runplane.runtimes.kubernetes.api.exchange import begin, exchange, request_bytes
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,12 @@ _RESOURCES = {
         "podgroups",
     ),
 }
+
+#: Methods whose request may be sent again when a kept connection turns out closed (RFC 9110's
+#: idempotent methods, as urllib3 retries them).
+_REPEATABLE = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+#: How a kept connection the server closed unseen fails its next request.
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 #: How a streamed read ends when the connection drops, times out or is closed under it.
 CONNECTION_ENDED = (
@@ -127,6 +133,17 @@ class RestApi:
 
     def send(self, method: str, path: str, query: Query = None, **options: Unpack[Options]) -> Any:
         """The answer of a request the server took (2xx), its body not read yet."""
+        return self._send(method, path, query, options, streamed=False)
+
+    def _send(
+        self, method: str, path: str, query: Query, options: Options, streamed: bool
+    ) -> rest.RESTResponse:
+        """The request sent over the client's pool (:meth:`_urlopen`), the answer a 2xx: read
+        whole, or as it arrives when ``streamed``. A body is serialised once by orjson (the
+        client would walk it to sanitise it and serialise it with the standard library's
+        encoder, on the path of every pod created); text and bytes are sent as they are (a
+        serialised manifest, a proxied call's body). Refusals are the client's
+        ``ApiException``, a TLS failure too (status 0), as the client reports them."""
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         verb = verb_of(method, path, query)
         meters.count("kube_requests", (("method", verb), ("resource", resource_of(path))))
@@ -141,37 +158,34 @@ class RestApi:
             header_params=headers,
             auth_settings=["BearerToken"],
         )
-        timeout = options.get("timeout")
-        if body is None:
-            response = self.api.call_api(method, url, headers, _request_timeout=timeout)
-        else:
-            response = self._send_body(method, url, headers, body, timeout)
-        if not 200 <= response.status <= 299:
-            response.read()  # type: ignore[no-untyped-call]
-            raise ApiException.from_response(http_resp=response, body=None, data=None)
-        return response
-
-    def _send_body(
-        self, method: str, url: str, headers: dict[str, str], body: object, timeout: Timeout
-    ) -> rest.RESTResponse:
-        """A request with a body, serialised once by orjson and sent over the client's pool:
-        the client would walk the body to sanitise it and serialise it with the standard
-        library's encoder, on the path of every pod created. Text and bytes are sent as they
-        are (a serialised manifest, a proxied call's body)."""
-        if isinstance(body, bytes):
+        if body is None or isinstance(body, bytes):
             data = body
         elif isinstance(body, str):
             data = body.encode()
         else:
             data = orjson.dumps(body)
         try:
-            answer = self._urlopen(method, url, data, headers, timeout)
+            answer = self._urlopen(method, url, data, headers, options.get("timeout"), streamed)
         except (urllib3.exceptions.SSLError, ssl.SSLError) as error:  # as the client reports it
             raise ApiException(status=0, reason=f"{type(error).__name__}\n{error}") from None
-        return rest.RESTResponse(answer)
+        response = rest.RESTResponse(answer)
+        if not 200 <= response.status <= 299:
+            try:
+                response.read()  # type: ignore[no-untyped-call]
+            finally:
+                if streamed:
+                    answer.release_conn()
+            raise ApiException.from_response(http_resp=response, body=None, data=None)
+        return response
 
     def _urlopen(
-        self, method: str, url: str, data: bytes, headers: dict[str, str], timeout: Timeout
+        self,
+        method: str,
+        url: str,
+        data: bytes | None,
+        headers: dict[str, str],
+        timeout: Timeout,
+        streamed: bool = False,
     ) -> Any:
         """Sent on a connection of the server's pool, in one exchange of its own
         (:mod:`.exchange`): the pool manager would parse the URL, build a key of its pool from
@@ -180,6 +194,8 @@ class RestApi:
         cost 235 us of CPU through urllib3's pool, 137 through ``http.client``, in
         ``bench/service_floors.py``). A connection the pool finds dropped when handed out is
         connected again, with the client's TLS settings; one whose exchange failed is closed.
+        A request that may be repeated (a read, a delete) whose kept connection the server
+        had closed unseen is sent once more, on a new connection, as urllib3's pool sends it.
         Through a proxy, as the client sends it."""
         manager = self.api.rest_client.pool_manager
         if isinstance(manager, urllib3.ProxyManager):
@@ -193,31 +209,39 @@ class RestApi:
             )
         split = url.find("/", url.find("//") + 2)
         origin, target = (url, "/") if split < 0 else (url[:split], url[split:])
-        pool = self._pool(origin)
-        try:
-            taken = pool._get_conn()
-        except urllib3.exceptions.ClosedPoolError:  # closed by the manager meanwhile: unsent
-            self._pools.pop(origin, None)
-            pool = self._pool(origin)
-            taken = pool._get_conn()
-        connection = cast(urllib3.connection.HTTPConnection, taken)
+        request = request_bytes(method, target, origin[origin.find("//") + 2 :], headers, data)
         connect, read = (timeout, timeout) if not isinstance(timeout, tuple) else timeout
-        try:
-            request = request_bytes(method, target, origin[origin.find("//") + 2 :], headers, data)
-            connection.timeout = connect or None
-            if connection.sock is None:
-                connection.connect()
-            if connection.sock is not None:
-                connection.sock.settimeout(read or None)
-            answer = exchange(connection, request)
-            if answer.will_close:
-                connection.close()
-        except BaseException:
-            connection.close()  # its state is unknown: the next request connects again
+        again = method in _REPEATABLE
+        while True:
+            pool = self._pool(origin)
+            try:
+                taken = pool._get_conn()
+            except urllib3.exceptions.ClosedPoolError:  # closed by the manager meanwhile: unsent
+                self._pools.pop(origin, None)
+                pool = self._pool(origin)
+                taken = pool._get_conn()
+            connection = cast(urllib3.connection.HTTPConnection, taken)
+            kept = connection.sock is not None
+            try:
+                connection.timeout = connect or None
+                if connection.sock is None:
+                    connection.connect()
+                if connection.sock is not None:
+                    connection.sock.settimeout(read or None)
+                if streamed:
+                    return begin(connection, pool, request)  # released by its reader
+                answer = exchange(connection, request)
+                if answer.will_close:
+                    connection.close()
+            except BaseException as error:
+                connection.close()  # its state is unknown: the next request connects again
+                pool._put_conn(connection)
+                if kept and again and isinstance(error, _STALE):
+                    again = False
+                    continue
+                raise
             pool._put_conn(connection)
-            raise
-        pool._put_conn(connection)
-        return answer
+            return answer
 
     def _pool(self, origin: str) -> urllib3.HTTPConnectionPool:
         """The connection pool of ``origin``: the one taken before, unless the client's pool
@@ -251,8 +275,8 @@ class RestApi:
     def stream(
         self, path: str, query: Mapping[str, Any], timeout: Timeout = None
     ) -> urllib3.BaseHTTPResponse:
-        """A GET whose body is read as it arrives (a watch, a log)."""
-        response = self.send("GET", path, query, timeout=timeout)
+        """A GET whose body is read as it arrives (a watch, a log): its reader releases it."""
+        response = self._send("GET", path, query, {"timeout": timeout}, streamed=True)
         return cast(urllib3.BaseHTTPResponse, response.response)
 
 
