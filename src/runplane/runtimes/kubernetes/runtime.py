@@ -74,8 +74,9 @@ _CONNECTIONS = 48
 
 #: While the runs' pods change more often than this (seconds), their watch reads the changes
 #: together, at most every this often: a change is seen up to this much later, and a busy
-#: service spends about a twentieth less CPU per run (docs/decisions.md).
-POD_EVENTS_PACE = 0.05
+#: service spends less CPU per run, a twentieth at 50 ms and a little more at 100 ms
+#: (docs/decisions.md).
+POD_EVENTS_PACE = 0.1
 
 #: How much longer than its grace period a retry waits for an earlier attempt's pod to stop,
 #: and how often it looks (at the watch, not the API).
