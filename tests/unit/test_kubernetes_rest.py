@@ -1,8 +1,10 @@
-"""A request with a body goes on the API server's own connection pool: the path under the
-host's prefix, the query, the bearer token and the body arrive as sent, also after the
-client's pool manager closed its pools; a kept connection carries the next request, one the
-server closed is made again, over TLS with the client's settings; refusals and broken answers
-reach the callers as the client's errors. Real HTTP servers on loopback, no cluster."""
+"""Every request goes on the API server's own connection pool: the path under the host's
+prefix, the query, the bearer token and the body arrive as sent, also after the client's pool
+manager closed its pools; a kept connection carries the next request, one the server closed is
+made again (a read sent again where the server closed it as the request arrived), over TLS with
+the client's settings; a streamed answer is read as it arrives and its connection kept only
+once it was read to its end; refusals and broken answers reach the callers as the client's
+errors. Real HTTP servers on loopback, no cluster."""
 
 from __future__ import annotations
 
@@ -216,75 +218,6 @@ def test_tls_is_spoken_with_the_clients_certificate_authority(tmp_path):
         served.server_close()
 
 
-def _answering(*answers: bytes) -> tuple[int, threading.Thread, list[bytes]]:
-    """A server of one connection that reads each request whole and writes the next of
-    ``answers`` (a connection closed after the last); its port, its thread and what it read."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    read: list[bytes] = []
-
-    def serve() -> None:
-        connection, _ = listener.accept()
-        listener.close()
-        with connection:
-            for answer in answers:
-                request = b""
-                while b"\r\n\r\n" not in request:
-                    request += connection.recv(65536)
-                head, _, body = request.partition(b"\r\n\r\n")
-                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
-                while len(body) < length:
-                    body += connection.recv(65536)
-                read.append(head + b"\r\n\r\n" + body)
-                connection.sendall(answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    return listener.getsockname()[1], thread, read
-
-
-def test_answers_in_chunks_after_a_continue_and_ended_by_the_close_are_read_whole():
-    chunked = (
-        b"HTTP/1.1 100 Continue\r\n\r\n"
-        b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
-        b"Transfer-Encoding: chunked\r\n\r\n"
-        b'4\r\n{"a"\r\n3\r\n:1}\r\n0\r\n\r\n'
-    )
-    until_closed = b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"b":2}'
-    port, thread, read = _answering(chunked, until_closed)
-    rest = _rest(f"http://127.0.0.1:{port}")
-    first = rest.send("POST", "/api/v1/pods", body={"n": 1})
-    assert (first.status, first.read()) == (201, b'{"a":1}')
-    assert first.getheader("content-type") == "application/json"
-    second = rest.send("PATCH", "/api/v1/pods/p", body=b"{}", content_type="application/json")
-    assert (second.status, second.read()) == (200, b'{"b":2}')
-    thread.join(5)
-    assert read[0].startswith(b"POST /api/v1/pods HTTP/1.1\r\nHost: 127.0.0.1:")
-    assert b"\r\nContent-Length: 7\r\n\r\n" + b'{"n":1}' in read[0]
-    assert read[1].startswith(b"PATCH /api/v1/pods/p HTTP/1.1\r\n")
-    (pool,) = rest._pools.values()
-    assert pool.pool is not None
-    idle = pool.pool.get_nowait()
-    assert idle is None or idle.sock is None  # the closed connection is not used again
-
-
-def test_an_answer_cut_short_is_a_protocol_error_and_none_at_all_is_a_disconnection():
-    cut = b"HTTP/1.1 201 Created\r\nContent-Length: 100\r\n\r\n{}"
-    port, thread, _ = _answering(cut)
-    with pytest.raises(urllib3.exceptions.ProtocolError, match="mid-answer"):
-        _rest(f"http://127.0.0.1:{port}").send("POST", "/api/v1/pods", body={})
-    thread.join(5)
-    port, thread, _ = _answering(b"")
-    with pytest.raises(http.client.RemoteDisconnected):
-        _rest(f"http://127.0.0.1:{port}").send("POST", "/api/v1/pods", body={})
-    thread.join(5)
-
-
-def test_a_header_that_would_break_the_request_is_refused():
-    rest = _rest("http://127.0.0.1:9")
-    with pytest.raises(ValueError, match="may not break the line"):
-        rest.send("POST", "/api/v1/pods", body={}, content_type="application/json\r\nX-Evil: 1")
-
-
 def _request_of(connection: socket.socket, pending: bytes) -> tuple[bytes, bytes]:
     """One request read whole from ``connection`` (its body by its length, none without one),
     and what arrived after it."""
@@ -341,6 +274,50 @@ def _scripted(*connections: Script) -> tuple[int, threading.Thread, list[list[by
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     return listener.getsockname()[1], thread, read
+
+
+def test_answers_in_chunks_after_a_continue_and_ended_by_the_close_are_read_whole():
+    chunked = (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+        b'4\r\n{"a"\r\n3\r\n:1}\r\n0\r\n\r\n'
+    )
+    until_closed = b'HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{"b":2}'
+    port, thread, read = _scripted([chunked, until_closed])
+    rest = _rest(f"http://127.0.0.1:{port}")
+    first = rest.send("POST", "/api/v1/pods", body={"n": 1})
+    assert (first.status, first.read()) == (201, b'{"a":1}')
+    assert first.getheader("content-type") == "application/json"
+    second = rest.send("PATCH", "/api/v1/pods/p", body=b"{}", content_type="application/json")
+    assert (second.status, second.read()) == (200, b'{"b":2}')
+    thread.join(5)
+    ((post, patch),) = read  # one connection
+    assert post.startswith(b"POST /api/v1/pods HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert b"\r\nContent-Length: 7\r\n\r\n" + b'{"n":1}' in post
+    assert patch.startswith(b"PATCH /api/v1/pods/p HTTP/1.1\r\n")
+    (pool,) = rest._pools.values()
+    assert pool.pool is not None
+    idle = pool.pool.get_nowait()
+    assert idle is None or idle.sock is None  # the closed connection is not used again
+
+
+def test_an_answer_cut_short_is_a_protocol_error_and_none_at_all_is_a_disconnection():
+    cut = b"HTTP/1.1 201 Created\r\nContent-Length: 100\r\n\r\n{}"
+    port, thread, _ = _scripted([cut])
+    with pytest.raises(urllib3.exceptions.ProtocolError, match="mid-answer"):
+        _rest(f"http://127.0.0.1:{port}").send("POST", "/api/v1/pods", body={})
+    thread.join(5)
+    port, thread, _ = _scripted([b""])
+    with pytest.raises(http.client.RemoteDisconnected):
+        _rest(f"http://127.0.0.1:{port}").send("POST", "/api/v1/pods", body={})
+    thread.join(5)
+
+
+def test_a_header_that_would_break_the_request_is_refused():
+    rest = _rest("http://127.0.0.1:9")
+    with pytest.raises(ValueError, match="may not break the line"):
+        rest.send("POST", "/api/v1/pods", body={}, content_type="application/json\r\nX-Evil: 1")
 
 
 _OK = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}'
