@@ -37,10 +37,11 @@ _BATCH = 256
 #: the recorder wait up to :data:`_LINGER` seconds before it takes a burst, to take a larger
 #: one. At a few dozen events a second (a dozen runs a second on a cluster, each three or four
 #: pod events) a transaction per event costs more than the events' own rows: on SQLite a
-#: burst of four events costs a third of what four bursts of one cost, and bursts of twenty
-#: (100 ms at the scale benchmark's load) less again than bursts of ten. A record is then up
-#: to 100 ms behind its pod, a fraction of a pod's start; an event that ends a run cuts the
-#: wait short, and thresholds count from the event's own time, not the record's.
+#: burst of four events costs a third of what four bursts of one cost; at the scale
+#: benchmark's load, waiting 100 ms instead of 50 took a thirtieth off the service's CPU per
+#: run (docs/decisions.md). A record is then up to 100 ms behind its pod, a fraction of a
+#: pod's start; an event that ends a run cuts the wait short, and thresholds count from the
+#: event's own time, not the record's.
 _BUSY_RATE = 40.0
 _RATE_WINDOW = 20
 _LINGER = 0.1
