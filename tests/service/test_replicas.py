@@ -74,6 +74,9 @@ class Cluster:
     def usage(self, uid: str) -> None:
         return None  # a stand-in measures nothing, as a cluster without a kubelet API
 
+    def usages(self, uids: Any) -> dict[str, Any]:
+        return {}
+
     def watching(self) -> str | None:
         return self.trouble
 

@@ -90,3 +90,21 @@ def test_a_node_without_a_kubelet_api_is_never_asked_and_a_refusing_one_rests() 
     node.refuse, node.now = False, node.now + REST
     assert stats.usage("real", "runs", "run-a") is not None
     assert node.asked == 2
+
+
+def test_many_pods_looked_up_at_once_ask_each_node_whether_it_answers_once() -> None:
+    node = Node()
+    answered: list[str] = []
+
+    def answers(name: str) -> bool:
+        answered.append(name)
+        return name == "real"
+
+    stats = KubeletStats(node.ask, answers, lambda: node.now)
+    placed = [("a", "run-a", "real"), ("b", "run-b", "real"), ("x", "gone", "real")]
+    placed += [(f"k{i}", f"run-{i}", f"kwok-{i % 2}") for i in range(100)]
+    found = stats.usages("runs", placed)
+    assert sorted(found) == ["a", "b"]  # a pod its node does not list, or on a kwok node: left out
+    assert found["a"].memory_bytes == 42 << 20
+    assert sorted(answered) == ["kwok-0", "kwok-1", "real"]
+    assert node.asked == 1

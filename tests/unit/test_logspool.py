@@ -383,12 +383,14 @@ def test_a_node_that_serves_no_logs_is_asked_by_one_of_its_pods_until_it_serves(
     asking = PodLogs.asked[0]
     assert set(PodLogs.asked) == {asking}
     assert not spool.serves("node-a")
+    assert not spool.serves_any()  # no run's usage is asked of any node
 
     PodLogs.refused.clear()  # its kubelet is reachable again
     for index in range(len(pods)):
         output = tmp_path / "runs" / f"uid{index}" / OUTPUT
         eventually(lambda output=output: output.exists() and output.read_bytes().count(b"\n") == 3)
     assert spool.serves("node-a")
+    assert spool.serves_any()
     assert set(PodLogs.asked) == set(pods)
 
 

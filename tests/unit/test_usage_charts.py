@@ -4,6 +4,7 @@ words and draw one point or bar per figure."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from runplane.runs import RunRecord, RunState, Usage
 from runplane.service.usage_samples import Sample, Series, UsageSampler, decode, encode
@@ -46,10 +47,17 @@ class _Store:
 
 def test_the_sampler_samples_what_the_runtime_can_tell_and_forgets_ended_runs() -> None:
     running = ["a", "b"]
-    usage = {"a": Usage(40 * MI, 1.0, 30 * MI), "b": None}
+    usage = {"a": Usage(40 * MI, 1.0, 30 * MI)}  # b's runtime cannot tell
     store = _Store()
-    sampler = UsageSampler(store, lambda: list(running), usage.get)  # type: ignore[arg-type]
+    asked: list[list[str]] = []
+
+    def usages(uids: Iterable[str]) -> dict[str, Usage]:
+        asked.append(sorted(uids))
+        return {uid: usage[uid] for uid in uids if uid in usage}
+
+    sampler = UsageSampler(store, lambda: list(running), usages)  # type: ignore[arg-type]
     assert sampler.look() == set()
+    assert asked == [["a", "b"]]  # every running run in one call
     sampler.flush()
     assert list(store.saved[-1]) == ["a"]  # b's runtime cannot tell: nothing for it
     assert store.saved[-1]["a"][0].memory_bytes == 30 * MI  # the memory held now

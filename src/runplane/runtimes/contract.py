@@ -7,7 +7,7 @@ which one it is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -160,6 +160,11 @@ class Runtime(Protocol):
 
     def usage(self, uid: str) -> Usage | None:
         """What the running run has used so far; ``None`` when the runtime cannot tell."""
+
+    def usages(self, uids: Iterable[str]) -> dict[str, Usage]:
+        """:meth:`usage` of each of these runs that the runtime can tell about, in one call:
+        the service samples every live run twice a second, and thousands of calls of their
+        own would cost it that often even where no run can be measured."""
 
     def nodes(self) -> list[NodeSummary]:
         """The nodes runs can land on, with what is free on each now."""

@@ -121,7 +121,7 @@ class RunService:
             daemon=True,
         )
         self.usage_store = UsageStore(store.engine)
-        self._sampler = UsageSampler(self.usage_store, self._live.watched, runtime.usage)
+        self._sampler = UsageSampler(self.usage_store, self._live.watched, runtime.usages)
         self._started = False
         #: A replica that does not lead (:meth:`follow`): it records, the leader acts, and
         #: its live pages learn of the leader's changes from the database.

@@ -1,12 +1,14 @@
 """A run's memory and CPU over time: sampled while it runs, kept bounded, stored apart.
 
-A thread of its own asks the runtime what each running run uses (:meth:`Runtime.usage`, the
-cgroup's counters on the embedded default) every :data:`INTERVAL` seconds and writes a run's
-series at most every :data:`FLUSH` seconds, one upsert of one row per run: the recorder's
-transactions never wait on it, and a runtime that cannot tell (``usage`` is ``None``) costs
-nothing. A series holds at most :data:`POINTS` points: when full, neighbouring pairs merge
-(the higher memory, the later CPU time) and the run is sampled half as often, so a long run's
-series spans its whole life at a coarser grain, and a short one keeps every point.
+A thread of its own asks the runtime what the running runs use (:meth:`Runtime.usages`, the
+cgroups' counters on the embedded default, the kubelets' summaries on a cluster), all of them
+in one call, every :data:`INTERVAL` seconds, and writes a run's series at most every
+:data:`FLUSH` seconds, one upsert of one row per run: the recorder's transactions never wait
+on it, and a run the runtime cannot tell about is left out (on a cluster, a node that cannot
+tell costs one question per look, not one per run, and none where no node can). A series
+holds at most :data:`POINTS` points: when full, neighbouring pairs merge (the higher memory,
+the later CPU time) and the run is sampled half as often, so a long run's series spans its
+whole life at a coarser grain, and a short one keeps every point.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,16 +138,16 @@ class UsageStore:
 
 
 class UsageSampler:
-    """Samples the runs ``running`` names through ``usage`` until :meth:`close`."""
+    """Samples the runs ``running`` names through ``usages`` until :meth:`close`."""
 
     def __init__(
         self,
         store: UsageStore,
         running: Callable[[], Iterable[str]],
-        usage: Callable[[str], Usage | None],
+        usages: Callable[[Iterable[str]], Mapping[str, Usage]],
         interval: float = INTERVAL,
     ) -> None:
-        self._store, self._running, self._usage = store, running, usage
+        self._store, self._running, self._usages = store, running, usages
         self._interval = interval
         self._series: dict[str, Series] = {}
         self._dirty: set[str] = set()
@@ -192,9 +194,9 @@ class UsageSampler:
         that are gone."""
         uids = set(self._running())
         now = time.time()
-        looked = [(uid, usage) for uid in uids if (usage := self._usage(uid)) is not None]
+        looked = self._usages(uids)
         with self._lock:
-            for uid, usage in looked:
+            for uid, usage in looked.items():
                 series = self._series.get(uid)
                 if series is None:
                     series = self._series[uid] = Series()

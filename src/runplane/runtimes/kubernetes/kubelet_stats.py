@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,27 @@ class KubeletStats:
     def usage(self, node: str, namespace: str, pod: str, fresh: float = FRESH) -> Usage | None:
         """The pod's usage as its node last said, asking the node if its answer is older than
         ``fresh`` seconds; ``None`` when the node cannot tell."""
+        pods = self._pods_on(node, fresh)
+        return None if pods is None else pods.get(f"{namespace}/{pod}")
+
+    def usages(self, namespace: str, placed: Iterable[tuple[str, str, str]]) -> dict[str, Usage]:
+        """The usage of each pod in ``placed`` (a key, the pod's name and its node) whose node
+        can tell, by key: each node is looked up once however many of its pods are asked
+        for."""
+        found: dict[str, Usage] = {}
+        nodes: dict[str, dict[str, Usage] | None] = {}
+        for key, pod, node in placed:
+            if node in nodes:
+                pods = nodes[node]
+            else:
+                pods = nodes[node] = self._pods_on(node, FRESH)
+            if pods is not None and (usage := pods.get(f"{namespace}/{pod}")) is not None:
+                found[key] = usage
+        return found
+
+    def _pods_on(self, node: str, fresh: float) -> dict[str, Usage] | None:
+        """The usage of the pods on ``node`` as it last said, asked again if that is older
+        than ``fresh`` seconds; ``None`` when the node cannot tell."""
         if not node or not self._answers(node):
             return None
         now = self._clock()
@@ -88,7 +109,7 @@ class KubeletStats:
                     log.info("node %s gave no stats summary: %s", node, error)
                     known.refused_until, known.pods = now + REST, {}
                     return None
-            return known.pods.get(f"{namespace}/{pod}")
+            return known.pods
 
     def forget(self, node: str) -> None:
         with self._lock:

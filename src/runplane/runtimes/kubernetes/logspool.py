@@ -355,6 +355,11 @@ class LogSpool:
         with self._lock:
             return node in self._serving
 
+    def serves_any(self) -> bool:
+        """Whether any node's kubelet answered a log request through the API server."""
+        with self._lock:
+            return bool(self._serving)
+
     def refusing(self, node: str) -> bool:
         """Whether ``node`` refused every log request lately (a node without a kubelet API):
         even an ended pod's last output is not asked of it."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -619,6 +619,13 @@ class KubernetesRuntime:
             return None
         pod, node = placed
         return self._stats.usage(node, self.namespace, pod)
+
+    def usages(self, uids: Iterable[str]) -> dict[str, Usage]:
+        if not self._spool.serves_any():  # no node's kubelet answers (kwok's): nothing to ask
+            return {}
+        placed = self._placed
+        pods = ((uid, *where) for uid in uids if (where := placed.get(uid)) is not None)
+        return self._stats.usages(self.namespace, pods)
 
     def _memory_now(self, node: str, pod: str) -> int | None:
         """The memory a pod holds now, as its kubelet said at most a second ago."""

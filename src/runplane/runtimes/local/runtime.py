@@ -18,7 +18,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -451,6 +451,9 @@ class LocalRuntime:
             raise ResizeRefusedError(f"run {uid} cannot be resized: {error}") from None
         self._supervisor.report_resize(run, record, described(record))
         return record
+
+    def usages(self, uids: Iterable[str]) -> dict[str, Usage]:
+        return {uid: usage for uid in uids if (usage := self.usage(uid)) is not None}
 
     def usage(self, uid: str) -> Usage | None:
         with self._lock:
