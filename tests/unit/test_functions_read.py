@@ -69,3 +69,30 @@ def test_a_function_refused_is_refused_again(tmp_path: Path) -> None:
             _read(functions, bad)
     with pytest.raises(InvalidValueError, match="a function has kind, metadata and spec"):
         _read(functions, {"spec": {}})
+
+
+def test_a_function_found_kept_is_not_walked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its depth and size were checked when it was read; an equal text is an equal value."""
+    checked: list[dict[str, Any]] = []
+    check = submissions._checked_text
+
+    def counting(function: dict[str, Any]) -> str:
+        checked.append(function)
+        return check(function)
+
+    monkeypatch.setattr(submissions, "_checked_text", counting)
+    functions = FunctionsRead()
+    first = _read(functions, _function(tmp_path))
+    assert _read(functions, _function(tmp_path)) is first
+    assert len(checked) == 1
+    deep: Any = "x"
+    for _ in range(40):
+        deep = [deep]
+    too_deep = _function(tmp_path)
+    too_deep["spec"]["env"] = deep
+    for _ in range(2):  # refused by the check every time: never kept
+        with pytest.raises(InvalidValueError, match="nest at most"):
+            _read(functions, too_deep)
+    assert len(checked) == 3

@@ -340,6 +340,13 @@ def check_json(field: str, value: Any, max_bytes: int, example: str) -> Any:
     return value
 
 
+def plain_json_text(value: Any) -> str:
+    """``value`` as :func:`json_text` writes it, unchecked: it raises what ``json.dumps``
+    raises (``ValueError`` for a number that is not finite, ``RecursionError`` for a value
+    too deep for it)."""
+    return json.dumps(value, allow_nan=False, ensure_ascii=False)
+
+
 def json_text(field: str, value: Any, max_bytes: int, example: str) -> str:
     """``value`` as JSON text, checked as :func:`check_json` checks it. Two values read from
     JSON give the same text only if they are equal and of the same types (``1`` and ``1.0``,
@@ -349,7 +356,7 @@ def json_text(field: str, value: Any, max_bytes: int, example: str) -> str:
             field, _Elided(value), f"values nest at most {MAX_DEPTH} levels deep", example
         )
     try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text = plain_json_text(value)
         size = len(text.encode())
     except UnicodeEncodeError:  # a lone surrogate: say where
         check_unicode(field, value)

@@ -13,7 +13,7 @@ import pydantic
 from runplane.errors import InvalidValueError
 from runplane.service.routes.fields import Name
 from runplane.service.server import Server
-from runplane.spec.bounds import json_text
+from runplane.spec.bounds import json_text, plain_json_text
 from runplane.spec.function import Function
 from runplane.spec.run_options import RunOptions
 
@@ -93,18 +93,18 @@ class FunctionsRead:
         self._read: OrderedDict[tuple[str, str], Read] = OrderedDict()
 
     def __call__(self, server: Server, submission: RunSubmission, user: str) -> Read:
-        """:func:`function_of` the submission, not to be changed."""
+        """:func:`function_of` the submission, not to be changed. A function kept was checked
+        when it was read, and a JSON text equal to its text is an equal value: found so, it is
+        not walked again for its depth and size."""
         if submission.function is None:
             return Read(function_of(server, submission))
+        read = self._kept(user, _plain_text(submission.function))
+        if read is not None:
+            return read
         text = _checked_text(submission.function)
         if len(text) > MAX_KEPT_FUNCTION_CHARS:
             return Read(Function.from_dict(submission.function))
         key = (user, text)
-        with self._lock:
-            read = self._read.get(key)
-            if read is not None:
-                self._read.move_to_end(key)
-                return read
         function = Function.from_dict(submission.function)
         try:
             read = Read(function, orjson.dumps(function.to_dict()))
@@ -115,3 +115,22 @@ class FunctionsRead:
             if len(self._read) > FUNCTIONS_KEPT:
                 self._read.popitem(last=False)
         return read
+
+    def _kept(self, user: str, text: str | None) -> Read | None:
+        if text is None:
+            return None
+        key = (user, text)
+        with self._lock:
+            read = self._read.get(key)
+            if read is not None:
+                self._read.move_to_end(key)
+            return read
+
+
+def _plain_text(function: dict[str, Any]) -> str | None:
+    """The function as JSON text, unchecked; ``None`` where it is no JSON (the check says
+    why)."""
+    try:
+        return plain_json_text(function)
+    except (TypeError, ValueError, RecursionError):
+        return None
