@@ -12,6 +12,7 @@ import runplane
 from runplane.errors import InvalidValueError
 from runplane.service.routes import submissions
 from runplane.service.routes.submissions import FunctionsRead, RunSubmission
+from runplane.spec import bounds
 
 
 def _function(tmp_path: Path, **annotations: str) -> dict[str, Any]:
@@ -78,15 +79,26 @@ def test_a_function_found_kept_is_not_walked_again(
     checked: list[dict[str, Any]] = []
     check = submissions._checked_text
 
-    def counting(function: dict[str, Any]) -> str:
+    def counting(function: dict[str, Any], text: str | None = None) -> str:
         checked.append(function)
-        return check(function)
+        return check(function, text)
+
+    written: list[Any] = []
+    plain = bounds.plain_json_text
+
+    def writing(value: Any) -> str:
+        written.append(value)
+        return plain(value)
 
     monkeypatch.setattr(submissions, "_checked_text", counting)
+    monkeypatch.setattr(submissions, "plain_json_text", writing)
+    monkeypatch.setattr(bounds, "plain_json_text", writing)
     functions = FunctionsRead()
     first = _read(functions, _function(tmp_path))
+    assert len(written) == 1  # its text made once, for the key and the check
     assert _read(functions, _function(tmp_path)) is first
     assert len(checked) == 1
+    assert len(written) == 2
     deep: Any = "x"
     for _ in range(40):
         deep = [deep]

@@ -347,16 +347,17 @@ def plain_json_text(value: Any) -> str:
     return json.dumps(value, allow_nan=False, ensure_ascii=False)
 
 
-def json_text(field: str, value: Any, max_bytes: int, example: str) -> str:
-    """``value`` as JSON text, checked as :func:`check_json` checks it. Two values read from
-    JSON give the same text only if they are equal and of the same types (``1`` and ``1.0``,
-    ``true`` and ``1`` differ), so the text can stand for the value."""
+def json_text(field: str, value: Any, max_bytes: int, example: str, text: str | None = None) -> str:
+    """``value`` as JSON text, checked as :func:`check_json` checks it; ``text``, where given,
+    is :func:`plain_json_text` of it made already. Two values read from JSON give the same
+    text only if they are equal and of the same types (``1`` and ``1.0``, ``true`` and ``1``
+    differ), so the text can stand for the value."""
     if depth(value) > MAX_DEPTH:
         raise InvalidValueError(
             field, _Elided(value), f"values nest at most {MAX_DEPTH} levels deep", example
         )
     try:
-        text = plain_json_text(value)
+        text = plain_json_text(value) if text is None else text
         size = len(text.encode())
     except UnicodeEncodeError:  # a lone surrogate: say where
         check_unicode(field, value)

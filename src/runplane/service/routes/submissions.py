@@ -54,8 +54,9 @@ def function_of(server: Server, submission: RunSubmission) -> Function:
     )
 
 
-def _checked_text(function: dict[str, Any]) -> str:
-    """An inline function as JSON text, once its shape and size are checked."""
+def _checked_text(function: dict[str, Any], text: str | None = None) -> str:
+    """An inline function as JSON text, once its shape and size are checked (``text``: its
+    text made already, unchecked)."""
     if not isinstance(function.get("metadata"), dict):
         raise InvalidValueError(
             "function",
@@ -63,7 +64,7 @@ def _checked_text(function: dict[str, Any]) -> str:
             "a function has kind, metadata and spec",
             "the output of fn.to_dict()",
         )
-    return json_text("function", function, MAX_FUNCTION_BYTES, "fn.to_dict()")
+    return json_text("function", function, MAX_FUNCTION_BYTES, "fn.to_dict()", text)
 
 
 class Read(NamedTuple):
@@ -98,10 +99,11 @@ class FunctionsRead:
         not walked again for its depth and size."""
         if submission.function is None:
             return Read(function_of(server, submission))
-        read = self._kept(user, _plain_text(submission.function))
+        plain = _plain_text(submission.function)
+        read = self._kept(user, plain)
         if read is not None:
             return read
-        text = _checked_text(submission.function)
+        text = _checked_text(submission.function, plain)
         if len(text) > MAX_KEPT_FUNCTION_CHARS:
             return Read(Function.from_dict(submission.function))
         key = (user, text)
