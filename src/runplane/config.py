@@ -417,6 +417,10 @@ class LeaderElection(pydantic.BaseModel):
         return self
 
 
+#: Which requests the service's access log names (runplane.service.access_log).
+AccessLogMode = Literal["failures", "all", "off"]
+
+
 class Service(pydantic.BaseModel):
     """The shared service (``runplane serve``)."""
 
@@ -457,6 +461,9 @@ class Service(pydantic.BaseModel):
     #: Serve the API's interactive pages (``/docs``, ``/redoc``), which load Swagger UI and
     #: ReDoc from a CDN; off, only ``/openapi.json`` describes the API.
     api_docs: bool = False
+    #: Which requests the access log names: ``failures`` (4xx and 5xx answers, none at all,
+    #: or one a second or more in coming), ``all``, or ``off`` (runplane.service.access_log).
+    access_log: AccessLogMode = "failures"
     #: On SIGTERM: how long runs executing here may go on finishing before they are aborted.
     shutdown_grace: float = pydantic.Field(default=30.0, ge=0, le=3600)
     #: Limits on live streams; beyond them a new one is refused (429).

@@ -33,9 +33,11 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @contextmanager
-def running_service(directory: Path) -> Iterator[str]:
-    """A ``runplane serve`` on the embedded default with the two tokens; its URL."""
+def running_service(directory: Path, **settings: str) -> Iterator[str]:
+    """A ``runplane serve`` on the embedded default with the two tokens (and any other
+    ``settings``, as environment variables); its URL. Its output is ``service.log`` there."""
     env = clean_env(
+        **settings,
         RUNPLANE_LOCAL__HOME=str(directory / "server-home"),
         RUNPLANE_LOCAL__RUN_USERS="same",  # users of their own: test_run_users.py
         RUNPLANE_LOCAL__CPU="2",

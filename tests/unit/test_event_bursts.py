@@ -161,3 +161,33 @@ def test_events_that_arrive_while_the_recorder_waits_for_more_do_not_wake_it() -
     assert time.monotonic() - began < 4, "the run's end did not end the wait"
     assert len(wakes) == 1
     assert [e.uid for e in channel.take(100)][-1] == "run-99"
+
+
+def test_an_event_on_its_node_is_a_copy_with_the_nodes_group():
+    """The runtime's quick copy (most pod events are copied so) is the copy
+    ``dataclasses.replace`` makes, every other field the event's own."""
+    from dataclasses import fields, replace
+
+    from runplane.runs import Condition, Usage
+
+    given = RunEvent(
+        "run-1",
+        RunState.ERROR,
+        condition=Condition.RUNNING,
+        reason="OOMKilled",
+        message="the memory limit",
+        attempt=3,
+        node="node-7",
+        process_id=41,
+        exit_code=137,
+        usage=Usage(peak_memory_bytes=1 << 20, cpu_seconds=1.5),
+        results={"loss": 0.1},
+        artifacts=[{"key": "model"}],
+        isolation="cgroup v1",
+        at=12.5,
+    ).classified()
+    placed = given.on_node("spot-a", True)
+    assert placed == replace(given, node_group="spot-a", spot=True)
+    assert (given.node_group, given.spot) == ("", None)
+    kept = {f.name for f in fields(RunEvent)} - {"node_group", "spot"}
+    assert all(getattr(placed, name) is getattr(given, name) for name in kept)

@@ -45,6 +45,7 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
     ``ready(url)`` is called once it accepts connections."""
     import uvicorn
 
+    from runplane.service.access_log import access_logged
     from runplane.service.api import create_app, prepare_routes
     from runplane.service.server import Server
     from runplane.ui import mount
@@ -78,7 +79,15 @@ def _serve(settings: Settings, host: str, port: int, ready: Any = None) -> None:
         app = create_app(server, shutdown_grace=settings.service.shutdown_grace)
         # Forwarded headers are read by the app, from service.trusted_proxies only
         # (runplane.service.proxies), not by uvicorn from FORWARDED_ALLOW_IPS.
-        config = uvicorn.Config(app, host=host, port=port, log_level="info", proxy_headers=False)
+        # The access log is runplane's (runplane.service.access_log), not uvicorn's.
+        config = uvicorn.Config(
+            access_logged(app, settings.service.access_log),
+            host=host,
+            port=port,
+            log_level="info",
+            proxy_headers=False,
+            access_log=False,
+        )
         web = uvicorn.Server(config)
         mount(app, server, stopping=lambda: web.should_exit)
 

@@ -13,7 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from runplane.runs import Condition, FailureClass, ResizeRecord, RunState, Usage, classify
@@ -62,6 +62,23 @@ class RunEvent:
         thing the service does with every event it records, its own included."""
         failure = classify(self.state, self.reason, self.message)
         return self if failure is self.failure else replace(self, failure=failure)
+
+    def on_node(self, group: str, spot: bool | None) -> RunEvent:
+        """This event with its node's group and whether it is spot, as a runtime that knows
+        its nodes publishes it: copied field by field, in half the time of
+        ``dataclasses.replace``, which looks the fields up again on every call (most pod
+        events pass here)."""
+        copy = object.__new__(RunEvent)
+        for name in _FIELDS:
+            _set(copy, name, getattr(self, name))
+        _set(copy, "node_group", group)
+        _set(copy, "spot", spot)
+        return copy
+
+
+#: What :meth:`RunEvent.on_node` copies, and how it sets a field of a frozen dataclass.
+_FIELDS = tuple(f.name for f in fields(RunEvent))
+_set = object.__setattr__
 
 
 class EventChannel:

@@ -721,6 +721,11 @@ def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[list[tuple[bytes, boo
 
 
 def _read_cursor(directory: Path) -> Cursor:
+    """The cursor kept in ``directory``; a new one where there is none. A run whose pod is
+    followed for the first time has no directory yet: one ``stat`` tells, where the failed
+    open it saves costs four times as much (every run's first pod passes here)."""
+    if not os.path.isdir(directory):
+        return Cursor()
     try:
         return Cursor(**json.loads((directory / CURSOR).read_bytes()))
     except (OSError, ValueError, TypeError):

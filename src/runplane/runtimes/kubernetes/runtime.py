@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +297,7 @@ class KubernetesRuntime:
         """Events leave with their node's group and whether it is spot."""
         if event.node and event.spot is None:
             group, spot = self._nodes.describe(event.node)
-            event = replace(event, node_group=group, spot=spot)
+            event = event.on_node(group, spot)
         self._events.publish(event)
 
     def _node_lost(self, node: str, group: str, spot: bool | None) -> None:
@@ -342,7 +341,7 @@ class KubernetesRuntime:
             if event is None:
                 return
             meta = pod["metadata"]
-            event = replace(event, node_group=group, spot=spot)
+            event = event.on_node(group, spot)
             preconditions = {"uid": meta["uid"]}
             if meta.get("resourceVersion"):
                 preconditions["resourceVersion"] = meta["resourceVersion"]
