@@ -27,7 +27,10 @@ _PORT_TRIES = 50
 
 
 #: Allocations between two collections of the youngest generation (Python's default: 700).
-YOUNG_COLLECTION = 10_000
+#: Fewer collections find fewer objects of requests under way still alive, to walk and to
+#: promote: 50,000 took 1-2 % off the service's CPU per run at the scale benchmark's load,
+#: against 10,000 (docs/benchmarks.md, "Scale"), for at most a few MiB more held between two.
+YOUNG_COLLECTION = 50_000
 
 
 def collect_rarely() -> None:
