@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from runplane.errors import RunExistsError
 from runplane.service import run_counts
 from runplane.service.db import connect
-from runplane.service.db.group_commit import GroupCommit
+from runplane.service.db.group_commit import MOST, GroupCommit
 from runplane.service.records import RunStore
 from tests.service.test_run_listing import created_run
 
@@ -233,3 +233,52 @@ def test_a_caller_interrupted_while_it_waits_leaves_the_others_written(database:
         signal.signal(signal.SIGINT, before)
         engine.dispose()
     assert written == [0, 2]
+
+
+def test_while_records_come_fast_from_several_callers_the_writer_waits_for_more(
+    database: str,
+) -> None:
+    """Records arriving at the busy rate, some while another is written (callers are
+    several): the writer of the next batch waits for more before it writes, until a whole batch
+    waits (here the wait would be two minutes, so a batch written before then was ended by the
+    count)."""
+    engine = connect(database)
+    batches: list[int] = []
+    group: list[GroupCommit[Any]] = []
+    held = HeldFirst(lambda _, items: batches.append(len(items)), group)
+    held.behind = 2
+    # Any two arrivals in a row are fast enough.
+    group.append(GroupCommit(engine, held, busy_rate=1e-6, window=2, linger=120))
+    commits = group[0]
+    started = time.monotonic()
+    try:
+        with ThreadPoolExecutor(MOST + 1) as pool:
+            first = pool.submit(commits.commit, 0)
+            assert held.started.wait(30)
+            behind = [pool.submit(commits.commit, item) for item in (1, 2)]
+            first.result(timeout=30)  # written alone; the two behind it wait for more
+            list(pool.map(commits.commit, range(3, MOST + 1)))
+            for waiting in behind:
+                waiting.result(timeout=30)
+    finally:
+        engine.dispose()
+    assert batches == [1, MOST]
+    assert time.monotonic() - started < 60
+
+
+def test_a_lone_caller_is_never_kept_waiting(database: str) -> None:
+    """One caller sending records one after another, however fast, finds none being written
+    when its own arrives: no company can come, and its records are written at once."""
+    engine = connect(database)
+    batches: list[int] = []
+    commits: GroupCommit[int] = GroupCommit(
+        engine, lambda _, items: batches.append(len(items)), busy_rate=1e-6, window=2, linger=120
+    )
+    started = time.monotonic()
+    try:
+        for item in range(5):
+            commits.commit(item)
+    finally:
+        engine.dispose()
+    assert batches == [1] * 5
+    assert time.monotonic() - started < 60
