@@ -282,3 +282,44 @@ def test_a_lone_caller_is_never_kept_waiting(database: str) -> None:
         engine.dispose()
     assert batches == [1] * 5
     assert time.monotonic() - started < 60
+
+
+def test_a_writer_interrupted_while_it_waits_for_more_hands_the_batch_on(database: str) -> None:
+    """Ctrl-C reaches the main thread while, its batch handed to it, it waits for more
+    records: it leaves with KeyboardInterrupt, its record unwritten, and the next record is
+    written (nobody is left holding the batch)."""
+    engine = connect(database)
+    main = threading.main_thread().ident
+    assert main == threading.get_ident()
+    written: list[int] = []
+    group: list[GroupCommit[Any]] = []
+    held = HeldFirst(lambda _, items: written.extend(items), group)
+    held.behind = 1
+    # The next record waits for company too (an arrival before it found one being written),
+    # and is written when its 3 s are up.
+    group.append(GroupCommit(engine, held, busy_rate=1e-6, window=2, linger=3))
+    commits = group[0]
+
+    def interrupt_the_wait() -> None:
+        deadline = time.monotonic() + 30
+        while not commits._full._waiters:  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "the main thread did not wait for more"
+            time.sleep(0.001)
+        assert main is not None
+        signal.pthread_kill(main, signal.SIGINT)
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(commits.commit, 0)
+            assert held.started.wait(30)  # its write held until the main thread's arrives
+            signalled = pool.submit(interrupt_the_wait)
+            with pytest.raises(KeyboardInterrupt):
+                commits.commit(1)  # arrives while 0 is written: handed the next batch
+            first.result(timeout=30)
+            signalled.result(timeout=30)
+            pool.submit(commits.commit, 2).result(timeout=30)
+    finally:
+        signal.signal(signal.SIGINT, before)
+        engine.dispose()
+    assert written == [0, 2]

@@ -15,8 +15,8 @@ so. So while they come that fast from several callers at once, the writer of a b
 waits for more, up to :data:`LINGER` seconds or until :data:`MOST` are waiting, as the recorder
 does with events. At the scale benchmark's load (80 runs a second from 8 clients) a transaction
 then held three to four runs instead of one; the statements a run costs fell from 5.1 to 2.0,
-and the service's CPU per run by about a tenth (docs/decisions.md, "New runs' records wait for
-each other"). A submission's answer comes up to that much later, against the hundred
+and the service's CPU per run by 5-8 % (docs/decisions.md, "New runs' records wait for each
+other"). A submission's answer comes up to that much later, against the hundred
 milliseconds it takes at that load. Callers that are several show themselves: some of their
 records arrive while another is being written. A lone caller, however fast (a loop submitting
 runs one after another), waits for each record before it sends the next, never finds one being
@@ -94,7 +94,7 @@ class GroupCommit(Generic[T]):
         #: written; and the rate that makes a writer linger.
         self._arrivals: deque[tuple[float, bool]] = deque(maxlen=window)
         self._busy_span = window / busy_rate
-        self.linger = linger
+        self._linger_s = linger
 
     def close(self) -> None:
         """Give back the connection kept for writing (a later commit keeps one again)."""
@@ -117,17 +117,30 @@ class GroupCommit(Generic[T]):
                 self._withdraw(me)
                 raise
         if not me.done:
+            try:
+                self._linger()
+            except BaseException:  # interrupted while it waited for company
+                self._withdraw(me, writes=True)
+                raise
             self._write_batch()
         if me.error is not None:
             raise me.error
 
-    def _withdraw(self, me: _Waiting[T]) -> None:
+    def _linger(self) -> None:
+        """While records come fast from several callers, wait up to ``linger`` seconds for
+        more, or until a whole batch waits."""
+        with self._lock:
+            if self._busy():
+                self._full.wait_for(lambda: len(self._pending) >= MOST, self._linger_s)
+
+    def _withdraw(self, me: _Waiting[T], writes: bool = False) -> None:
         """``me`` no longer waits: off the queue if it is still there, and the next batch
-        handed on if it was handed to ``me`` (the others would wait for it forever)."""
+        handed on if it was ``me``'s to write (``writes``: it arrived first; or it was handed
+        to it), or the others would wait for it forever."""
         with self._lock:
             if me not in self._pending:
                 return  # in a batch being written: its record may yet be committed
-            handed = self._pending[0] is me and me.woken.is_set()
+            handed = self._pending[0] is me and (writes or me.woken.is_set())
             self._pending.remove(me)
             if handed:
                 if self._pending:
@@ -140,8 +153,6 @@ class GroupCommit(Generic[T]):
         arrive, or was handed this batch), then hand the next batch to the first caller
         waiting, if any."""
         with self._lock:
-            if self._busy():
-                self._full.wait_for(lambda: len(self._pending) >= MOST, self.linger)
             batch, self._pending = self._pending[:MOST], self._pending[MOST:]
         try:
             self._written(batch)
@@ -170,7 +181,6 @@ class GroupCommit(Generic[T]):
             len(arrivals) == arrivals.maxlen
             and arrivals[-1][0] - arrivals[0][0] < self._busy_span
             and any(queued for _, queued in arrivals)
-            and len(self._pending) < MOST
         )
 
     def _written(self, batch: list[_Waiting[T]]) -> None:
